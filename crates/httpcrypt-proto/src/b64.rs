@@ -1,0 +1,79 @@
+//! Strict base64url without padding (spec §1): `=` is refused, only
+//! `[A-Za-z0-9_-]` is accepted, and unused trailing bits must be zero, so
+//! every byte string has exactly one text form.
+
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
+use base64::engine::DecodePaddingMode;
+use base64::{alphabet, Engine as _};
+
+use crate::error::{Error, Result};
+
+const ENGINE: GeneralPurpose = GeneralPurpose::new(
+    &alphabet::URL_SAFE,
+    GeneralPurposeConfig::new()
+        .with_encode_padding(false)
+        .with_decode_padding_mode(DecodePaddingMode::RequireNone)
+        .with_decode_allow_trailing_bits(false),
+);
+
+/// Encodes bytes as unpadded base64url.
+pub fn encode(bytes: &[u8]) -> String {
+    ENGINE.encode(bytes)
+}
+
+/// Appends the unpadded base64url form of `bytes` to `out`.
+pub fn encode_to(bytes: &[u8], out: &mut String) {
+    ENGINE.encode_string(bytes, out);
+}
+
+/// Decodes unpadded base64url, refusing every non-canonical form.
+pub fn decode(text: &[u8]) -> Result<Vec<u8>> {
+    ENGINE.decode(text).map_err(|_| Error::BadBase64)
+}
+
+/// Decodes text that must hold exactly `N` bytes.
+pub fn decode_array<const N: usize>(text: &[u8]) -> Result<[u8; N]> {
+    if text.len() != encoded_len(N) {
+        return Err(Error::BadBase64);
+    }
+    let mut out = [0u8; N];
+    let n = ENGINE
+        .decode_slice(text, &mut out)
+        .map_err(|_| Error::BadBase64)?;
+    if n != N {
+        return Err(Error::BadBase64);
+    }
+    Ok(out)
+}
+
+/// Length of the unpadded base64url form of `n` bytes.
+pub const fn encoded_len(n: usize) -> usize {
+    (n * 4).div_ceil(3)
+}
+
+/// Whether `c` belongs to the base64url alphabet.
+pub const fn is_alphabet(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'-' || c == b'_'
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_only() {
+        assert_eq!(encode(b"\xfb\xff"), "-_8");
+        assert_eq!(decode(b"-_8").unwrap(), b"\xfb\xff");
+        assert_eq!(decode(b"-_8="), Err(Error::BadBase64));
+        assert_eq!(decode(b"-_9"), Err(Error::BadBase64), "non-zero trailing bits");
+        assert_eq!(decode(b"+/8"), Err(Error::BadBase64));
+        assert_eq!(decode(b"A"), Err(Error::BadBase64));
+        assert_eq!(decode(b"").unwrap(), b"");
+        assert_eq!(encoded_len(10), 14);
+        assert_eq!(encoded_len(24), 32);
+        assert_eq!(encoded_len(32), 43);
+        assert_eq!(encoded_len(86), 115);
+        assert_eq!(decode_array::<2>(b"-_8").unwrap(), [0xfb, 0xff]);
+        assert_eq!(decode_array::<3>(b"-_8"), Err(Error::BadBase64));
+    }
+}

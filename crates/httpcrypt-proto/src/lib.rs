@@ -1,0 +1,31 @@
+//! Sans-IO core of HTTPCrypt v1: opportunistic encryption for plain HTTP.
+//!
+//! This crate turns bytes into events and events into bytes. It opens no
+//! sockets, reads no clock and draws no OS randomness: time (unix seconds)
+//! and an RNG are always parameters. The project's protocol text is in
+//! `spec/httpcrypt.md`; section references (`spec §3`) point there.
+//!
+//! Map of the crate:
+//! - [`keys`]: X25519 key-exchange keys, key IDs, session keys, Ed25519 identity keys;
+//! - [`stream`]: sealed streams ([`stream::Sealer`], [`stream::Opener`]);
+//! - [`inner`]: the inner HTTP/1.1 message, its limits and header reconstruction;
+//! - [`outer`]: what middleboxes see: nonce path, cookie, outer heads, problems;
+//! - [`server`] and [`client`]: the two ends of one exchange;
+//! - [`cert`] and [`dns`]: key certificates and their DNS record forms;
+//! - [`ticket`], [`token`], [`replay`]: resumption and replay defence;
+//! - [`rspamd`]: the rspamd compatibility profile.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod b64;
+pub mod error;
+pub mod keys;
+pub mod limits;
+pub mod rspamd;
+pub mod stream;
+pub mod suite;
+
+pub use error::{Error, Problem, Result, Scope};
+pub use keys::{IdentityKey, IdentityPublic, KexPublic, KexSecret, KeyId, SessionKey};
+pub use limits::Limits;
+pub use stream::{Event, Opener, ResponseKey, Sealer};

@@ -1,0 +1,1 @@
+//! The rspamd compatibility profile (`spec/rspamd-profile.md`).

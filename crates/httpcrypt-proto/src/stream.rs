@@ -1,0 +1,508 @@
+//! Sealed streams (spec §3): the record layer every message body uses.
+//!
+//! ```text
+//! record = header(4) || tag(16) || payload(L)
+//! header = u32 BE: bit 31 FINAL, bit 30 CLEAR, bits 29..0 L
+//! ```
+//!
+//! Record `i` uses nonce `n0 + i`. Record 0 is bound to the direction (and,
+//! for responses, to the request's nonce); every later record is bound to
+//! the previous tag, so records cannot be dropped, reordered or spliced from
+//! another stream. Self-delimiting records make the stream indifferent to how
+//! proxies re-chunk the body.
+
+use crate::error::{Error, Result};
+use crate::keys::SessionKey;
+use crate::limits::RECORD_CEILING;
+use crate::suite::{nonce_add, XChaCha, NONCE_LEN, TAG_LEN};
+
+/// Length of a record header.
+pub const HEADER_LEN: usize = 4;
+/// Bytes a record adds to its payload.
+pub const RECORD_OVERHEAD: usize = HEADER_LEN + TAG_LEN;
+/// At most this many records in one stream.
+pub const MAX_RECORDS: u64 = 1 << 32;
+
+const FINAL: u32 = 1 << 31;
+const CLEAR: u32 = 1 << 30;
+const LEN_MASK: u32 = CLEAR - 1;
+
+const REQ_LABEL: &[u8] = b"hc1-req";
+const RSP_LABEL: &[u8] = b"hc1-rsp";
+
+/// Which way a stream flows; responses are bound to their request's nonce.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Request,
+    Response { request_n0: [u8; NONCE_LEN] },
+}
+
+/// The parsed fields of a record header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordHeader {
+    /// This is the stream's last record.
+    pub last: bool,
+    /// The payload travels in plaintext, authenticated only (split serving).
+    pub clear: bool,
+    /// Payload length.
+    pub len: usize,
+}
+
+impl RecordHeader {
+    /// Encodes the header word.
+    pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut w = self.len as u32 & LEN_MASK;
+        if self.last {
+            w |= FINAL;
+        }
+        if self.clear {
+            w |= CLEAR;
+        }
+        w.to_be_bytes()
+    }
+
+    /// Decodes a header word.
+    pub fn decode(bytes: [u8; HEADER_LEN]) -> Self {
+        let w = u32::from_be_bytes(bytes);
+        RecordHeader {
+            last: w & FINAL != 0,
+            clear: w & CLEAR != 0,
+            len: (w & LEN_MASK) as usize,
+        }
+    }
+}
+
+/// The record chain state shared by both ends: nonce, index, previous tag.
+struct Chain {
+    aead: XChaCha,
+    n0: [u8; NONCE_LEN],
+    index: u64,
+    prev_tag: [u8; TAG_LEN],
+    direction: Direction,
+    ad: Vec<u8>,
+}
+
+impl Chain {
+    fn new(key: &SessionKey, n0: [u8; NONCE_LEN], direction: Direction) -> Self {
+        Chain {
+            aead: XChaCha::new(key.as_bytes()),
+            n0,
+            index: 0,
+            prev_tag: [0; TAG_LEN],
+            direction,
+            ad: Vec::with_capacity(64),
+        }
+    }
+
+    /// Builds `AD_i` for the current record into `self.ad`.
+    fn build_ad(&mut self, header: &[u8; HEADER_LEN]) {
+        self.ad.clear();
+        if self.index == 0 {
+            match &self.direction {
+                Direction::Request => self.ad.extend_from_slice(REQ_LABEL),
+                Direction::Response { request_n0 } => {
+                    self.ad.extend_from_slice(RSP_LABEL);
+                    self.ad.extend_from_slice(request_n0);
+                }
+            }
+        } else {
+            self.ad.extend_from_slice(&self.prev_tag);
+        }
+        self.ad.extend_from_slice(header);
+    }
+
+    fn nonce(&self) -> [u8; NONCE_LEN] {
+        nonce_add(&self.n0, self.index)
+    }
+
+    /// Seals one record laid out as `header || tag || payload` in place.
+    fn seal(&mut self, record: &mut [u8], last: bool, clear: bool) -> Result<()> {
+        let len = record.len() - RECORD_OVERHEAD;
+        if len > RECORD_CEILING {
+            return Err(Error::RecordTooLarge);
+        }
+        if clear && self.direction == Direction::Request {
+            return Err(Error::ClearInRequest);
+        }
+        if self.index >= MAX_RECORDS {
+            return Err(Error::TooManyRecords);
+        }
+        let header = RecordHeader { last, clear, len }.encode();
+        record[..HEADER_LEN].copy_from_slice(&header);
+        self.build_ad(&header);
+        let nonce = self.nonce();
+        let (head, payload) = record.split_at_mut(RECORD_OVERHEAD);
+        let tag = if clear {
+            self.ad.extend_from_slice(payload);
+            self.aead.seal_in_place(&nonce, &self.ad, &mut [])
+        } else {
+            self.aead.seal_in_place(&nonce, &self.ad, payload)
+        };
+        head[HEADER_LEN..].copy_from_slice(&tag);
+        self.prev_tag = tag;
+        self.index += 1;
+        Ok(())
+    }
+}
+
+/// Produces the records of one stream.
+///
+/// `seal*` appends a non-final record; `finish*` appends the FINAL record and
+/// consumes the sealer, so a stream cannot continue after its end.
+pub struct Sealer {
+    chain: Chain,
+}
+
+impl core::fmt::Debug for Sealer {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Sealer")
+            .field("records", &self.chain.index)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The key a server may use to seal exactly one response: the session key
+/// bound to the request's nonce. Not `Clone`: consumed by [`Sealer::response`].
+pub struct ResponseKey {
+    key: SessionKey,
+    request_n0: [u8; NONCE_LEN],
+}
+
+impl ResponseKey {
+    /// Binds `key` to the request whose nonce is `request_n0`.
+    pub fn new(key: SessionKey, request_n0: [u8; NONCE_LEN]) -> Self {
+        ResponseKey { key, request_n0 }
+    }
+
+    /// The request nonce this key answers.
+    pub fn request_n0(&self) -> &[u8; NONCE_LEN] {
+        &self.request_n0
+    }
+
+    /// The session key (for tickets and tokens issued in the response).
+    pub fn session_key(&self) -> &SessionKey {
+        &self.key
+    }
+}
+
+impl core::fmt::Debug for ResponseKey {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("ResponseKey(..)")
+    }
+}
+
+impl Sealer {
+    /// A request stream starting at nonce `n0` (which the client puts in the path).
+    pub fn request(key: &SessionKey, n0: [u8; NONCE_LEN]) -> Self {
+        Sealer {
+            chain: Chain::new(key, n0, Direction::Request),
+        }
+    }
+
+    /// A response stream starting at the fresh nonce `n0`. Appends `n0` to
+    /// `out`, as the outer response body starts with it (spec §4.2).
+    pub fn response(key: ResponseKey, n0: [u8; NONCE_LEN], out: &mut Vec<u8>) -> Self {
+        out.extend_from_slice(&n0);
+        Sealer {
+            chain: Chain::new(
+                &key.key,
+                n0,
+                Direction::Response {
+                    request_n0: key.request_n0,
+                },
+            ),
+        }
+    }
+
+    /// Number of records sealed so far.
+    pub fn records(&self) -> u64 {
+        self.chain.index
+    }
+
+    fn append(&mut self, plaintext: &[u8], out: &mut Vec<u8>, last: bool, clear: bool) -> Result<()> {
+        let start = out.len();
+        out.resize(start + RECORD_OVERHEAD, 0);
+        out.extend_from_slice(plaintext);
+        let r = self.chain.seal(&mut out[start..], last, clear);
+        if r.is_err() {
+            out.truncate(start);
+        }
+        r
+    }
+
+    /// Appends a non-final encrypted record holding `plaintext`.
+    pub fn seal(&mut self, plaintext: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        self.append(plaintext, out, false, false)
+    }
+
+    /// Appends a non-final CLEAR record (responses only, spec §9).
+    pub fn seal_clear(&mut self, plaintext: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        self.append(plaintext, out, false, true)
+    }
+
+    /// Appends the FINAL encrypted record (possibly empty) and ends the stream.
+    pub fn finish(mut self, plaintext: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        self.append(plaintext, out, true, false)
+    }
+
+    /// Appends the FINAL record as a CLEAR record (responses only).
+    pub fn finish_clear(mut self, plaintext: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        self.append(plaintext, out, true, true)
+    }
+
+    /// Seals a non-final record in place: `record` is `RECORD_OVERHEAD`
+    /// bytes of space followed by the plaintext, and becomes the record.
+    pub fn seal_in_place(&mut self, record: &mut [u8]) -> Result<()> {
+        check_room(record)?;
+        self.chain.seal(record, false, false)
+    }
+
+    /// Seals the FINAL record in place (see [`Sealer::seal_in_place`]).
+    pub fn finish_in_place(mut self, record: &mut [u8]) -> Result<()> {
+        check_room(record)?;
+        self.chain.seal(record, true, false)
+    }
+}
+
+fn check_room(record: &[u8]) -> Result<()> {
+    if record.len() < RECORD_OVERHEAD {
+        return Err(Error::Truncated);
+    }
+    Ok(())
+}
+
+/// What an [`Opener`] yields.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Event<'a> {
+    /// Verified plaintext of one record (never empty).
+    Data {
+        /// The record's plaintext.
+        plaintext: &'a [u8],
+        /// The record was a CLEAR record.
+        clear: bool,
+    },
+    /// The FINAL record verified: the stream is complete.
+    End,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    /// Response streams: waiting for the 24-byte nonce prefix.
+    Nonce,
+    Records,
+    /// The FINAL record's data was returned; `End` comes next.
+    EndPending,
+    Done,
+    Failed(Error),
+}
+
+/// Opens one stream: push bytes in with [`Opener::receive`] (any split),
+/// pull verified plaintext out with [`Opener::next_event`], and call
+/// [`Opener::finish`] at the end of input to catch truncation.
+pub struct Opener {
+    chain: Chain,
+    max_record: usize,
+    buf: Vec<u8>,
+    pos: usize,
+    state: State,
+}
+
+impl core::fmt::Debug for Opener {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Opener")
+            .field("records", &self.chain.index)
+            .field("buffered", &(self.buf.len() - self.pos))
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Opener {
+    /// Opens a request stream whose nonce `n0` came from the outer path.
+    pub fn request(key: &SessionKey, n0: [u8; NONCE_LEN], max_record: usize) -> Self {
+        Opener {
+            chain: Chain::new(key, n0, Direction::Request),
+            max_record: max_record.min(RECORD_CEILING),
+            buf: Vec::new(),
+            pos: 0,
+            state: State::Records,
+        }
+    }
+
+    /// Opens a response body (`n0 || stream`) answering the request with nonce `request_n0`.
+    pub fn response(key: &SessionKey, request_n0: [u8; NONCE_LEN], max_record: usize) -> Self {
+        Opener {
+            chain: Chain::new(key, [0; NONCE_LEN], Direction::Response { request_n0 }),
+            max_record: max_record.min(RECORD_CEILING),
+            buf: Vec::new(),
+            pos: 0,
+            state: State::Nonce,
+        }
+    }
+
+    /// Pushes received bytes. Bytes after the FINAL record are an error.
+    pub fn receive(&mut self, bytes: &[u8]) -> Result<()> {
+        if let State::Failed(e) = &self.state {
+            return Err(e.clone());
+        }
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        if matches!(self.state, State::EndPending | State::Done) {
+            return Err(self.fail(Error::TrailingData));
+        }
+        if self.pos > 0 {
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+        }
+        self.buf.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    /// The next event, or `Ok(None)` when more input is needed (or after `End`).
+    pub fn next_event(&mut self) -> Result<Option<Event<'_>>> {
+        loop {
+            match &self.state {
+                State::Failed(e) => return Err(e.clone()),
+                State::Done => return Ok(None),
+                State::EndPending => {
+                    self.state = State::Done;
+                    return Ok(Some(Event::End));
+                }
+                State::Nonce => {
+                    if self.buf.len() - self.pos < NONCE_LEN {
+                        return Ok(None);
+                    }
+                    self.chain.n0.copy_from_slice(&self.buf[self.pos..self.pos + NONCE_LEN]);
+                    self.pos += NONCE_LEN;
+                    self.state = State::Records;
+                }
+                State::Records => match self.open_record()? {
+                    None => return Ok(None),
+                    Some((start, len, clear, last)) => {
+                        if last {
+                            self.state = if len == 0 { State::Done } else { State::EndPending };
+                            if len == 0 {
+                                return Ok(Some(Event::End));
+                            }
+                        } else if len == 0 {
+                            continue;
+                        }
+                        return Ok(Some(Event::Data {
+                            plaintext: &self.buf[start..start + len],
+                            clear,
+                        }));
+                    }
+                },
+            }
+        }
+    }
+
+    /// Verifies the next buffered record in place. Returns the plaintext's
+    /// position, length, CLEAR flag and FINAL flag.
+    fn open_record(&mut self) -> Result<Option<(usize, usize, bool, bool)>> {
+        let avail = &self.buf[self.pos..];
+        if avail.len() < HEADER_LEN {
+            return Ok(None);
+        }
+        let header_bytes: [u8; HEADER_LEN] = avail[..HEADER_LEN]
+            .try_into()
+            .expect("length checked above");
+        let header = RecordHeader::decode(header_bytes);
+        // Spec §11: the header is judged before the payload is awaited.
+        if header.len > self.max_record {
+            return Err(self.fail(Error::RecordTooLarge));
+        }
+        if header.clear && self.chain.direction == Direction::Request {
+            return Err(self.fail(Error::ClearInRequest));
+        }
+        if self.chain.index >= MAX_RECORDS {
+            return Err(self.fail(Error::TooManyRecords));
+        }
+        let total = RECORD_OVERHEAD + header.len;
+        if avail.len() < total {
+            return Ok(None);
+        }
+        let tag: [u8; TAG_LEN] = avail[HEADER_LEN..RECORD_OVERHEAD]
+            .try_into()
+            .expect("length checked above");
+        let start = self.pos + RECORD_OVERHEAD;
+        let end = self.pos + total;
+        self.chain.build_ad(&header_bytes);
+        let nonce = self.chain.nonce();
+        let verified = if header.clear {
+            self.chain.ad.extend_from_slice(&self.buf[start..end]);
+            self.chain.aead.open_in_place(&nonce, &self.chain.ad, &tag, &mut [])
+        } else {
+            self.chain
+                .aead
+                .open_in_place(&nonce, &self.chain.ad, &tag, &mut self.buf[start..end])
+        };
+        if verified.is_err() {
+            return Err(self.fail(Error::Integrity));
+        }
+        self.chain.prev_tag = tag;
+        self.chain.index += 1;
+        self.pos = end;
+        if header.last && self.pos != self.buf.len() {
+            return Err(self.fail(Error::TrailingData));
+        }
+        Ok(Some((start, header.len, header.clear, header.last)))
+    }
+
+    fn fail(&mut self, e: Error) -> Error {
+        self.state = State::Failed(e.clone());
+        self.buf = Vec::new();
+        self.pos = 0;
+        e
+    }
+
+    /// Whether the FINAL record has verified.
+    pub fn is_complete(&self) -> bool {
+        matches!(self.state, State::EndPending | State::Done)
+    }
+
+    /// Number of records verified so far.
+    pub fn records(&self) -> u64 {
+        self.chain.index
+    }
+
+    /// Ends the input: succeeds only if the FINAL record verified and nothing
+    /// follows it; otherwise the stream was truncated (spec §3).
+    pub fn finish(self) -> Result<()> {
+        match self.state {
+            State::Failed(e) => Err(e),
+            State::EndPending | State::Done => Ok(()),
+            State::Nonce | State::Records => Err(Error::Truncated),
+        }
+    }
+}
+
+/// Opens a whole stream held in memory and returns its plaintext.
+/// `clear_allowed` is only relevant for documentation: request streams
+/// refuse CLEAR records by construction.
+pub fn open_all(mut opener: Opener, bytes: &[u8]) -> Result<Vec<u8>> {
+    opener.receive(bytes)?;
+    let mut out = Vec::new();
+    while let Some(ev) = opener.next_event()? {
+        match ev {
+            Event::Data { plaintext, .. } => out.extend_from_slice(plaintext),
+            Event::End => break,
+        }
+    }
+    opener.finish()?;
+    Ok(out)
+}
+
+/// Seals `plaintext` as a stream of records of at most `record_size` bytes
+/// (the last record is FINAL; an empty plaintext gives one empty FINAL record).
+pub fn seal_all(mut sealer: Sealer, plaintext: &[u8], record_size: usize, out: &mut Vec<u8>) -> Result<()> {
+    let record_size = record_size.max(1);
+    let mut rest = plaintext;
+    while rest.len() > record_size {
+        let (chunk, tail) = rest.split_at(record_size);
+        sealer.seal(chunk, out)?;
+        rest = tail;
+    }
+    sealer.finish(rest, out)
+}

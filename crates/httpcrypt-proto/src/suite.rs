@@ -1,0 +1,181 @@
+//! Suite 1 primitives (spec §1): HChaCha20, XChaCha20-Poly1305 built from
+//! HChaCha20 and the IETF ChaCha20-Poly1305 of aws-lc-rs, SHA3-256.
+//!
+//! XChaCha20-Poly1305 with nonce `n` is ChaCha20-Poly1305 under the subkey
+//! `HChaCha20(k, n[0..16])` with the 12-byte nonce `0^4 || n[16..24]`. The
+//! subkey only changes when the first 16 nonce bytes change, which inside a
+//! stream of consecutive nonces happens once every 2^64 records, so
+//! [`XChaCha`] caches it.
+
+use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305};
+use chacha20::cipher::consts::U10;
+use sha3::{Digest, Sha3_256};
+use zeroize::Zeroizing;
+
+use crate::error::{Error, Result};
+
+/// AEAD tag length.
+pub const TAG_LEN: usize = 16;
+/// XChaCha20 nonce length.
+pub const NONCE_LEN: usize = 24;
+
+/// HChaCha20 (draft-irtf-cfrg-xchacha-03 §2.2).
+pub fn hchacha20(key: &[u8; 32], input: &[u8; 16]) -> Zeroizing<[u8; 32]> {
+    let out = chacha20::hchacha::<U10>(key.into(), input.into());
+    let mut bytes = Zeroizing::new([0u8; 32]);
+    bytes.copy_from_slice(&out);
+    bytes
+}
+
+/// SHA3-256 over the concatenation of `parts`.
+pub fn sha3_256(parts: &[&[u8]]) -> [u8; 32] {
+    let mut h = Sha3_256::new();
+    for p in parts {
+        h.update(p);
+    }
+    h.finalize().into()
+}
+
+/// XChaCha20-Poly1305 under one key, with the HChaCha20 subkey cached for
+/// the last nonce prefix used.
+pub struct XChaCha {
+    key: Zeroizing<[u8; 32]>,
+    prefix: [u8; 16],
+    inner: Option<LessSafeKey>,
+}
+
+impl core::fmt::Debug for XChaCha {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("XChaCha(..)")
+    }
+}
+
+impl XChaCha {
+    /// A cipher under `key`.
+    pub fn new(key: &[u8; 32]) -> Self {
+        XChaCha {
+            key: Zeroizing::new(*key),
+            prefix: [0; 16],
+            inner: None,
+        }
+    }
+
+    fn subkey(&mut self, nonce: &[u8; NONCE_LEN]) -> (&LessSafeKey, Nonce) {
+        let prefix: [u8; 16] = nonce[..16].try_into().expect("24-byte nonce has a 16-byte prefix");
+        if self.inner.is_none() || self.prefix != prefix {
+            let sub = hchacha20(&self.key, &prefix);
+            let unbound = UnboundKey::new(&CHACHA20_POLY1305, &sub[..])
+                .expect("a 32-byte key is valid for ChaCha20-Poly1305");
+            self.inner = Some(LessSafeKey::new(unbound));
+            self.prefix = prefix;
+        }
+        let mut n12 = [0u8; 12];
+        n12[4..].copy_from_slice(&nonce[16..]);
+        let key = self.inner.as_ref().expect("subkey was just set");
+        (key, Nonce::assume_unique_for_key(n12))
+    }
+
+    /// Encrypts `in_out` in place and returns the tag.
+    pub fn seal_in_place(
+        &mut self,
+        nonce: &[u8; NONCE_LEN],
+        aad: &[u8],
+        in_out: &mut [u8],
+    ) -> [u8; TAG_LEN] {
+        let (key, n) = self.subkey(nonce);
+        let tag = key
+            .seal_in_place_separate_tag(n, Aad::from(aad), in_out)
+            .expect("ChaCha20-Poly1305 sealing cannot fail for in-range lengths");
+        let mut out = [0u8; TAG_LEN];
+        out.copy_from_slice(tag.as_ref());
+        out
+    }
+
+    /// Verifies `tag` and decrypts `in_out` in place. On failure the
+    /// contents of `in_out` are unspecified and must not be used.
+    pub fn open_in_place(
+        &mut self,
+        nonce: &[u8; NONCE_LEN],
+        aad: &[u8],
+        tag: &[u8; TAG_LEN],
+        in_out: &mut [u8],
+    ) -> Result<()> {
+        let (key, n) = self.subkey(nonce);
+        key.open_in_place_separate_tag(n, Aad::from(aad), tag, in_out)
+            .map(|_| ())
+            .map_err(|_| Error::Integrity)
+    }
+}
+
+/// Adds `i` to a 24-byte nonce read as a big-endian integer, modulo 2^192.
+pub fn nonce_add(n0: &[u8; NONCE_LEN], i: u64) -> [u8; NONCE_LEN] {
+    let mut out = *n0;
+    let mut carry = i as u128;
+    for b in out.iter_mut().rev() {
+        if carry == 0 {
+            break;
+        }
+        let sum = *b as u128 + (carry & 0xff);
+        *b = sum as u8;
+        carry = (carry >> 8) + (sum >> 8);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unhex(s: &str) -> Vec<u8> {
+        hex::decode(s.replace([' ', '\n'], "")).unwrap()
+    }
+
+    #[test]
+    fn hchacha20_draft_vector() {
+        // draft-irtf-cfrg-xchacha-03 §2.2.1
+        let key: [u8; 32] = unhex("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f")
+            .try_into()
+            .unwrap();
+        let input: [u8; 16] = unhex("000000090000004a0000000031415927").try_into().unwrap();
+        assert_eq!(
+            hchacha20(&key, &input).to_vec(),
+            unhex("82413b4227b27bfed30e42508a877d73a0f9e4d58a74a853c12ec41326d3ecdc")
+        );
+    }
+
+    #[test]
+    fn xchacha_matches_reference_implementation() {
+        use chacha20poly1305::aead::{Aead, KeyInit, Payload};
+        let key = [7u8; 32];
+        let nonce = [9u8; 24];
+        let msg = b"attack at dawn, or maybe a bit later".to_vec();
+        let aad = b"header";
+        let reference = chacha20poly1305::XChaCha20Poly1305::new((&key).into())
+            .encrypt((&nonce).into(), Payload { msg: &msg, aad })
+            .unwrap();
+        let mut buf = msg.clone();
+        let mut x = XChaCha::new(&key);
+        let tag = x.seal_in_place(&nonce, aad, &mut buf);
+        assert_eq!([buf.clone(), tag.to_vec()].concat(), reference);
+        x.open_in_place(&nonce, aad, &tag, &mut buf).unwrap();
+        assert_eq!(buf, msg);
+        let mut bad = tag;
+        bad[0] ^= 1;
+        assert_eq!(x.open_in_place(&nonce, aad, &bad, &mut buf), Err(Error::Integrity));
+    }
+
+    #[test]
+    fn nonce_addition_wraps_and_carries() {
+        let mut n = [0u8; 24];
+        n[23] = 0xff;
+        let m = nonce_add(&n, 1);
+        assert_eq!(m[22..], [1, 0]);
+        assert_eq!(nonce_add(&[0xff; 24], 1), [0u8; 24]);
+        let mut n = [0u8; 24];
+        n[16..].copy_from_slice(&[0xff; 8]);
+        let m = nonce_add(&n, 2);
+        assert_eq!(m[15], 1);
+        assert_eq!(m[23], 1);
+        assert_eq!(nonce_add(&[0xff; 24], u64::MAX)[23], 0xfe);
+    }
+}
