@@ -65,7 +65,11 @@ mod tests {
         assert_eq!(encode(b"\xfb\xff"), "-_8");
         assert_eq!(decode(b"-_8").unwrap(), b"\xfb\xff");
         assert_eq!(decode(b"-_8="), Err(Error::BadBase64));
-        assert_eq!(decode(b"-_9"), Err(Error::BadBase64), "non-zero trailing bits");
+        assert_eq!(
+            decode(b"-_9"),
+            Err(Error::BadBase64),
+            "non-zero trailing bits"
+        );
         assert_eq!(decode(b"+/8"), Err(Error::BadBase64));
         assert_eq!(decode(b"A"), Err(Error::BadBase64));
         assert_eq!(decode(b"").unwrap(), b"");

@@ -271,14 +271,16 @@ mod tests {
     #[test]
     fn rfc7748_x25519_and_shared_session_key() {
         // RFC 7748 §6.1
-        let a: [u8; 32] = hex::decode("77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a")
-            .unwrap()
-            .try_into()
-            .unwrap();
-        let b: [u8; 32] = hex::decode("5dab087e624a8a4b79e17f8b83800ee66f3bb1292618b6fd1c2f8b27ff88e0eb")
-            .unwrap()
-            .try_into()
-            .unwrap();
+        let a: [u8; 32] =
+            hex::decode("77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a")
+                .unwrap()
+                .try_into()
+                .unwrap();
+        let b: [u8; 32] =
+            hex::decode("5dab087e624a8a4b79e17f8b83800ee66f3bb1292618b6fd1c2f8b27ff88e0eb")
+                .unwrap()
+                .try_into()
+                .unwrap();
         let a = KexSecret::from_bytes(a);
         let b = KexSecret::from_bytes(b);
         assert_eq!(
@@ -289,17 +291,26 @@ mod tests {
             hex::encode(*a.agree_raw(b.public()).unwrap()),
             "4a5d9d5ba4ce2de1728e3bf480350f25e07e21c947d19e3376f09b3c1e161742"
         );
-        assert_eq!(a.session_key(b.public()).unwrap(), b.session_key(a.public()).unwrap());
+        assert_eq!(
+            a.session_key(b.public()).unwrap(),
+            b.session_key(a.public()).unwrap()
+        );
         assert!(!format!("{a:?}").contains("77076d"));
     }
 
     #[test]
     fn small_order_peer_is_refused() {
         let s = KexSecret::from_bytes([3u8; 32]);
-        assert_eq!(s.session_key(&KexPublic([0u8; 32])).err(), Some(Error::SmallOrder));
+        assert_eq!(
+            s.session_key(&KexPublic([0u8; 32])).err(),
+            Some(Error::SmallOrder)
+        );
         let mut one = [0u8; 32];
         one[0] = 1;
-        assert_eq!(s.session_key(&KexPublic(one)).err(), Some(Error::SmallOrder));
+        assert_eq!(
+            s.session_key(&KexPublic(one)).err(),
+            Some(Error::SmallOrder)
+        );
     }
 
     #[test]

@@ -18,13 +18,23 @@
 #![warn(missing_docs)]
 
 pub mod b64;
+pub mod cert;
+pub mod client;
+pub mod dns;
 pub mod error;
+pub mod inner;
 pub mod keys;
 pub mod limits;
+pub mod outer;
+pub mod replay;
 pub mod rspamd;
+pub mod server;
 pub mod stream;
 pub mod suite;
+pub mod ticket;
+pub mod token;
 
+pub use cert::KeyCert;
 pub use error::{Error, Problem, Result, Scope};
 pub use keys::{IdentityKey, IdentityPublic, KexPublic, KexSecret, KeyId, SessionKey};
 pub use limits::Limits;

@@ -219,7 +219,13 @@ impl Sealer {
         self.chain.index
     }
 
-    fn append(&mut self, plaintext: &[u8], out: &mut Vec<u8>, last: bool, clear: bool) -> Result<()> {
+    fn append(
+        &mut self,
+        plaintext: &[u8],
+        out: &mut Vec<u8>,
+        last: bool,
+        clear: bool,
+    ) -> Result<()> {
         let start = out.len();
         out.resize(start + RECORD_OVERHEAD, 0);
         out.extend_from_slice(plaintext);
@@ -373,7 +379,9 @@ impl Opener {
                     if self.buf.len() - self.pos < NONCE_LEN {
                         return Ok(None);
                     }
-                    self.chain.n0.copy_from_slice(&self.buf[self.pos..self.pos + NONCE_LEN]);
+                    self.chain
+                        .n0
+                        .copy_from_slice(&self.buf[self.pos..self.pos + NONCE_LEN]);
                     self.pos += NONCE_LEN;
                     self.state = State::Records;
                 }
@@ -381,7 +389,11 @@ impl Opener {
                     None => return Ok(None),
                     Some((start, len, clear, last)) => {
                         if last {
-                            self.state = if len == 0 { State::Done } else { State::EndPending };
+                            self.state = if len == 0 {
+                                State::Done
+                            } else {
+                                State::EndPending
+                            };
                             if len == 0 {
                                 return Ok(Some(Event::End));
                             }
@@ -432,7 +444,9 @@ impl Opener {
         let nonce = self.chain.nonce();
         let verified = if header.clear {
             self.chain.ad.extend_from_slice(&self.buf[start..end]);
-            self.chain.aead.open_in_place(&nonce, &self.chain.ad, &tag, &mut [])
+            self.chain
+                .aead
+                .open_in_place(&nonce, &self.chain.ad, &tag, &mut [])
         } else {
             self.chain
                 .aead
@@ -496,7 +510,12 @@ pub fn open_all(mut opener: Opener, bytes: &[u8]) -> Result<Vec<u8>> {
 
 /// Seals `plaintext` as a stream of records of at most `record_size` bytes
 /// (the last record is FINAL; an empty plaintext gives one empty FINAL record).
-pub fn seal_all(mut sealer: Sealer, plaintext: &[u8], record_size: usize, out: &mut Vec<u8>) -> Result<()> {
+pub fn seal_all(
+    mut sealer: Sealer,
+    plaintext: &[u8],
+    record_size: usize,
+    out: &mut Vec<u8>,
+) -> Result<()> {
     let record_size = record_size.max(1);
     let mut rest = plaintext;
     while rest.len() > record_size {

@@ -61,7 +61,9 @@ impl XChaCha {
     }
 
     fn subkey(&mut self, nonce: &[u8; NONCE_LEN]) -> (&LessSafeKey, Nonce) {
-        let prefix: [u8; 16] = nonce[..16].try_into().expect("24-byte nonce has a 16-byte prefix");
+        let prefix: [u8; 16] = nonce[..16]
+            .try_into()
+            .expect("24-byte nonce has a 16-byte prefix");
         if self.inner.is_none() || self.prefix != prefix {
             let sub = hchacha20(&self.key, &prefix);
             let unbound = UnboundKey::new(&CHACHA20_POLY1305, &sub[..])
@@ -133,10 +135,13 @@ mod tests {
     #[test]
     fn hchacha20_draft_vector() {
         // draft-irtf-cfrg-xchacha-03 §2.2.1
-        let key: [u8; 32] = unhex("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f")
+        let key: [u8; 32] =
+            unhex("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f")
+                .try_into()
+                .unwrap();
+        let input: [u8; 16] = unhex("000000090000004a0000000031415927")
             .try_into()
             .unwrap();
-        let input: [u8; 16] = unhex("000000090000004a0000000031415927").try_into().unwrap();
         assert_eq!(
             hchacha20(&key, &input).to_vec(),
             unhex("82413b4227b27bfed30e42508a877d73a0f9e4d58a74a853c12ec41326d3ecdc")
@@ -161,7 +166,10 @@ mod tests {
         assert_eq!(buf, msg);
         let mut bad = tag;
         bad[0] ^= 1;
-        assert_eq!(x.open_in_place(&nonce, aad, &bad, &mut buf), Err(Error::Integrity));
+        assert_eq!(
+            x.open_in_place(&nonce, aad, &bad, &mut buf),
+            Err(Error::Integrity)
+        );
     }
 
     #[test]

@@ -1,0 +1,145 @@
+//! The client's side of one exchange, without IO: pick the credential,
+//! derive `k`, build the cookie and path, seal the request, open the
+//! response (spec §4, §7.2).
+
+use crate::cert::KeyCert;
+use crate::error::Result;
+use crate::inner::{self, RequestHead, ResponseHead};
+use crate::keys::{KexSecret, SessionKey};
+use crate::limits::Limits;
+use crate::outer::{self, Form, Mount};
+use crate::stream::{self, Opener, Sealer};
+use crate::suite::NONCE_LEN;
+use crate::ticket::Ticket;
+
+/// What the client presents in its cookie.
+#[derive(Debug, Clone, Copy)]
+pub enum ClientCredential<'a> {
+    /// Its X25519 key pair (fresh per request, or reused per host).
+    Key(&'a KexSecret),
+    /// A ticket from an earlier response, with the session key it carries.
+    Ticket(&'a Ticket, &'a SessionKey),
+}
+
+/// Everything the client needs to send one request and open its response.
+#[derive(Debug)]
+pub struct PreparedRequest {
+    n0: [u8; NONCE_LEN],
+    key: SessionKey,
+    cookie: String,
+}
+
+impl PreparedRequest {
+    /// Derives `k` against `cert`'s key (or takes it from the ticket) and
+    /// builds the cookie with the given padding (0–16 base64url chars each).
+    pub fn new(
+        cert: &KeyCert,
+        credential: ClientCredential<'_>,
+        n0: [u8; NONCE_LEN],
+        name_pad: &str,
+        value_pad: &str,
+    ) -> Result<Self> {
+        let (key, cookie) = match credential {
+            ClientCredential::Key(secret) => {
+                let key = secret.session_key(&cert.kex_public)?;
+                let cookie =
+                    outer::format_cookie(&cert.kid(), &secret.public().0, name_pad, value_pad)?;
+                (key, cookie)
+            }
+            ClientCredential::Ticket(ticket, key) => {
+                let cookie =
+                    outer::format_cookie(&ticket.tid(), ticket.sealed(), name_pad, value_pad)?;
+                (key.clone(), cookie)
+            }
+        };
+        Ok(PreparedRequest { n0, key, cookie })
+    }
+
+    /// The request nonce.
+    pub fn n0(&self) -> &[u8; NONCE_LEN] {
+        &self.n0
+    }
+
+    /// The session key.
+    pub fn session_key(&self) -> &SessionKey {
+        &self.key
+    }
+
+    /// The `Cookie` field value.
+    pub fn cookie(&self) -> &str {
+        &self.cookie
+    }
+
+    /// A sealer for the request stream.
+    pub fn sealer(&self) -> Sealer {
+        Sealer::request(&self.key, self.n0)
+    }
+
+    /// An opener for the response body.
+    pub fn response_opener(&self, limits: &Limits) -> Opener {
+        Opener::response(&self.key, self.n0, limits.record_limit())
+    }
+
+    /// Seals a complete inner request as one stream.
+    pub fn seal_message(
+        &self,
+        head: &RequestHead,
+        body: &[u8],
+        record_size: usize,
+    ) -> Result<Vec<u8>> {
+        let mut plaintext = Vec::with_capacity(256 + body.len());
+        head.encode(&mut plaintext);
+        plaintext.extend_from_slice(body);
+        let mut out = Vec::with_capacity(plaintext.len() + 64);
+        stream::seal_all(self.sealer(), &plaintext, record_size, &mut out)?;
+        Ok(out)
+    }
+
+    /// The complete outer request (head and body) in the canonical layout.
+    pub fn encode_outer(&self, form: Form, mount: &Mount, host: &str, stream: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(512 + stream.len() * 2);
+        match form {
+            Form::Post => {
+                outer::encode_request_head(
+                    form,
+                    &mount.nonce_path(&self.n0),
+                    host,
+                    &self.cookie,
+                    stream.len(),
+                    &mut out,
+                );
+                out.extend_from_slice(stream);
+            }
+            Form::Get => {
+                outer::encode_request_head(
+                    form,
+                    &mount.get_target(&self.n0, stream),
+                    host,
+                    &self.cookie,
+                    0,
+                    &mut out,
+                );
+            }
+        }
+        out
+    }
+
+    /// Opens a whole response body and parses the inner response.
+    pub fn open_response(&self, body: &[u8], limits: &Limits) -> Result<(ResponseHead, Vec<u8>)> {
+        let plaintext = stream::open_all(self.response_opener(limits), body)?;
+        inner::decode_all::<ResponseHead>(&plaintext, limits)
+    }
+}
+
+/// Whether a request line with this target stays within the GET-form limit.
+pub fn fits_get_form(mount: &Mount, stream_len: usize) -> bool {
+    // "GET " + path + "?" + query + " HTTP/1.1"
+    let line = 4
+        + mount.as_str().len()
+        + 1
+        + outer::NONCE_B64_LEN
+        + 1
+        + crate::b64::encoded_len(stream_len)
+        + 9;
+    line < outer::GET_FORM_LIMIT
+}

@@ -1,0 +1,563 @@
+//! The inner HTTP/1.1 message carried by a sealed stream (spec §4.3):
+//! encode, incremental parse (httparse) under the inner limits, and the
+//! server's reconstruction of the request from outer and inner headers.
+
+use crate::error::{Error, Result};
+use crate::limits::Limits;
+
+/// One header field. Names keep their case; comparisons ignore it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Field {
+    /// Field name.
+    pub name: String,
+    /// Field value (bytes: HTTP allows obs-text).
+    pub value: Vec<u8>,
+}
+
+impl Field {
+    /// A field from a name and value.
+    pub fn new(name: impl Into<String>, value: impl Into<Vec<u8>>) -> Self {
+        Field {
+            name: name.into(),
+            value: value.into(),
+        }
+    }
+
+    /// Whether this field is named `name` (ASCII case-insensitive).
+    pub fn is(&self, name: &str) -> bool {
+        self.name.eq_ignore_ascii_case(name)
+    }
+}
+
+/// The value of the first field named `name`.
+pub fn field<'a>(fields: &'a [Field], name: &str) -> Option<&'a [u8]> {
+    fields
+        .iter()
+        .find(|f| f.is(name))
+        .map(|f| f.value.as_slice())
+}
+
+/// Inner fields that must not appear (spec §4.3): the stream does the framing.
+pub const FORBIDDEN: &[&str] = &["transfer-encoding", "connection", "keep-alive", "upgrade"];
+
+/// The head of an inner request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestHead {
+    /// Method token.
+    pub method: String,
+    /// Request target (origin form, or whatever the client sent).
+    pub target: String,
+    /// Header fields in order.
+    pub fields: Vec<Field>,
+}
+
+/// The head of an inner response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseHead {
+    /// Status code (200–999; informational codes are refused).
+    pub status: u16,
+    /// Reason phrase.
+    pub reason: String,
+    /// Header fields in order.
+    pub fields: Vec<Field>,
+}
+
+fn encode_fields(fields: &[Field], out: &mut Vec<u8>) {
+    for f in fields {
+        out.extend_from_slice(f.name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(&f.value);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+impl RequestHead {
+    /// A head with no fields.
+    pub fn new(method: impl Into<String>, target: impl Into<String>) -> Self {
+        RequestHead {
+            method: method.into(),
+            target: target.into(),
+            fields: Vec::new(),
+        }
+    }
+
+    /// Appends `METHOD SP target SP HTTP/1.1 CRLF fields CRLF` to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.method.as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(self.target.as_bytes());
+        out.extend_from_slice(b" HTTP/1.1\r\n");
+        encode_fields(&self.fields, out);
+    }
+}
+
+impl ResponseHead {
+    /// A head with no fields.
+    pub fn new(status: u16, reason: impl Into<String>) -> Self {
+        ResponseHead {
+            status,
+            reason: reason.into(),
+            fields: Vec::new(),
+        }
+    }
+
+    /// Appends `HTTP/1.1 SP status SP reason CRLF fields CRLF` to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"HTTP/1.1 ");
+        out.extend_from_slice(self.status.to_string().as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(self.reason.as_bytes());
+        out.extend_from_slice(b"\r\n");
+        encode_fields(&self.fields, out);
+    }
+}
+
+/// A message head that [`Decoder`] can parse.
+pub trait Head: Sized {
+    /// Parses a complete head (through the blank line) under `limits`.
+    fn parse(head: &[u8], limits: &Limits) -> Result<Self>;
+    /// The head's fields.
+    fn fields(&self) -> &[Field];
+}
+
+/// Checks that shared by request and response heads: CRLF line ends only.
+fn check_line_ends(head: &[u8]) -> Result<()> {
+    for (i, &b) in head.iter().enumerate() {
+        let ok = match b {
+            b'\n' => i > 0 && head[i - 1] == b'\r',
+            b'\r' => head.get(i + 1) == Some(&b'\n'),
+            _ => true,
+        };
+        if !ok {
+            return Err(Error::MalformedInner);
+        }
+    }
+    if head.first().is_some_and(|b| b.is_ascii_whitespace()) {
+        return Err(Error::MalformedInner);
+    }
+    Ok(())
+}
+
+fn convert_fields(raw: &[httparse::Header<'_>]) -> Result<Vec<Field>> {
+    let mut fields = Vec::with_capacity(raw.len());
+    let mut content_length = 0;
+    for h in raw {
+        let lower = h.name.to_ascii_lowercase();
+        if FORBIDDEN.contains(&lower.as_str()) {
+            return Err(Error::ForbiddenHeader);
+        }
+        if lower == "content-length" {
+            content_length += 1;
+            if content_length > 1 || parse_content_length(h.value).is_none() {
+                return Err(Error::ContentLengthMismatch);
+            }
+        }
+        fields.push(Field::new(h.name, h.value));
+    }
+    Ok(fields)
+}
+
+/// Digits only, at most 19 of them (spec §11).
+fn parse_content_length(v: &[u8]) -> Option<u64> {
+    if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(v).ok()?.parse().ok()
+}
+
+fn map_parse_error(e: httparse::Error) -> Error {
+    match e {
+        httparse::Error::TooManyHeaders => Error::InnerHeadTooLarge,
+        _ => Error::MalformedInner,
+    }
+}
+
+impl Head for RequestHead {
+    fn parse(head: &[u8], limits: &Limits) -> Result<Self> {
+        check_line_ends(head)?;
+        let mut storage = vec![httparse::EMPTY_HEADER; limits.max_inner_fields];
+        let mut req = httparse::Request::new(&mut storage);
+        match req.parse(head).map_err(map_parse_error)? {
+            httparse::Status::Complete(n) if n == head.len() => {}
+            _ => return Err(Error::MalformedInner),
+        }
+        if req.version != Some(1) {
+            return Err(Error::MalformedInner);
+        }
+        let method = req.method.ok_or(Error::MalformedInner)?.to_string();
+        let target = req.path.ok_or(Error::MalformedInner)?.to_string();
+        let fields = convert_fields(req.headers)?;
+        Ok(RequestHead {
+            method,
+            target,
+            fields,
+        })
+    }
+
+    fn fields(&self) -> &[Field] {
+        &self.fields
+    }
+}
+
+impl Head for ResponseHead {
+    fn parse(head: &[u8], limits: &Limits) -> Result<Self> {
+        check_line_ends(head)?;
+        let mut storage = vec![httparse::EMPTY_HEADER; limits.max_inner_fields];
+        let mut rsp = httparse::Response::new(&mut storage);
+        match rsp.parse(head).map_err(map_parse_error)? {
+            httparse::Status::Complete(n) if n == head.len() => {}
+            _ => return Err(Error::MalformedInner),
+        }
+        if rsp.version != Some(1) {
+            return Err(Error::MalformedInner);
+        }
+        let status = rsp.code.ok_or(Error::MalformedInner)?;
+        if status < 200 {
+            return Err(Error::MalformedInner);
+        }
+        let reason = rsp.reason.unwrap_or("").to_string();
+        let fields = convert_fields(rsp.headers)?;
+        Ok(ResponseHead {
+            status,
+            reason,
+            fields,
+        })
+    }
+
+    fn fields(&self) -> &[Field] {
+        &self.fields
+    }
+}
+
+/// What a [`Decoder`] yields.
+#[derive(Debug, PartialEq, Eq)]
+pub enum InnerEvent<'a, H> {
+    /// The parsed head (exactly once, first).
+    Head(H),
+    /// Body bytes (never empty).
+    Body(&'a [u8]),
+}
+
+/// Incremental inner-message decoder: push stream plaintext in with
+/// [`Decoder::receive`], pull the head and body chunks out with
+/// [`Decoder::next_event`], and call [`Decoder::finish`] when the stream ends.
+#[derive(Debug)]
+pub struct Decoder<H> {
+    limits: Limits,
+    buf: Vec<u8>,
+    pos: usize,
+    scanned: usize,
+    head_done: bool,
+    content_length: Option<u64>,
+    body_len: u64,
+    failed: Option<Error>,
+    _head: core::marker::PhantomData<H>,
+}
+
+/// Decoder for inner requests (server side).
+pub type RequestDecoder = Decoder<RequestHead>;
+/// Decoder for inner responses (client side).
+pub type ResponseDecoder = Decoder<ResponseHead>;
+
+impl<H: Head> Decoder<H> {
+    /// A decoder enforcing `limits`.
+    pub fn new(limits: Limits) -> Self {
+        Decoder {
+            limits,
+            buf: Vec::new(),
+            pos: 0,
+            scanned: 0,
+            head_done: false,
+            content_length: None,
+            body_len: 0,
+            failed: None,
+            _head: core::marker::PhantomData,
+        }
+    }
+
+    /// Pushes plaintext.
+    pub fn receive(&mut self, bytes: &[u8]) -> Result<()> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        if self.pos > 0 {
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+        }
+        self.buf.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn fail(&mut self, e: Error) -> Error {
+        self.failed = Some(e.clone());
+        self.buf = Vec::new();
+        self.pos = 0;
+        e
+    }
+
+    /// The next event, or `Ok(None)` when more plaintext is needed.
+    pub fn next_event(&mut self) -> Result<Option<InnerEvent<'_, H>>> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        if !self.head_done {
+            let from = self.scanned.saturating_sub(3);
+            let end = match find_head_end(&self.buf[from..]) {
+                Some(i) => from + i + 4,
+                None => {
+                    self.scanned = self.buf.len();
+                    if self.buf.len() >= self.limits.max_inner_head {
+                        return Err(self.fail(Error::InnerHeadTooLarge));
+                    }
+                    return Ok(None);
+                }
+            };
+            if end > self.limits.max_inner_head {
+                return Err(self.fail(Error::InnerHeadTooLarge));
+            }
+            let head = match H::parse(&self.buf[..end], &self.limits) {
+                Ok(h) => h,
+                Err(e) => return Err(self.fail(e)),
+            };
+            self.content_length =
+                crate::inner::field(head.fields(), "content-length").and_then(parse_content_length);
+            self.head_done = true;
+            self.pos = end;
+            return Ok(Some(InnerEvent::Head(head)));
+        }
+        let avail = self.buf.len() - self.pos;
+        if avail == 0 {
+            return Ok(None);
+        }
+        self.body_len += avail as u64;
+        if self.content_length.is_some_and(|cl| self.body_len > cl) {
+            return Err(self.fail(Error::ContentLengthMismatch));
+        }
+        let start = self.pos;
+        self.pos = self.buf.len();
+        Ok(Some(InnerEvent::Body(&self.buf[start..])))
+    }
+
+    /// Call at the end of the stream: the head must be complete and the body
+    /// must match a declared Content-Length. Pull all events before calling.
+    pub fn finish(self) -> Result<()> {
+        if let Some(e) = self.failed {
+            return Err(e);
+        }
+        if !self.head_done {
+            return Err(Error::MalformedInner);
+        }
+        if self.pos != self.buf.len() {
+            return Err(Error::MalformedInner);
+        }
+        match self.content_length {
+            Some(cl) if cl != self.body_len => Err(Error::ContentLengthMismatch),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn find_head_end(buf: &[u8]) -> Option<usize> {
+    buf.windows(4).position(|w| w == b"\r\n\r\n")
+}
+
+/// A complete inner message decoded from whole plaintext.
+pub fn decode_all<H: Head>(plaintext: &[u8], limits: &Limits) -> Result<(H, Vec<u8>)> {
+    let mut d = Decoder::<H>::new(*limits);
+    d.receive(plaintext)?;
+    let mut head = None;
+    let mut body = Vec::new();
+    while let Some(ev) = d.next_event()? {
+        match ev {
+            InnerEvent::Head(h) => head = Some(h),
+            InnerEvent::Body(b) => body.extend_from_slice(b),
+        }
+    }
+    d.finish()?;
+    Ok((head.ok_or(Error::MalformedInner)?, body))
+}
+
+/// Outer fields never carried into the reconstructed request (spec §11).
+pub const DROPPED_OUTER: &[&str] = &[
+    "cookie",
+    "content-length",
+    "transfer-encoding",
+    "content-type",
+    "cache-control",
+    "pragma",
+    "expires",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+];
+
+/// Rebuilds the request the server application sees (spec §4.3): outer
+/// fields minus the dropped ones (and any named in `Connection`), then
+/// inner fields; an inner field replaces every outer field of its name.
+pub fn reconstruct(outer: &[Field], inner: &[Field]) -> Vec<Field> {
+    let connection_named: Vec<String> = outer
+        .iter()
+        .filter(|f| f.is("connection"))
+        .flat_map(|f| {
+            String::from_utf8_lossy(&f.value)
+                .split(',')
+                .map(|t| t.trim().to_ascii_lowercase())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let mut out: Vec<Field> = outer
+        .iter()
+        .filter(|f| {
+            let lower = f.name.to_ascii_lowercase();
+            !DROPPED_OUTER.contains(&lower.as_str())
+                && !connection_named.contains(&lower)
+                && !inner.iter().any(|i| i.is(&f.name))
+        })
+        .cloned()
+        .collect();
+    out.extend(inner.iter().cloned());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(bytes: &[u8]) -> Result<(RequestHead, Vec<u8>)> {
+        decode_all::<RequestHead>(bytes, &Limits::default())
+    }
+
+    #[test]
+    fn request_round_trip() {
+        let mut head = RequestHead::new("POST", "/api?q=1");
+        head.fields.push(Field::new("Content-Length", "5"));
+        head.fields.push(Field::new("X-A", "b"));
+        let mut bytes = Vec::new();
+        head.encode(&mut bytes);
+        bytes.extend_from_slice(b"hello");
+        let (h, body) = req(&bytes).unwrap();
+        assert_eq!(h, head);
+        assert_eq!(body, b"hello");
+    }
+
+    #[test]
+    fn inner_rules() {
+        assert_eq!(
+            req(b"GET / HTTP/1.0\r\n\r\n").err(),
+            Some(Error::MalformedInner)
+        );
+        assert_eq!(
+            req(b"GET / HTTP/1.1\n\n").err(),
+            Some(Error::MalformedInner)
+        );
+        assert_eq!(
+            req(b"GET / HTTP/1.1\r\nA: b\n\r\n").err(),
+            Some(Error::MalformedInner)
+        );
+        assert_eq!(
+            req(b"GET / HTTP/1.1\r\nA: b\r\n c\r\n\r\n").err(),
+            Some(Error::MalformedInner)
+        );
+        assert_eq!(
+            req(b"\r\nGET / HTTP/1.1\r\n\r\n").err(),
+            Some(Error::MalformedInner)
+        );
+        assert_eq!(
+            req(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n").err(),
+            Some(Error::ForbiddenHeader)
+        );
+        assert_eq!(
+            req(b"GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").err(),
+            Some(Error::ForbiddenHeader)
+        );
+        assert_eq!(
+            req(b"GET / HTTP/1.1\r\nContent-Length: 2\r\n\r\nabc").err(),
+            Some(Error::ContentLengthMismatch)
+        );
+        assert_eq!(
+            req(b"GET / HTTP/1.1\r\nContent-Length: 4\r\n\r\nabc").err(),
+            Some(Error::ContentLengthMismatch)
+        );
+        assert_eq!(
+            req(b"GET / HTTP/1.1\r\nContent-Length: +3\r\n\r\nabc").err(),
+            Some(Error::ContentLengthMismatch)
+        );
+        assert_eq!(
+            req(b"GET / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc").err(),
+            Some(Error::ContentLengthMismatch)
+        );
+        assert_eq!(
+            req(b"GET / HTTP/1.1\r\n").err(),
+            Some(Error::MalformedInner)
+        );
+        assert!(req(b"GET / HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc").is_ok());
+    }
+
+    #[test]
+    fn head_limits() {
+        let limits = Limits {
+            max_inner_fields: 2,
+            max_inner_head: 64,
+            ..Limits::default()
+        };
+        let three = b"GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n";
+        assert_eq!(
+            decode_all::<RequestHead>(three, &limits).err(),
+            Some(Error::InnerHeadTooLarge)
+        );
+        let long = [b"GET /".as_slice(), &[b'a'; 80], b" HTTP/1.1\r\n\r\n"].concat();
+        assert_eq!(
+            decode_all::<RequestHead>(&long, &limits).err(),
+            Some(Error::InnerHeadTooLarge)
+        );
+    }
+
+    #[test]
+    fn responses() {
+        let (h, b) = decode_all::<ResponseHead>(
+            b"HTTP/1.1 404 Not Found\r\nA: b\r\n\r\nxy",
+            &Limits::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            (h.status, h.reason.as_str(), b.as_slice()),
+            (404, "Not Found", b"xy".as_slice())
+        );
+        assert_eq!(
+            decode_all::<ResponseHead>(b"HTTP/1.1 101 Switching\r\n\r\n", &Limits::default()).err(),
+            Some(Error::MalformedInner)
+        );
+    }
+
+    #[test]
+    fn reconstruction() {
+        let outer = vec![
+            Field::new("Host", "a.example"),
+            Field::new("Cookie", "x=y"),
+            Field::new("User-Agent", "proxy-ua"),
+            Field::new("Connection", "X-Hop"),
+            Field::new("X-Hop", "1"),
+            Field::new("Content-Type", "application/octet-stream"),
+            Field::new("Accept", "a"),
+            Field::new("accept", "b"),
+        ];
+        let inner = vec![
+            Field::new("ACCEPT", "c"),
+            Field::new("Content-Type", "text/plain"),
+        ];
+        let got = reconstruct(&outer, &inner);
+        assert_eq!(
+            got,
+            vec![
+                Field::new("Host", "a.example"),
+                Field::new("User-Agent", "proxy-ua"),
+                Field::new("ACCEPT", "c"),
+                Field::new("Content-Type", "text/plain"),
+            ]
+        );
+    }
+}

@@ -1,0 +1,502 @@
+//! What middleboxes see (spec §4.1, §4.2, §4.4, §11): the mount and nonce
+//! path, the GET-form query, the key cookie, the fixed outer heads, and the
+//! plaintext problem documents.
+
+use rand_core::CryptoRngCore;
+
+use crate::b64;
+use crate::error::{Error, Result};
+use crate::keys::{KexPublic, KeyId, KID_LEN};
+use crate::suite::NONCE_LEN;
+use crate::ticket::SEALED_TICKET_LEN;
+
+/// Characters of a base64url nonce in the path.
+pub const NONCE_B64_LEN: usize = b64::encoded_len(NONCE_LEN);
+/// Characters of a base64url key or ticket ID.
+pub const ID_B64_LEN: usize = b64::encoded_len(KID_LEN);
+/// Characters of a base64url X25519 public key.
+pub const PUBLIC_B64_LEN: usize = b64::encoded_len(32);
+/// Characters of a base64url sealed ticket (the cookie value of §7.2).
+pub const TICKET_B64_LEN: usize = b64::encoded_len(SEALED_TICKET_LEN);
+/// Most padding characters after a cookie name or value.
+pub const MAX_PAD: usize = 16;
+/// Clients use the GET form only while the request line stays below this.
+pub const GET_FORM_LIMIT: usize = 2000;
+
+/// The path prefix under which a server answers HTTPCrypt (spec §4.1):
+/// empty, or `/`-led without a trailing `/`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Mount(String);
+
+impl Mount {
+    /// Normalises `path`: `""` and `"/"` are the root; otherwise a leading
+    /// `/` is added and trailing ones removed. Refuses `?`, `#`, `%`, spaces
+    /// and control characters.
+    pub fn new(path: &str) -> Result<Self> {
+        if path
+            .bytes()
+            .any(|b| matches!(b, b'?' | b'#' | b'%') || b <= b' ' || b == 0x7f)
+        {
+            return Err(Error::BadNoncePath);
+        }
+        let trimmed = path.trim_end_matches('/');
+        if trimmed.is_empty() {
+            return Ok(Mount(String::new()));
+        }
+        if trimmed.starts_with('/') {
+            Ok(Mount(trimmed.to_string()))
+        } else {
+            Ok(Mount(format!("/{trimmed}")))
+        }
+    }
+
+    /// The prefix as text (empty for the root).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// `{mount}/` — where `OPTIONS` is answered.
+    pub fn options_path(&self) -> String {
+        format!("{}/", self.0)
+    }
+
+    /// `{mount}/{b64u(n0)}` (spec §4.1).
+    pub fn nonce_path(&self, n0: &[u8; NONCE_LEN]) -> String {
+        let mut s = String::with_capacity(self.0.len() + 1 + NONCE_B64_LEN);
+        s.push_str(&self.0);
+        s.push('/');
+        b64::encode_to(n0, &mut s);
+        s
+    }
+
+    /// `{mount}/{b64u(n0)}?{b64u(stream)}`: the GET form's target.
+    pub fn get_target(&self, n0: &[u8; NONCE_LEN], stream: &[u8]) -> String {
+        let mut s = self.nonce_path(n0);
+        s.push('?');
+        b64::encode_to(stream, &mut s);
+        s
+    }
+}
+
+/// How the server routes an outer request (spec §11).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route<'a> {
+    /// Not under the mount: ordinary handling (typically 404 or pass-through).
+    Outside,
+    /// `OPTIONS {mount}/`: answer with certificates.
+    Options,
+    /// Under the mount with another method: 405.
+    MethodNotAllowed,
+    /// Under the mount but no HTTPCrypt resource there (e.g. `OPTIONS` elsewhere): 404.
+    NotFound,
+    /// A POST-form request; the body is the stream.
+    Post {
+        /// The request's stream nonce.
+        n0: [u8; NONCE_LEN],
+    },
+    /// A GET-form request; the query is the stream (still base64url).
+    Get {
+        /// The request's stream nonce.
+        n0: [u8; NONCE_LEN],
+        /// The raw query text.
+        query: &'a str,
+    },
+}
+
+/// Routes `method` and `target` (origin form, exactly as received: no
+/// percent-decoding) against `mount`. Errors are outer 400s; when a GET
+/// query is malformed the nonce path is still judged first (spec §11 order).
+pub fn route<'a>(method: &str, target: &'a str, mount: &Mount) -> Result<Route<'a>> {
+    let (path, query) = match target.find('?') {
+        Some(i) => (&target[..i], Some(&target[i + 1..])),
+        None => (target, None),
+    };
+    let Some(rest) = path
+        .strip_prefix(mount.as_str())
+        .and_then(|r| r.strip_prefix('/'))
+    else {
+        return Ok(Route::Outside);
+    };
+    match method {
+        "OPTIONS" if rest.is_empty() => Ok(Route::Options),
+        "OPTIONS" => Ok(Route::NotFound),
+        "POST" | "GET" => {
+            let n0 = parse_nonce(rest)?;
+            if method == "POST" {
+                return Ok(Route::Post { n0 });
+            }
+            match query {
+                Some(q) => Ok(Route::Get { n0, query: q }),
+                None => Err(Error::BadQuery),
+            }
+        }
+        _ => Ok(Route::MethodNotAllowed),
+    }
+}
+
+/// Exactly 32 base64url characters naming a 24-byte nonce.
+pub fn parse_nonce(text: &str) -> Result<[u8; NONCE_LEN]> {
+    if text.len() != NONCE_B64_LEN {
+        return Err(Error::BadNoncePath);
+    }
+    b64::decode_array::<NONCE_LEN>(text.as_bytes()).map_err(|_| Error::BadNoncePath)
+}
+
+/// Decodes a GET-form query into stream bytes; anything but canonical
+/// base64url (extra parameters included) is `bad_query`.
+pub fn decode_query(query: &str, max_body: usize) -> Result<Vec<u8>> {
+    if query.len() / 4 * 3 > max_body {
+        return Err(Error::BodyTooLarge);
+    }
+    b64::decode(query.as_bytes()).map_err(|_| Error::BadQuery)
+}
+
+/// Padding drawn from the caller's RNG: 0–16 base64url characters.
+pub fn random_pad(rng: &mut impl CryptoRngCore) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut b = [0u8; MAX_PAD + 1];
+    rng.fill_bytes(&mut b);
+    let n = (b[0] as usize) % (MAX_PAD + 1);
+    b[1..=n]
+        .iter()
+        .map(|x| ALPHABET[(*x & 63) as usize] as char)
+        .collect()
+}
+
+/// The cookie pair `{b64u(id)}{name_pad}={b64u(value)}{value_pad}` (spec §4.1, §7.2).
+/// Pads must be 0–16 base64url characters.
+pub fn format_cookie(id: &KeyId, value: &[u8], name_pad: &str, value_pad: &str) -> Result<String> {
+    for pad in [name_pad, value_pad] {
+        if pad.len() > MAX_PAD || !pad.bytes().all(b64::is_alphabet) {
+            return Err(Error::BadCookie);
+        }
+    }
+    let mut s = String::with_capacity(ID_B64_LEN + 2 * MAX_PAD + 1 + b64::encoded_len(value.len()));
+    b64::encode_to(&id.0, &mut s);
+    s.push_str(name_pad);
+    s.push('=');
+    b64::encode_to(value, &mut s);
+    s.push_str(value_pad);
+    Ok(s)
+}
+
+/// What a known cookie carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    /// A client public key under a known kex key ID.
+    Key {
+        /// The server key ID.
+        kid: KeyId,
+        /// The client's X25519 public key.
+        client_public: KexPublic,
+    },
+    /// A ticket under a known ticket-key ID.
+    Ticket {
+        /// The ticket-key ID.
+        tid: KeyId,
+        /// `ticket[10..]`: nonce, ciphertext, tag.
+        sealed: [u8; SEALED_TICKET_LEN],
+    },
+}
+
+/// What an ID names on this server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdKind {
+    /// A current kex key.
+    Key,
+    /// A current ticket key.
+    Ticket,
+}
+
+fn trim_ows(s: &[u8]) -> &[u8] {
+    let start = s
+        .iter()
+        .position(|b| *b != b' ' && *b != b'\t')
+        .unwrap_or(s.len());
+    let end = s
+        .iter()
+        .rposition(|b| *b != b' ' && *b != b'\t')
+        .map_or(start, |i| i + 1);
+    &s[start..end]
+}
+
+fn is_b64(s: &[u8]) -> bool {
+    s.iter().all(|b| b64::is_alphabet(*b))
+}
+
+/// Whether a pair looks like an HTTPCrypt cookie (known to this server or not).
+fn has_shape(name: &[u8], value: &[u8]) -> bool {
+    let name_ok = (ID_B64_LEN..=ID_B64_LEN + MAX_PAD).contains(&name.len()) && is_b64(name);
+    let value_ok = ((PUBLIC_B64_LEN..=PUBLIC_B64_LEN + MAX_PAD).contains(&value.len())
+        || (TICKET_B64_LEN..=TICKET_B64_LEN + MAX_PAD).contains(&value.len()))
+        && is_b64(value);
+    name_ok && value_ok
+}
+
+/// Parses `text` as `{b64u(N bytes)}{0..16 pad}`.
+fn strip_pad<const N: usize>(text: &[u8]) -> Result<[u8; N]> {
+    let len = b64::encoded_len(N);
+    if text.len() < len || text.len() > len + MAX_PAD || !is_b64(&text[len..]) {
+        return Err(Error::BadCookie);
+    }
+    b64::decode_array::<N>(&text[..len]).map_err(|_| Error::BadCookie)
+}
+
+/// Scans every `Cookie` field for the first pair whose 14-character name
+/// prefix is an ID `lookup` knows (spec §4.1, §11). That pair must then be
+/// well formed. Without one: `unknown_key` if some pair has the HTTPCrypt
+/// shape, else `no_cookie`.
+pub fn scan_cookies<'a>(
+    fields: impl IntoIterator<Item = &'a [u8]>,
+    lookup: impl Fn(&KeyId) -> Option<IdKind>,
+) -> Result<Credential> {
+    let mut shaped = false;
+    for field in fields {
+        for pair in field.split(|b| *b == b';') {
+            let pair = trim_ows(pair);
+            let Some(eq) = pair.iter().position(|b| *b == b'=') else {
+                continue;
+            };
+            let (name, value) = (trim_ows(&pair[..eq]), trim_ows(&pair[eq + 1..]));
+            shaped |= has_shape(name, value);
+            if name.len() < ID_B64_LEN {
+                continue;
+            }
+            let Ok(id) = b64::decode_array::<KID_LEN>(&name[..ID_B64_LEN]) else {
+                continue;
+            };
+            let id = KeyId(id);
+            let Some(kind) = lookup(&id) else {
+                continue;
+            };
+            let name_pad = &name[ID_B64_LEN..];
+            if name_pad.len() > MAX_PAD || !is_b64(name_pad) {
+                return Err(Error::BadCookie);
+            }
+            return Ok(match kind {
+                IdKind::Key => Credential::Key {
+                    kid: id,
+                    client_public: KexPublic(strip_pad::<32>(value)?),
+                },
+                IdKind::Ticket => Credential::Ticket {
+                    tid: id,
+                    sealed: strip_pad::<SEALED_TICKET_LEN>(value)?,
+                },
+            });
+        }
+    }
+    Err(if shaped {
+        Error::UnknownKey
+    } else {
+        Error::NoCookie
+    })
+}
+
+/// Content type of outer HTTPCrypt bodies.
+pub const OCTET_STREAM: &str = "application/octet-stream";
+/// Content type of the certificate list answered to `OPTIONS`.
+pub const CERTS_TYPE: &str = "application/httpcrypt-certs";
+/// Content type of outer problem documents.
+pub const PROBLEM_TYPE: &str = "application/problem+json";
+
+/// Which outer request form a client sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// `POST {mount}/{n0}` with the stream as body.
+    Post,
+    /// `GET {mount}/{n0}?{b64u(stream)}`, no body.
+    Get,
+}
+
+/// Encodes a complete outer request head (spec §4.1) in the project's
+/// canonical field order. `target` is `Mount::nonce_path` (POST) or
+/// `Mount::get_target` (GET); `body_len` is ignored for GET.
+pub fn encode_request_head(
+    form: Form,
+    target: &str,
+    host: &str,
+    cookie: &str,
+    body_len: usize,
+    out: &mut Vec<u8>,
+) {
+    let method = match form {
+        Form::Post => "POST",
+        Form::Get => "GET",
+    };
+    out.extend_from_slice(
+        format!("{method} {target} HTTP/1.1\r\nHost: {host}\r\nCookie: {cookie}\r\n").as_bytes(),
+    );
+    if form == Form::Post {
+        out.extend_from_slice(format!("Content-Type: {OCTET_STREAM}\r\n").as_bytes());
+    }
+    out.extend_from_slice(b"Cache-Control: no-cache, no-store\r\nPragma: no-cache\r\n");
+    if form == Form::Post {
+        out.extend_from_slice(format!("Content-Length: {body_len}\r\n").as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Fields of the outer response (spec §4.2), without the framing field.
+pub const RESPONSE_FIELDS: &[(&str, &str)] = &[
+    ("Content-Type", OCTET_STREAM),
+    ("Cache-Control", "no-store"),
+];
+
+/// Encodes the outer response head with a `Content-Length` (spec §4.2).
+pub fn encode_response_head(body_len: usize, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
+    for (n, v) in RESPONSE_FIELDS {
+        out.extend_from_slice(format!("{n}: {v}\r\n").as_bytes());
+    }
+    out.extend_from_slice(format!("Content-Length: {body_len}\r\n\r\n").as_bytes());
+}
+
+/// An RFC 9457 problem document (outer or inner).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProblemDoc {
+    /// The `type` URI.
+    pub type_uri: String,
+    /// HTTP status.
+    pub status: u16,
+    /// Certificate lines (`unknown-key` only).
+    pub certs: Vec<String>,
+}
+
+/// Formats the problem document for `err`; `certs` are included for `unknown_key`.
+/// Returns `None` for errors that are not request problems.
+pub fn format_problem(err: &Error, certs: &[String]) -> Option<(u16, String)> {
+    let p = err.problem()?;
+    let mut doc = serde_json::json!({
+        "type": p.type_uri,
+        "title": err.to_string(),
+        "status": p.status,
+    });
+    if *err == Error::UnknownKey {
+        doc["certs"] = serde_json::json!(certs);
+    }
+    Some((p.status, doc.to_string()))
+}
+
+/// Parses a problem document; unknown members are ignored.
+pub fn parse_problem(body: &[u8]) -> Result<ProblemDoc> {
+    let v: serde_json::Value = serde_json::from_slice(body).map_err(|_| Error::MalformedInner)?;
+    let type_uri = v
+        .get("type")
+        .and_then(|t| t.as_str())
+        .ok_or(Error::MalformedInner)?;
+    let status = v
+        .get("status")
+        .and_then(|s| s.as_u64())
+        .and_then(|s| u16::try_from(s).ok())
+        .unwrap_or(0);
+    let certs = v
+        .get("certs")
+        .and_then(|c| c.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(ProblemDoc {
+        type_uri: type_uri.to_string(),
+        status,
+        certs,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mounts() {
+        assert_eq!(Mount::new("").unwrap().as_str(), "");
+        assert_eq!(Mount::new("/").unwrap().as_str(), "");
+        assert_eq!(Mount::new("hc/").unwrap().as_str(), "/hc");
+        assert!(Mount::new("/a?b").is_err());
+        let m = Mount::new("/hc").unwrap();
+        assert_eq!(
+            m.nonce_path(&[0; 24]),
+            "/hc/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+        );
+    }
+
+    #[test]
+    fn routing() {
+        let m = Mount::new("/hc").unwrap();
+        let p = "/hc/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+        assert_eq!(route("GET", "/other", &m), Ok(Route::Outside));
+        assert_eq!(route("GET", "/hcx/AAAA", &m), Ok(Route::Outside));
+        assert_eq!(route("OPTIONS", "/hc/", &m), Ok(Route::Options));
+        assert_eq!(route("PUT", p, &m), Ok(Route::MethodNotAllowed));
+        assert_eq!(
+            route("POST", &format!("{p}?x=1"), &m),
+            Ok(Route::Post { n0: [0; 24] })
+        );
+        assert_eq!(route("GET", p, &m), Err(Error::BadQuery));
+        assert_eq!(
+            route("GET", &format!("{p}?abc"), &m),
+            Ok(Route::Get {
+                n0: [0; 24],
+                query: "abc"
+            })
+        );
+        assert_eq!(route("POST", "/hc/AAAA", &m), Err(Error::BadNoncePath));
+        assert_eq!(
+            route("POST", "/hc/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA%41", &m),
+            Err(Error::BadNoncePath)
+        );
+        assert_eq!(
+            route("POST", "/hc/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA/", &m),
+            Err(Error::BadNoncePath)
+        );
+        let root = Mount::default();
+        assert_eq!(
+            route("POST", "/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", &root),
+            Ok(Route::Post { n0: [0; 24] })
+        );
+        assert_eq!(route("GET", "/index.html", &root), Err(Error::BadNoncePath));
+    }
+
+    #[test]
+    fn cookies() {
+        let kid = KeyId([1; 10]);
+        let other = KeyId([2; 10]);
+        let c = format_cookie(&kid, &[9; 32], "pad", "xy").unwrap();
+        let lookup = |id: &KeyId| (*id == kid).then_some(IdKind::Key);
+        let fields = [
+            format!(
+                "a=b; {} ;c",
+                format_cookie(&other, &[1; 32], "", "").unwrap()
+            ),
+            c.clone(),
+        ];
+        let got = scan_cookies(fields.iter().map(|f| f.as_bytes()), lookup).unwrap();
+        assert_eq!(
+            got,
+            Credential::Key {
+                kid,
+                client_public: KexPublic([9; 32])
+            }
+        );
+        // A shaped but unknown pair → unknown_key; nothing shaped → no_cookie.
+        let unknown = format_cookie(&other, &[1; 32], "", "").unwrap();
+        assert_eq!(
+            scan_cookies([unknown.as_bytes()], lookup),
+            Err(Error::UnknownKey)
+        );
+        assert_eq!(
+            scan_cookies([b"a=b".as_slice()], lookup),
+            Err(Error::NoCookie)
+        );
+        // Known ID with a bad value → bad_cookie.
+        let bad = format!("{}=short", kid.to_b64());
+        assert_eq!(
+            scan_cookies([bad.as_bytes()], lookup),
+            Err(Error::BadCookie)
+        );
+        assert!(format_cookie(&kid, &[0; 32], "=", "").is_err());
+        assert!(format_cookie(&kid, &[0; 32], &"a".repeat(17), "").is_err());
+    }
+}

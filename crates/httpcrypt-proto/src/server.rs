@@ -1,0 +1,331 @@
+//! The server's side of one exchange, without IO: classify the outer
+//! request, find the key, derive `k`, open the request stream, seal the
+//! response (spec §4, §7.2, §11).
+
+use crate::cert::KeyCert;
+use crate::error::{Error, Result};
+use crate::inner::{self, Field, RequestHead, ResponseHead};
+use crate::keys::{KexSecret, KeyId, SessionKey};
+use crate::limits::Limits;
+use crate::outer::{self, Credential, IdKind, Mount, Route};
+use crate::replay;
+use crate::stream::{self, Opener, ResponseKey, Sealer};
+use crate::suite::NONCE_LEN;
+use crate::ticket::TicketKey;
+
+/// A kex key the server holds, with its certificate.
+#[derive(Debug)]
+pub struct ServerKey {
+    /// The X25519 secret.
+    pub secret: KexSecret,
+    /// Its certificate (validity decides expiry).
+    pub cert: KeyCert,
+}
+
+/// The keys a server currently accepts: kex keys and ticket keys.
+#[derive(Debug, Default)]
+pub struct ServerKeys {
+    keys: Vec<ServerKey>,
+    tickets: Vec<(TicketKey, u64)>,
+}
+
+impl ServerKeys {
+    /// An empty key set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a kex key.
+    pub fn add_key(&mut self, secret: KexSecret, cert: KeyCert) {
+        self.keys.push(ServerKey { secret, cert });
+    }
+
+    /// Adds a ticket key valid through `expires` (unix seconds).
+    pub fn add_ticket_key(&mut self, key: TicketKey, expires: u64) {
+        self.tickets.push((key, expires));
+    }
+
+    /// Drops (and so zeroizes) every key expired at `now`.
+    pub fn remove_expired(&mut self, now: u64) {
+        self.keys.retain(|k| now <= u64::from(k.cert.not_after));
+        self.tickets.retain(|(_, exp)| now <= *exp);
+    }
+
+    /// The kex keys held.
+    pub fn keys(&self) -> &[ServerKey] {
+        &self.keys
+    }
+
+    /// Certificates valid at `now`, newest serial first.
+    pub fn certs(&self, now: u64) -> Vec<&KeyCert> {
+        let mut v: Vec<&KeyCert> = self
+            .keys
+            .iter()
+            .map(|k| &k.cert)
+            .filter(|c| c.is_valid_at(now))
+            .collect();
+        v.sort_by(|a, b| (b.serial, b.not_before).cmp(&(a.serial, a.not_before)));
+        v
+    }
+
+    /// Text lines of the valid certificates (for `OPTIONS` and `unknown-key`).
+    pub fn cert_lines(&self, now: u64) -> Vec<String> {
+        self.certs(now).into_iter().map(KeyCert::to_text).collect()
+    }
+
+    /// The unexpired kex key with ID `kid`.
+    pub fn key(&self, kid: &KeyId, now: u64) -> Option<&ServerKey> {
+        self.keys
+            .iter()
+            .find(|k| now <= u64::from(k.cert.not_after) && k.cert.kid() == *kid)
+    }
+
+    /// The newest ticket key (for issuing), if any is unexpired.
+    pub fn ticket_key(&self, now: u64) -> Option<&TicketKey> {
+        self.tickets
+            .iter()
+            .rev()
+            .find(|(_, exp)| now <= *exp)
+            .map(|(k, _)| k)
+    }
+
+    fn ticket_key_by_id(&self, tid: &KeyId, now: u64) -> Option<&TicketKey> {
+        self.tickets
+            .iter()
+            .find(|(k, exp)| now <= *exp && k.tid() == *tid)
+            .map(|(k, _)| k)
+    }
+
+    /// What `id` names at `now`.
+    pub fn lookup(&self, id: &KeyId, now: u64) -> Option<IdKind> {
+        if self.key(id, now).is_some() {
+            Some(IdKind::Key)
+        } else if self.ticket_key_by_id(id, now).is_some() {
+            Some(IdKind::Ticket)
+        } else {
+            None
+        }
+    }
+}
+
+/// The parts of the outer request the server looks at.
+#[derive(Debug, Clone, Default)]
+pub struct OuterRequest<'a> {
+    /// Method.
+    pub method: &'a str,
+    /// Request target as received (origin form).
+    pub target: &'a str,
+    /// The `Host` field value.
+    pub host: Option<&'a [u8]>,
+    /// Every `Cookie` field value.
+    pub cookies: Vec<&'a [u8]>,
+    /// The declared body length (Content-Length), if any.
+    pub content_length: Option<u64>,
+    /// Whether the request has a body (declared length > 0 or chunked).
+    pub has_body: bool,
+}
+
+/// How to answer an outer request.
+#[derive(Debug)]
+pub enum Accept {
+    /// Not under the mount: not ours.
+    Outside,
+    /// `OPTIONS {mount}/`: answer with [`ServerKeys::cert_lines`].
+    Options,
+    /// 405 under the mount.
+    MethodNotAllowed,
+    /// 404 under the mount.
+    NotFound,
+    /// An HTTPCrypt request whose key is known.
+    Request(Accepted),
+}
+
+/// A request whose key agreement succeeded: ready to open its stream.
+#[derive(Debug)]
+pub struct Accepted {
+    /// The kex key ID the session runs under (inside the ticket, for tickets).
+    pub kid: KeyId,
+    /// The request stream's nonce.
+    pub n0: [u8; NONCE_LEN],
+    /// The GET form's decoded stream; `None` for POST (the body is the stream).
+    pub query_stream: Option<Vec<u8>>,
+    /// What the cookie carried.
+    pub credential: Credential,
+    key: SessionKey,
+}
+
+impl Accepted {
+    /// The session key.
+    pub fn session_key(&self) -> &SessionKey {
+        &self.key
+    }
+
+    /// An opener for the request stream.
+    pub fn opener(&self, limits: &Limits) -> Opener {
+        Opener::request(&self.key, self.n0, limits.record_limit())
+    }
+
+    /// The key that may seal this request's one response.
+    pub fn into_response_key(self) -> ResponseKey {
+        ResponseKey::new(self.key, self.n0)
+    }
+}
+
+/// Judges an outer request head in the order of spec §11: route, Host,
+/// nonce path, body/query, cookie, key agreement. `derive` performs the key
+/// agreement (a session cache may answer instead of the X25519).
+pub fn accept_with(
+    keys: &ServerKeys,
+    mount: &Mount,
+    req: &OuterRequest<'_>,
+    limits: &Limits,
+    now: u64,
+    derive: impl FnOnce(&ServerKey, &crate::keys::KexPublic) -> Result<SessionKey>,
+) -> Result<Accept> {
+    let route = outer::route(req.method, req.target, mount);
+    match route {
+        Ok(Route::Outside) => return Ok(Accept::Outside),
+        Ok(Route::Options) => return Ok(Accept::Options),
+        Ok(Route::MethodNotAllowed) => return Ok(Accept::MethodNotAllowed),
+        Ok(Route::NotFound) => return Ok(Accept::NotFound),
+        _ => {}
+    }
+    if req.host.is_none_or(|h| h.is_empty()) {
+        return Err(Error::BadHost);
+    }
+    let (n0, query_stream) = match route? {
+        Route::Post { n0 } => {
+            if req
+                .content_length
+                .is_some_and(|l| l > limits.max_body as u64)
+            {
+                return Err(Error::BodyTooLarge);
+            }
+            (n0, None)
+        }
+        Route::Get { n0, query } => {
+            if req.has_body {
+                return Err(Error::BadQuery);
+            }
+            (n0, Some(outer::decode_query(query, limits.max_body)?))
+        }
+        _ => unreachable!("other routes returned above"),
+    };
+    let credential = outer::scan_cookies(req.cookies.iter().copied(), |id| keys.lookup(id, now))?;
+    let (kid, key) = match &credential {
+        Credential::Key { kid, client_public } => {
+            let sk = keys.key(kid, now).ok_or(Error::UnknownKey)?;
+            (*kid, derive(sk, client_public)?)
+        }
+        Credential::Ticket { tid, sealed } => {
+            let tk = keys.ticket_key_by_id(tid, now).ok_or(Error::UnknownKey)?;
+            let contents = tk.open(sealed, now)?;
+            if keys.key(&contents.kid, now).is_none() {
+                return Err(Error::UnknownKey);
+            }
+            (contents.kid, contents.key)
+        }
+    };
+    Ok(Accept::Request(Accepted {
+        kid,
+        n0,
+        query_stream,
+        credential,
+        key,
+    }))
+}
+
+/// [`accept_with`] with a plain X25519 agreement for every request.
+pub fn accept(
+    keys: &ServerKeys,
+    mount: &Mount,
+    req: &OuterRequest<'_>,
+    limits: &Limits,
+    now: u64,
+) -> Result<Accept> {
+    accept_with(keys, mount, req, limits, now, |sk, peer| {
+        sk.secret.session_key(peer)
+    })
+}
+
+/// Opens a whole request stream (the body, or the GET query) and parses the
+/// inner request.
+pub fn open_request(
+    accepted: &Accepted,
+    body: &[u8],
+    limits: &Limits,
+) -> Result<(RequestHead, Vec<u8>)> {
+    let stream_bytes = accepted.query_stream.as_deref().unwrap_or(body);
+    let plaintext = stream::open_all(accepted.opener(limits), stream_bytes)?;
+    inner::decode_all::<RequestHead>(&plaintext, limits)
+}
+
+/// Freshness and anti-replay settings (spec §8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Freshness {
+    /// The window W in seconds.
+    pub window: u64,
+}
+
+impl Default for Freshness {
+    fn default() -> Self {
+        Freshness {
+            window: replay::DEFAULT_WINDOW,
+        }
+    }
+}
+
+/// Seals a complete inner response: `n0 || stream` with records of at most
+/// `record_size` bytes. Adds `Date` and `Content-Length` when absent.
+pub fn seal_response(
+    key: ResponseKey,
+    n0: [u8; NONCE_LEN],
+    head: &ResponseHead,
+    body: &[u8],
+    now: u64,
+    record_size: usize,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    let mut head = head.clone();
+    if inner::field(&head.fields, "date").is_none() {
+        head.fields
+            .push(Field::new("Date", replay::format_date(now)));
+    }
+    if inner::field(&head.fields, "content-length").is_none() {
+        head.fields
+            .push(Field::new("Content-Length", body.len().to_string()));
+    }
+    let mut plaintext = Vec::with_capacity(256 + body.len());
+    head.encode(&mut plaintext);
+    plaintext.extend_from_slice(body);
+    let sealer = Sealer::response(key, n0, out);
+    stream::seal_all(sealer, &plaintext, record_size, out)
+}
+
+/// The inner problem response for an inner error (spec §4.4): status,
+/// `application/problem+json`, and the server's `Date`.
+pub fn problem_response(err: &Error) -> Option<(ResponseHead, Vec<u8>)> {
+    let (status, doc) = outer::format_problem(err, &[])?;
+    let mut head = ResponseHead::new(status, reason_phrase(status));
+    head.fields
+        .push(Field::new("Content-Type", outer::PROBLEM_TYPE));
+    Some((head, doc.into_bytes()))
+}
+
+/// Reason phrases for the statuses this protocol produces.
+pub fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        413 => "Content Too Large",
+        414 => "URI Too Long",
+        425 => "Too Early",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        503 => "Service Unavailable",
+        _ => "Status",
+    }
+}

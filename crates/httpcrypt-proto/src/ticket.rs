@@ -1,0 +1,175 @@
+//! Session tickets (spec §7.2): the server seals `k || kid || expiry` under
+//! a ticket key so a returning client can skip the key agreement without
+//! the server keeping per-client state.
+//!
+//! `ticket = tid(10) || n(24) || XChaCha20-Poly1305(ticket_key, n, k || kid || expiry, AD = tid)`
+
+use rand_core::CryptoRngCore;
+use zeroize::Zeroizing;
+
+use crate::b64;
+use crate::error::{Error, Result};
+use crate::keys::{KeyId, SessionKey, KID_LEN};
+use crate::suite::{XChaCha, NONCE_LEN, TAG_LEN};
+
+const PLAIN_LEN: usize = 32 + KID_LEN + 4;
+/// Bytes after the ticket ID: nonce, ciphertext, tag (the cookie value).
+pub const SEALED_TICKET_LEN: usize = NONCE_LEN + PLAIN_LEN + TAG_LEN;
+/// Bytes of a whole ticket.
+pub const TICKET_LEN: usize = KID_LEN + SEALED_TICKET_LEN;
+/// Inner response field carrying a ticket.
+pub const TICKET_FIELD: &str = "Ticket";
+
+/// A ticket key and its ID. Rotates with the kex keys.
+pub struct TicketKey {
+    tid: KeyId,
+    key: Zeroizing<[u8; 32]>,
+}
+
+impl core::fmt::Debug for TicketKey {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "TicketKey({:?})", self.tid)
+    }
+}
+
+/// What a ticket holds once opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TicketContents {
+    /// The session key.
+    pub key: SessionKey,
+    /// The kex key the session was agreed under.
+    pub kid: KeyId,
+    /// Last valid second (never after the kid's `not_after`).
+    pub expiry: u32,
+}
+
+impl TicketKey {
+    /// A ticket key from its parts.
+    pub fn new(tid: KeyId, key: [u8; 32]) -> Self {
+        TicketKey {
+            tid,
+            key: Zeroizing::new(key),
+        }
+    }
+
+    /// A fresh random ticket key.
+    pub fn generate(rng: &mut impl CryptoRngCore) -> Self {
+        let mut tid = [0u8; KID_LEN];
+        rng.fill_bytes(&mut tid);
+        let mut key = Zeroizing::new([0u8; 32]);
+        rng.fill_bytes(&mut key[..]);
+        Self::new(KeyId(tid), *key)
+    }
+
+    /// The ticket-key ID.
+    pub fn tid(&self) -> KeyId {
+        self.tid
+    }
+
+    /// The raw key bytes, for storage.
+    pub fn to_bytes(&self) -> Zeroizing<[u8; 32]> {
+        self.key.clone()
+    }
+
+    /// Seals a ticket with the nonce `n` (fresh random per ticket).
+    pub fn seal(&self, contents: &TicketContents, n: [u8; NONCE_LEN]) -> Ticket {
+        let mut t = [0u8; TICKET_LEN];
+        t[..KID_LEN].copy_from_slice(&self.tid.0);
+        t[KID_LEN..KID_LEN + NONCE_LEN].copy_from_slice(&n);
+        let body = &mut t[KID_LEN + NONCE_LEN..];
+        body[..32].copy_from_slice(contents.key.as_bytes());
+        body[32..32 + KID_LEN].copy_from_slice(&contents.kid.0);
+        body[32 + KID_LEN..PLAIN_LEN].copy_from_slice(&contents.expiry.to_be_bytes());
+        let tag = XChaCha::new(&self.key).seal_in_place(&n, &self.tid.0, &mut body[..PLAIN_LEN]);
+        body[PLAIN_LEN..].copy_from_slice(&tag);
+        Ticket(t)
+    }
+
+    /// Opens `ticket[10..]` (as carried in the cookie). A ticket that fails
+    /// to open or has expired at `now` is `unknown_key` (spec §11).
+    pub fn open(&self, sealed: &[u8; SEALED_TICKET_LEN], now: u64) -> Result<TicketContents> {
+        let n: [u8; NONCE_LEN] = sealed[..NONCE_LEN].try_into().expect("fixed layout");
+        let tag: [u8; TAG_LEN] = sealed[NONCE_LEN + PLAIN_LEN..]
+            .try_into()
+            .expect("fixed layout");
+        let mut plain = Zeroizing::new([0u8; PLAIN_LEN]);
+        plain.copy_from_slice(&sealed[NONCE_LEN..NONCE_LEN + PLAIN_LEN]);
+        XChaCha::new(&self.key)
+            .open_in_place(&n, &self.tid.0, &tag, &mut plain[..])
+            .map_err(|_| Error::UnknownKey)?;
+        let key: [u8; 32] = plain[..32].try_into().expect("fixed layout");
+        let kid: [u8; KID_LEN] = plain[32..32 + KID_LEN].try_into().expect("fixed layout");
+        let expiry = u32::from_be_bytes(plain[32 + KID_LEN..].try_into().expect("fixed layout"));
+        if now > u64::from(expiry) {
+            return Err(Error::UnknownKey);
+        }
+        Ok(TicketContents {
+            key: SessionKey::from_bytes(key),
+            kid: KeyId(kid),
+            expiry,
+        })
+    }
+}
+
+/// A sealed ticket as the client stores it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Ticket(pub [u8; TICKET_LEN]);
+
+impl core::fmt::Debug for Ticket {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Ticket({:?})", self.tid())
+    }
+}
+
+impl Ticket {
+    /// The ticket-key ID (cookie name prefix).
+    pub fn tid(&self) -> KeyId {
+        KeyId(self.0[..KID_LEN].try_into().expect("fixed layout"))
+    }
+
+    /// `ticket[10..]` (cookie value).
+    pub fn sealed(&self) -> &[u8] {
+        &self.0[KID_LEN..]
+    }
+
+    /// The `Ticket` field value: `b64u(ticket)`.
+    pub fn to_field(&self) -> String {
+        b64::encode(&self.0)
+    }
+
+    /// Parses a `Ticket` field value.
+    pub fn from_field(value: &[u8]) -> Result<Self> {
+        Ok(Ticket(b64::decode_array::<TICKET_LEN>(value)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seal_open() {
+        let tk = TicketKey::new(KeyId([1; 10]), [2; 32]);
+        let c = TicketContents {
+            key: SessionKey::from_bytes([3; 32]),
+            kid: KeyId([4; 10]),
+            expiry: 1000,
+        };
+        let t = tk.seal(&c, [5; 24]);
+        assert_eq!(TICKET_LEN, 96);
+        assert_eq!(b64::encoded_len(SEALED_TICKET_LEN), 115);
+        let sealed: [u8; SEALED_TICKET_LEN] = t.sealed().try_into().unwrap();
+        assert_eq!(tk.open(&sealed, 1000).unwrap(), c);
+        assert_eq!(tk.open(&sealed, 1001), Err(Error::UnknownKey));
+        let mut bad = sealed;
+        bad[40] ^= 1;
+        assert_eq!(tk.open(&bad, 10), Err(Error::UnknownKey));
+        let other = TicketKey::new(KeyId([9; 10]), [2; 32]);
+        assert_eq!(
+            other.open(&sealed, 10),
+            Err(Error::UnknownKey),
+            "AD binds the tid"
+        );
+        assert_eq!(Ticket::from_field(t.to_field().as_bytes()).unwrap(), t);
+    }
+}
