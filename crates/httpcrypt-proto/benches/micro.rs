@@ -1,1 +1,603 @@
-fn main() {}
+//! Micro benchmarks of the per-operation costs of HTTPCrypt (criterion).
+//!
+//! Groups (directory names under `target/criterion/`):
+//! - `x25519`: one agreement with a reusable secret, aws-lc-rs (ours) and
+//!   x25519-dalek on the same inputs;
+//! - `kdf`: the session key (X25519 + HChaCha20) and HChaCha20 alone;
+//! - `seal_<size>` / `open_<size>`: one record of 100 B, 1 KiB, 16 KiB and
+//!   1 MiB through `stream::Sealer` / `stream::Opener`, beside raw aws-lc-rs
+//!   ChaCha20-Poly1305, our `suite::XChaCha` and RustCrypto's
+//!   XChaCha20Poly1305. Every AEAD gets the same 20 bytes of associated data
+//!   as a non-first record (previous tag || header), so Poly1305 does the
+//!   same work everywhere;
+//! - `server`: one complete first request (accept with X25519, open the
+//!   stream, parse the inner head, seal a 100-byte response), its pieces, and
+//!   the same without the X25519;
+//! - `inner`: parsing a typical 300-byte inner request head.
+//!
+//! `scripts/bench-micro.sh` runs this on one core and prints the table.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305};
+use chacha20poly1305::aead::{AeadInPlace, KeyInit};
+use chacha20poly1305::XChaCha20Poly1305;
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use rand_chacha::rand_core::{RngCore, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+
+use httpcrypt_proto::cert::KeyCert;
+use httpcrypt_proto::client::{ClientCredential, PreparedRequest};
+use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
+use httpcrypt_proto::keys::{IdentityKey, KexSecret, SessionKey};
+use httpcrypt_proto::limits::{Limits, RECORD_CEILING};
+use httpcrypt_proto::outer::Mount;
+use httpcrypt_proto::server::{self, Accept, Accepted, OuterRequest, ServerKeys};
+use httpcrypt_proto::stream::{Event, Opener, ResponseKey, Sealer, RECORD_OVERHEAD};
+use httpcrypt_proto::suite::{self, XChaCha, NONCE_LEN, TAG_LEN};
+
+/// Record sizes measured, with the label used in group names.
+const SIZES: &[(usize, &str)] = &[
+    (100, "100B"),
+    (1024, "1KiB"),
+    (16 * 1024, "16KiB"),
+    (1024 * 1024, "1MiB"),
+];
+
+/// Associated data of the AEAD baselines: as long as a non-first record's
+/// `AD_i` (previous tag || header).
+const AD: [u8; TAG_LEN + 4] = [0x5a; TAG_LEN + 4];
+
+/// Open benchmarks feed this many bytes of fresh ciphertext per timed batch
+/// (small enough to stay in L2, large enough to amortise the clock reads).
+const OPEN_BATCH_BYTES: usize = 256 * 1024;
+
+fn rng() -> ChaCha20Rng {
+    ChaCha20Rng::seed_from_u64(0x6874_7470_6372_7970)
+}
+
+fn bytes32(rng: &mut ChaCha20Rng) -> [u8; 32] {
+    let mut b = [0u8; 32];
+    rng.fill_bytes(&mut b);
+    b
+}
+
+fn x25519(c: &mut Criterion) {
+    let mut r = rng();
+    let (secret, peer) = (bytes32(&mut r), bytes32(&mut r));
+    let ours = KexSecret::from_bytes(secret);
+    let peer_ours = *KexSecret::from_bytes(peer).public();
+    let dalek = x25519_dalek::StaticSecret::from(secret);
+    let peer_dalek = x25519_dalek::PublicKey::from(peer_ours.0);
+    // Same inputs, same output: the comparison is between implementations only.
+    assert_eq!(
+        *ours.agree_raw(&peer_ours).expect("valid peer"),
+        *dalek.diffie_hellman(&peer_dalek).as_bytes()
+    );
+
+    let mut g = c.benchmark_group("x25519");
+    g.bench_function("agree_raw_awslc", |b| {
+        b.iter(|| black_box(ours.agree_raw(black_box(&peer_ours))))
+    });
+    g.bench_function("dalek_diffie_hellman", |b| {
+        b.iter(|| black_box(dalek.diffie_hellman(black_box(&peer_dalek))))
+    });
+    g.finish();
+}
+
+fn kdf(c: &mut Criterion) {
+    let mut r = rng();
+    let ours = KexSecret::from_bytes(bytes32(&mut r));
+    let peer = *KexSecret::from_bytes(bytes32(&mut r)).public();
+    let shared = bytes32(&mut r);
+
+    let mut g = c.benchmark_group("kdf");
+    g.bench_function("session_key", |b| {
+        b.iter(|| black_box(ours.session_key(black_box(&peer))))
+    });
+    g.bench_function("hchacha20", |b| {
+        b.iter(|| black_box(suite::hchacha20(black_box(&shared), &[0u8; 16])))
+    });
+    g.finish();
+}
+
+fn seal(c: &mut Criterion) {
+    let mut r = rng();
+    let key = SessionKey::from_bytes(bytes32(&mut r));
+    let mut n0 = [0u8; NONCE_LEN];
+    r.fill_bytes(&mut n0);
+    let nonce24 = n0;
+    let mut nonce12 = [0u8; 12];
+    nonce12[4..].copy_from_slice(&n0[16..]);
+
+    for &(size, label) in SIZES {
+        let mut g = c.benchmark_group(format!("seal_{label}"));
+        g.throughput(Throughput::Bytes(size as u64));
+        let mut plaintext = vec![0u8; size];
+        r.fill_bytes(&mut plaintext);
+
+        // Our record layer, in place: `RECORD_OVERHEAD` bytes of room, then
+        // the payload. One long-lived sealer: the per-record cost.
+        let mut sealer = Sealer::request(&key, n0);
+        let mut record = vec![0u8; RECORD_OVERHEAD + size];
+        record[RECORD_OVERHEAD..].copy_from_slice(&plaintext);
+        g.bench_function("sealer_in_place", |b| {
+            b.iter(|| {
+                sealer
+                    .seal_in_place(black_box(&mut record))
+                    .expect("record is in range");
+            })
+        });
+
+        // The convenient API: copies the plaintext into the caller's Vec
+        // (capacity kept between iterations, so no allocation after the first).
+        let mut sealer = Sealer::request(&key, n0);
+        let mut out = Vec::with_capacity(RECORD_OVERHEAD + size);
+        g.bench_function("sealer_vec", |b| {
+            b.iter(|| {
+                out.clear();
+                sealer
+                    .seal(black_box(&plaintext), &mut out)
+                    .expect("record is in range");
+                black_box(&out);
+            })
+        });
+
+        // A whole one-record stream: construction (HChaCha20, key schedule)
+        // plus the FINAL record, as a small message pays it.
+        if size <= 16 * 1024 {
+            g.bench_function("sealer_new_finish_in_place", |b| {
+                b.iter(|| {
+                    Sealer::request(black_box(&key), n0)
+                        .finish_in_place(black_box(&mut record))
+                        .expect("record is in range");
+                })
+            });
+        }
+
+        let raw = LessSafeKey::new(
+            UnboundKey::new(&CHACHA20_POLY1305, key.as_bytes()).expect("32-byte key"),
+        );
+        let mut buf = plaintext.clone();
+        g.bench_function("raw_awslc_chacha20poly1305", |b| {
+            b.iter(|| {
+                let tag = raw
+                    .seal_in_place_separate_tag(
+                        Nonce::assume_unique_for_key(nonce12),
+                        Aad::from(&AD),
+                        black_box(&mut buf[..]),
+                    )
+                    .expect("in range");
+                let _ = black_box(tag);
+            })
+        });
+
+        let mut xchacha = XChaCha::new(key.as_bytes());
+        g.bench_function("xchacha_ours", |b| {
+            b.iter(|| {
+                black_box(xchacha.seal_in_place(&nonce24, &AD, black_box(&mut buf[..])));
+            })
+        });
+
+        let rc = XChaCha20Poly1305::new(key.as_bytes().into());
+        g.bench_function("xchacha_rustcrypto", |b| {
+            b.iter(|| {
+                let tag = rc
+                    .encrypt_in_place_detached((&nonce24).into(), &AD, black_box(&mut buf[..]))
+                    .expect("in range");
+                let _ = black_box(tag);
+            })
+        });
+        g.finish();
+    }
+}
+
+fn open(c: &mut Criterion) {
+    let mut r = rng();
+    let key = SessionKey::from_bytes(bytes32(&mut r));
+    let mut n0 = [0u8; NONCE_LEN];
+    r.fill_bytes(&mut n0);
+    let nonce24 = n0;
+    let mut nonce12 = [0u8; 12];
+    nonce12[4..].copy_from_slice(&n0[16..]);
+
+    for &(size, label) in SIZES {
+        let mut g = c.benchmark_group(format!("open_{label}"));
+        g.throughput(Throughput::Bytes(size as u64));
+        let per_batch = (OPEN_BATCH_BYTES / size).max(1);
+        let mut plaintext = vec![0u8; size];
+        r.fill_bytes(&mut plaintext);
+
+        // Our opener, long-lived: each record is pushed with `receive` (which
+        // copies it into the opener's buffer) and verified by `next_event`.
+        // A twin sealer produces the next records of the chain, untimed.
+        {
+            let mut opener = Opener::request(&key, n0, RECORD_CEILING);
+            let mut twin = Sealer::request(&key, n0);
+            let mut records: Vec<Vec<u8>> = Vec::new();
+            g.bench_function("opener", |b| {
+                b.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    let mut left = iters as usize;
+                    while left > 0 {
+                        let n = left.min(per_batch);
+                        records.resize_with(n, Vec::new);
+                        for rec in &mut records[..n] {
+                            rec.clear();
+                            twin.seal(&plaintext, rec).expect("record is in range");
+                        }
+                        let t = Instant::now();
+                        for rec in &records[..n] {
+                            opener.receive(rec).expect("stream is open");
+                            match opener.next_event().expect("record verifies") {
+                                Some(Event::Data { plaintext, .. }) => {
+                                    black_box(plaintext);
+                                }
+                                other => panic!("expected data, got {other:?}"),
+                            }
+                        }
+                        total += t.elapsed();
+                        left -= n;
+                    }
+                    total
+                })
+            });
+        }
+
+        // Whole one-record stream: construction plus the FINAL record.
+        if size <= 16 * 1024 {
+            let mut stream = Vec::new();
+            Sealer::request(&key, n0)
+                .finish(&plaintext, &mut stream)
+                .expect("record is in range");
+            g.bench_function("opener_new_one_record", |b| {
+                b.iter(|| {
+                    let mut opener = Opener::request(black_box(&key), n0, RECORD_CEILING);
+                    opener.receive(black_box(&stream)).expect("stream is open");
+                    match opener.next_event().expect("record verifies") {
+                        Some(Event::Data { plaintext, .. }) => {
+                            black_box(plaintext);
+                        }
+                        other => panic!("expected data, got {other:?}"),
+                    }
+                })
+            });
+        }
+
+        // The AEAD baselines open in place, so each needs a fresh copy of
+        // the ciphertext per operation: copied in untimed batches, like the
+        // opener's records.
+        let raw = LessSafeKey::new(
+            UnboundKey::new(&CHACHA20_POLY1305, key.as_bytes()).expect("32-byte key"),
+        );
+        let mut ct = plaintext.clone();
+        let raw_tag = raw
+            .seal_in_place_separate_tag(
+                Nonce::assume_unique_for_key(nonce12),
+                Aad::from(&AD),
+                &mut ct,
+            )
+            .expect("in range");
+        let mut bufs: Vec<Vec<u8>> = Vec::new();
+        g.bench_function("raw_awslc_chacha20poly1305", |b| {
+            b.iter_custom(|iters| {
+                batched_in_place(iters, per_batch, &mut bufs, &ct, |buf| {
+                    let pt = raw
+                        .open_in_place_separate_tag(
+                            Nonce::assume_unique_for_key(nonce12),
+                            Aad::from(&AD),
+                            raw_tag.as_ref(),
+                            buf,
+                        )
+                        .expect("tag verifies");
+                    black_box(pt);
+                })
+            })
+        });
+
+        let mut xchacha = XChaCha::new(key.as_bytes());
+        let mut ct = plaintext.clone();
+        let x_tag = xchacha.seal_in_place(&nonce24, &AD, &mut ct);
+        g.bench_function("xchacha_ours", |b| {
+            b.iter_custom(|iters| {
+                batched_in_place(iters, per_batch, &mut bufs, &ct, |buf| {
+                    xchacha
+                        .open_in_place(&nonce24, &AD, &x_tag, buf)
+                        .expect("tag verifies");
+                    black_box(buf);
+                })
+            })
+        });
+
+        let rc = XChaCha20Poly1305::new(key.as_bytes().into());
+        let mut ct = plaintext.clone();
+        let rc_tag = rc
+            .encrypt_in_place_detached((&nonce24).into(), &AD, &mut ct)
+            .expect("in range");
+        g.bench_function("xchacha_rustcrypto", |b| {
+            b.iter_custom(|iters| {
+                batched_in_place(iters, per_batch, &mut bufs, &ct, |buf| {
+                    rc.decrypt_in_place_detached((&nonce24).into(), &AD, buf, &rc_tag)
+                        .expect("tag verifies");
+                    black_box(buf);
+                })
+            })
+        });
+        g.finish();
+    }
+}
+
+/// Times `iters` in-place opens of fresh copies of `ct`, copied (untimed)
+/// in batches of `per_batch`.
+fn batched_in_place(
+    iters: u64,
+    per_batch: usize,
+    bufs: &mut Vec<Vec<u8>>,
+    ct: &[u8],
+    mut op: impl FnMut(&mut [u8]),
+) -> Duration {
+    let mut total = Duration::ZERO;
+    let mut left = iters as usize;
+    while left > 0 {
+        let n = left.min(per_batch);
+        bufs.resize_with(n, Vec::new);
+        for buf in &mut bufs[..n] {
+            buf.clear();
+            buf.extend_from_slice(ct);
+        }
+        let t = Instant::now();
+        for buf in &mut bufs[..n] {
+            op(buf);
+        }
+        total += t.elapsed();
+        left -= n;
+    }
+    total
+}
+
+/// One pre-built first request: what the server receives.
+struct Prepared {
+    target: String,
+    cookie: String,
+    stream: Vec<u8>,
+    n0: [u8; NONCE_LEN],
+    key: SessionKey,
+}
+
+impl Prepared {
+    fn outer(&self) -> OuterRequest<'_> {
+        OuterRequest {
+            method: "POST",
+            target: &self.target,
+            host: Some(b"www.example.com"),
+            cookies: vec![b"theme=dark; lang=en", self.cookie.as_bytes()],
+            content_length: Some(self.stream.len() as u64),
+            has_body: true,
+        }
+    }
+}
+
+/// Distinct client keys per request, so neither caching nor branch history
+/// of one fixed input can help.
+const POOL: usize = 64;
+const NOW: u64 = 1_750_000_000;
+
+fn request_head(body_len: usize) -> RequestHead {
+    let mut head = RequestHead::new("POST", "/api/v1/items");
+    head.fields = vec![
+        Field::new("Host", "www.example.com"),
+        Field::new("User-Agent", "httpcrypt-bench/0.1"),
+        Field::new("Accept", "application/json"),
+        Field::new("Content-Type", "application/json"),
+        Field::new("Content-Length", body_len.to_string()),
+    ];
+    head
+}
+
+fn unwrap_request(a: httpcrypt_proto::Result<Accept>) -> Accepted {
+    match a.expect("request is valid") {
+        Accept::Request(acc) => acc,
+        other => panic!("expected an HTTPCrypt request, got {other:?}"),
+    }
+}
+
+fn server(c: &mut Criterion) {
+    let mut r = rng();
+    let identity = IdentityKey::from_seed(bytes32(&mut r));
+    let server_secret = KexSecret::from_bytes(bytes32(&mut r));
+    let not_before = (NOW - 3600) as u32;
+    let cert = KeyCert::sign(
+        &identity,
+        1,
+        not_before,
+        not_before + 7 * 86400,
+        *server_secret.public(),
+    );
+    let mut keys = ServerKeys::new();
+    keys.add_key(server_secret, cert.clone());
+    let mount = Mount::new("/.hc").expect("valid mount");
+    let limits = Limits::default();
+
+    let body = [b'x'; 100];
+    let head = request_head(body.len());
+    let pool: Vec<Prepared> = (0..POOL)
+        .map(|_| {
+            let client = KexSecret::from_bytes(bytes32(&mut r));
+            let mut n0 = [0u8; NONCE_LEN];
+            r.fill_bytes(&mut n0);
+            let prep = PreparedRequest::new(&cert, ClientCredential::Key(&client), n0, "", "")
+                .expect("valid credential");
+            let stream = prep
+                .seal_message(&head, &body, 16 * 1024)
+                .expect("message seals");
+            Prepared {
+                target: mount.nonce_path(&n0),
+                cookie: prep.cookie().to_string(),
+                stream,
+                n0,
+                key: prep.session_key().clone(),
+            }
+        })
+        .collect();
+    let outers: Vec<OuterRequest<'_>> = pool.iter().map(Prepared::outer).collect();
+
+    let mut rsp_head = ResponseHead::new(200, "OK");
+    rsp_head.fields = vec![
+        Field::new("Content-Type", "application/json"),
+        Field::new("Cache-Control", "no-store"),
+    ];
+    let rsp_body = [b'y'; 100];
+
+    // Sanity: the whole exchange round-trips before anything is timed.
+    for (p, outer) in pool.iter().zip(&outers) {
+        let acc = unwrap_request(server::accept(&keys, &mount, outer, &limits, NOW));
+        let (h, b) = server::open_request(&acc, &p.stream, &limits).expect("request opens");
+        assert_eq!((h, b.as_slice()), (head.clone(), &body[..]));
+    }
+
+    let mut g = c.benchmark_group("server");
+    let mut out = Vec::with_capacity(1024);
+    let mut i = 0usize;
+    let mut rsp_n0 = [7u8; NONCE_LEN];
+
+    let mut first_request = |derive_x25519: bool, b: &mut criterion::Bencher<'_>| {
+        b.iter(|| {
+            let (p, outer) = (&pool[i % POOL], &outers[i % POOL]);
+            i = i.wrapping_add(1);
+            let acc = if derive_x25519 {
+                server::accept(&keys, &mount, black_box(outer), &limits, NOW)
+            } else {
+                server::accept_with(&keys, &mount, black_box(outer), &limits, NOW, |_, _| {
+                    Ok(p.key.clone())
+                })
+            };
+            let acc = unwrap_request(acc);
+            let (h, b) =
+                server::open_request(&acc, black_box(&p.stream), &limits).expect("request opens");
+            black_box((h, b));
+            rsp_n0[..8].copy_from_slice(&(i as u64).to_be_bytes());
+            out.clear();
+            server::seal_response(
+                acc.into_response_key(),
+                rsp_n0,
+                &rsp_head,
+                &rsp_body,
+                NOW,
+                16 * 1024,
+                &mut out,
+            )
+            .expect("response seals");
+            black_box(&out);
+        })
+    };
+    g.bench_function("first_request", |b| first_request(true, b));
+    g.bench_function("first_request_no_x25519", |b| first_request(false, b));
+
+    let mut i = 0usize;
+    g.bench_function("accept", |b| {
+        b.iter(|| {
+            let outer = &outers[i % POOL];
+            i = i.wrapping_add(1);
+            black_box(unwrap_request(server::accept(
+                &keys,
+                &mount,
+                black_box(outer),
+                &limits,
+                NOW,
+            )))
+        })
+    });
+    g.bench_function("accept_precomputed_key", |b| {
+        b.iter(|| {
+            let (p, outer) = (&pool[i % POOL], &outers[i % POOL]);
+            i = i.wrapping_add(1);
+            black_box(unwrap_request(server::accept_with(
+                &keys,
+                &mount,
+                black_box(outer),
+                &limits,
+                NOW,
+                |_, _| Ok(p.key.clone()),
+            )))
+        })
+    });
+
+    let accepted: Vec<Accepted> = outers
+        .iter()
+        .map(|o| unwrap_request(server::accept(&keys, &mount, o, &limits, NOW)))
+        .collect();
+    g.bench_function("open_request", |b| {
+        b.iter(|| {
+            let (p, acc) = (&pool[i % POOL], &accepted[i % POOL]);
+            i = i.wrapping_add(1);
+            black_box(server::open_request(acc, black_box(&p.stream), &limits).expect("opens"))
+        })
+    });
+    g.bench_function("seal_response_100B", |b| {
+        b.iter_batched(
+            || {
+                let p = &pool[i % POOL];
+                i = i.wrapping_add(1);
+                ResponseKey::new(p.key.clone(), p.n0)
+            },
+            |rk| {
+                out.clear();
+                server::seal_response(rk, rsp_n0, &rsp_head, &rsp_body, NOW, 16 * 1024, &mut out)
+                    .expect("response seals");
+                black_box(&out);
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    g.finish();
+}
+
+/// A typical browser-ish inner request head of about 300 bytes.
+const HEAD_300: &[u8] = b"GET /api/v1/items?page=2&sort=recent HTTP/1.1\r\n\
+Host: www.example.com\r\n\
+User-Agent: Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0\r\n\
+Accept: application/json, text/plain, */*\r\n\
+Accept-Language: en-US,en;q=0.5\r\n\
+Accept-Encoding: gzip, deflate\r\n\
+Referer: https://www.example.com/items\r\n\
+\r\n";
+
+fn inner_parse(c: &mut Criterion) {
+    let limits = Limits::default();
+    assert!(
+        (280..=320).contains(&HEAD_300.len()),
+        "head is {} bytes",
+        HEAD_300.len()
+    );
+    let (h, b) = inner::decode_all::<RequestHead>(HEAD_300, &limits).expect("head parses");
+    assert_eq!((h.fields.len(), b.len()), (6, 0));
+
+    let mut g = c.benchmark_group("inner");
+    g.throughput(Throughput::Bytes(HEAD_300.len() as u64));
+    g.bench_function("decode_request_head_300B", |b| {
+        b.iter(|| {
+            black_box(inner::decode_all::<RequestHead>(
+                black_box(HEAD_300),
+                &limits,
+            ))
+            .expect("parses")
+        })
+    });
+    g.finish();
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(20)
+        .configure_from_args()
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = x25519, kdf, seal, open, server, inner_parse
+}
+criterion_main!(benches);

@@ -200,7 +200,10 @@ mod tests {
         }
         for n in [0xffu8, 0x80, 0x7f] {
             let bytes = [n; 32];
-            assert_eq!(decode_array::<32>(encode(&bytes).as_bytes()).unwrap(), bytes);
+            assert_eq!(
+                decode_array::<32>(encode(&bytes).as_bytes()).unwrap(),
+                bytes
+            );
         }
     }
 
@@ -235,11 +238,11 @@ mod tests {
         assert_eq!(decode(b"br"), Ok(vec![0x81])); // 'r' = 4: bit 7
         assert_eq!(decode(b"be"), Err(Error::BadBase32)); // 'e' = 8: bit 8
         assert_eq!(decode(b"bo"), Err(Error::BadBase32)); // 'o' = 16: bit 9
-        // 32 bytes: the last character carries 1 data bit and 4 unused bits.
+                                                          // 32 bytes: the last character carries 1 data bit and 4 unused bits.
         let mut t = encode(&[0xff; 32]).into_bytes();
         assert_eq!(t[51], ALPHABET[1]);
-        for v in 2..32 {
-            t[51] = ALPHABET[v];
+        for &c in &ALPHABET[2..] {
+            t[51] = c;
             assert_eq!(decode(&t), Err(Error::BadBase32));
             assert_eq!(decode_key(&t), Err(Error::BadBase32));
         }

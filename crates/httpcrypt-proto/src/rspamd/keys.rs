@@ -146,11 +146,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    // From a real `rspamadm keypair` (rspamd 3.4); see keypair.rs for the whole block.
-    const PUBKEY: &str = "w56geq9r183janamgckjcgafyewzwttf1wgdbhhipigynh99nr1y";
-    const ID: &str = "r898uxxzyq5idq4zqdgzo8riqab6dw9gfhfx4ah75nhmt6axf7huxpuh3qrzxiqgmj6kqi1gj7mt95uywgbd568umbsdx3g5799b64n";
-    // The `Key` header rspamc 3.4 sent with `--key PUBKEY` (see exchange.rs).
-    const HEADER: &str = "r898uxxz=6ekmz95961ppkpnwp446cb8718ytytweeuukn4hoo19mpz1t5xqy";
+    use crate::rspamd::testdata::{ID, PUBKEY, STAT_KEY_HEADER as HEADER};
 
     #[test]
     fn key_id_matches_rspamadm() {
@@ -205,9 +201,9 @@ mod tests {
             "=".to_string(),
             format!("={pk}"),
             format!("{id}="),
-            format!("{}={pk}", &id[..7]),      // short ID too short
-            format!("{}={pk}", &id[..4]),      // 2 bytes
-            format!("{id}y={pk}"),             // 9 chars: not a canonical length
+            format!("{}={pk}", &id[..7]), // short ID too short
+            format!("{}={pk}", &id[..4]), // 2 bytes
+            format!("{id}y={pk}"),        // 9 chars: not a canonical length
             format!("{}={pk}", id.to_uppercase()),
             format!("{id}={}", pk.to_uppercase()),
             format!("{id}={}", &pk[..50]),
@@ -218,7 +214,11 @@ mod tests {
             format!("{id}=0{}", &pk[1..]),
         ];
         for c in cases {
-            assert_eq!(KeyHeader::parse(c.as_bytes()), Err(Error::BadKeyHeader), "{c}");
+            assert_eq!(
+                KeyHeader::parse(c.as_bytes()),
+                Err(Error::BadKeyHeader),
+                "{c}"
+            );
         }
     }
 }

@@ -1,1 +1,24 @@
-//! The rspamd compatibility profile (`spec/rspamd-profile.md`).
+//! The rspamd compatibility profile (`spec/rspamd-profile.md`): the
+//! HTTPCrypt that rspamd's `rspamc --key`, workers and proxy speak.
+//!
+//! It shares primitives with v1 (X25519, HChaCha20, XChaCha20, Poly1305) but
+//! nothing else: one sealed body per message, no AD, no cookie.
+//! - [`base32`]: rspamd's base32 (least significant bit first);
+//! - [`keys`]: key IDs (BLAKE2b-512) and the `Key` request header;
+//! - [`cryptobox`]: the shared key `nm` and `nonce || tag || ct` bodies;
+//! - [`client`] and [`server`]: the two ends of one exchange, outer bytes included;
+//! - [`keypair`]: the `rspamadm keypair` text form.
+
+pub mod base32;
+pub mod client;
+pub mod cryptobox;
+pub mod keypair;
+pub mod keys;
+pub mod server;
+#[cfg(test)]
+mod testdata;
+
+pub use client::Client;
+pub use cryptobox::Nm;
+pub use keys::{KeyHeader, KeyId, ShortId};
+pub use server::{Keyring, Responder};
