@@ -362,3 +362,41 @@ pub fn decode_pieces<H: Head + Clone>(
     let head = head.expect("finish succeeded without a head");
     Ok((head, body))
 }
+
+/// Fixtures of the rspamd profile.
+pub mod rspamd {
+    use std::sync::OnceLock;
+
+    use httpcrypt_proto::keys::KexSecret;
+    use httpcrypt_proto::rspamd::base32;
+    use httpcrypt_proto::rspamd::cryptobox::Nm;
+    use httpcrypt_proto::rspamd::Keyring;
+
+    /// `privkey` of a key pair printed by a real `rspamadm keypair`
+    /// (rspamd 3.4); the seeds hold requests `rspamc --key` sealed to it.
+    pub const PRIVKEY: &str = "yousub68a7xnpt7mhjfxfb5m9mhite5q9ejsurfdqjjn7txg58hy";
+    /// A second server key of the keyring.
+    pub const OTHER_SECRET: [u8; 32] = [0x66; 32];
+    /// The fixed `nm` of the cryptobox checks.
+    pub const NM: [u8; 32] = [0x77; 32];
+
+    /// The rspamd server key.
+    pub fn server_secret() -> KexSecret {
+        KexSecret::from_bytes(base32::decode_key(PRIVKEY.as_bytes()).expect("fixture key"))
+    }
+
+    /// The fixed `nm`.
+    pub fn nm() -> Nm {
+        Nm::from_bytes(NM)
+    }
+
+    /// A keyring holding [`server_secret`] and one other key.
+    pub fn keyring() -> &'static Keyring {
+        static RING: OnceLock<Keyring> = OnceLock::new();
+        RING.get_or_init(|| {
+            [KexSecret::from_bytes(OTHER_SECRET), server_secret()]
+                .into_iter()
+                .collect()
+        })
+    }
+}

@@ -18,5 +18,7 @@ fn main() -> anyhow::Result<()> {
 }
 
 fn vectors_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join("vectors")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("vectors")
 }

@@ -11,21 +11,38 @@ fn checked_in_vectors_match_the_generator() {
     let mut expected = BTreeSet::new();
     for c in &cases {
         let file = format!("{}.json", c.name);
-        let on_disk = std::fs::read_to_string(dir.join(&file)).unwrap_or_else(|_| panic!("{file} is missing: run `cargo xtask vectors`"));
-        assert!(on_disk == c.to_text(), "{file} differs from the generator: run `cargo xtask vectors`");
+        let on_disk = std::fs::read_to_string(dir.join(&file))
+            .unwrap_or_else(|_| panic!("{file} is missing: run `cargo xtask vectors`"));
+        assert!(
+            on_disk == c.to_text(),
+            "{file} differs from the generator: run `cargo xtask vectors`"
+        );
         expected.insert(file);
     }
     for entry in std::fs::read_dir(&dir).expect("vectors/ exists") {
-        let name = entry.expect("entry").file_name().to_string_lossy().to_string();
+        let name = entry
+            .expect("entry")
+            .file_name()
+            .to_string_lossy()
+            .to_string();
         if name.ends_with(".json") {
-            assert!(expected.contains(&name), "{name} is not produced by the generator");
+            assert!(
+                expected.contains(&name),
+                "{name} is not produced by the generator"
+            );
         }
     }
 }
 
 #[test]
 fn generation_is_deterministic() {
-    let a: Vec<String> = xtask::vectors::generate().iter().map(|c| c.to_text()).collect();
-    let b: Vec<String> = xtask::vectors::generate().iter().map(|c| c.to_text()).collect();
+    let a: Vec<String> = xtask::vectors::generate()
+        .iter()
+        .map(|c| c.to_text())
+        .collect();
+    let b: Vec<String> = xtask::vectors::generate()
+        .iter()
+        .map(|c| c.to_text())
+        .collect();
     assert_eq!(a, b);
 }

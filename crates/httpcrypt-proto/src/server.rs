@@ -64,7 +64,7 @@ impl ServerKeys {
             .map(|k| &k.cert)
             .filter(|c| c.is_valid_at(now))
             .collect();
-        v.sort_by(|a, b| (b.serial, b.not_before).cmp(&(a.serial, a.not_before)));
+        v.sort_by_key(|c| std::cmp::Reverse((c.serial, c.not_before)));
         v
     }
 

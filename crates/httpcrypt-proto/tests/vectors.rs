@@ -30,17 +30,25 @@ fn every_vector() {
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
     files.sort();
-    assert!(files.len() >= 60, "expected at least 60 vectors, found {}", files.len());
+    assert!(
+        files.len() >= 60,
+        "expected at least 60 vectors, found {}",
+        files.len()
+    );
     let (mut pos, mut neg) = (0, 0);
     for f in &files {
-        let case: Value = serde_json::from_str(&std::fs::read_to_string(f).expect("readable")).expect("valid JSON");
+        let case: Value = serde_json::from_str(&std::fs::read_to_string(f).expect("readable"))
+            .expect("valid JSON");
         let name = case["name"].as_str().expect("name").to_string();
         let expect = case["expect"].as_str().expect("expect").to_string();
         if expect == "ok" {
             pos += 1;
         } else {
             neg += 1;
-            assert!(Error::from_code(&expect).is_some(), "{name}: unknown error code {expect}");
+            assert!(
+                Error::from_code(&expect).is_some(),
+                "{name}: unknown error code {expect}"
+            );
         }
         let got = std::panic::catch_unwind(|| run(&case));
         match got {
@@ -52,7 +60,10 @@ fn every_vector() {
             Err(_) => panic!("{name}: runner panicked"),
         }
     }
-    assert!(neg > pos, "negative cases ({neg}) must outnumber positive ones ({pos})");
+    assert!(
+        neg > pos,
+        "negative cases ({neg}) must outnumber positive ones ({pos})"
+    );
 }
 
 /// Runs one case; `Ok(output)` must equal the file's output.
@@ -65,21 +76,37 @@ fn run(case: &Value) -> Result<Value, Error> {
             let peer = KexPublic(arr(i, "peer_public"));
             let shared = sk.agree_raw(&peer)?;
             let k = sk.session_key(&peer)?;
-            Ok(json!({"public": hex::encode(sk.public().0), "kid": hex::encode(sk.kid().0), "shared": hex::encode(*shared), "session_key": hex::encode(k.as_bytes())}))
+            Ok(
+                json!({"public": hex::encode(sk.public().0), "kid": hex::encode(sk.kid().0), "shared": hex::encode(*shared), "session_key": hex::encode(k.as_bytes())}),
+            )
         }
         "inner_request" => {
             let limits = inner_limits(i);
             let msg = hx(i, "message");
             let (h, body) = inner::decode_all::<RequestHead>(&msg, &limits)?;
-            for_every_split(&msg, |parts| assert_eq!(decode_split::<RequestHead>(parts, &limits), Ok((h.clone(), body.clone()))));
-            Ok(json!({"method": h.method, "target": h.target, "fields": fields_json(&h.fields), "body": hex::encode(body)}))
+            for_every_split(&msg, |parts| {
+                assert_eq!(
+                    decode_split::<RequestHead>(parts, &limits),
+                    Ok((h.clone(), body.clone()))
+                )
+            });
+            Ok(
+                json!({"method": h.method, "target": h.target, "fields": fields_json(&h.fields), "body": hex::encode(body)}),
+            )
         }
         "inner_response" => {
             let limits = Limits::default();
             let msg = hx(i, "message");
             let (h, body) = inner::decode_all::<ResponseHead>(&msg, &limits)?;
-            for_every_split(&msg, |parts| assert_eq!(decode_split::<ResponseHead>(parts, &limits), Ok((h.clone(), body.clone()))));
-            Ok(json!({"status": h.status, "reason": h.reason, "fields": fields_json(&h.fields), "body": hex::encode(body)}))
+            for_every_split(&msg, |parts| {
+                assert_eq!(
+                    decode_split::<ResponseHead>(parts, &limits),
+                    Ok((h.clone(), body.clone()))
+                )
+            });
+            Ok(
+                json!({"status": h.status, "reason": h.reason, "fields": fields_json(&h.fields), "body": hex::encode(body)}),
+            )
         }
         "route" => {
             let m = Mount::new(s(i, "mount"))?;
@@ -89,7 +116,9 @@ fn run(case: &Value) -> Result<Value, Error> {
                 Route::MethodNotAllowed => json!({"route": "method_not_allowed"}),
                 Route::NotFound => json!({"route": "not_found"}),
                 Route::Post { n0 } => json!({"route": "post", "n0": hex::encode(n0)}),
-                Route::Get { n0, query } => json!({"route": "get", "n0": hex::encode(n0), "query": query}),
+                Route::Get { n0, query } => {
+                    json!({"route": "get", "n0": hex::encode(n0), "query": query})
+                }
             })
         }
         "cookie_scan" => {
@@ -97,17 +126,41 @@ fn run(case: &Value) -> Result<Value, Error> {
                 .as_array()
                 .expect("ids")
                 .iter()
-                .map(|e| (KeyId(arr(e, "id")), if s(e, "kind") == "key" { IdKind::Key } else { IdKind::Ticket }))
+                .map(|e| {
+                    (
+                        KeyId(arr(e, "id")),
+                        if s(e, "kind") == "key" {
+                            IdKind::Key
+                        } else {
+                            IdKind::Ticket
+                        },
+                    )
+                })
                 .collect();
-            let fields: Vec<String> = i["fields"].as_array().expect("fields").iter().map(|f| f.as_str().expect("str").to_string()).collect();
-            let got = outer::scan_cookies(fields.iter().map(|f| f.as_bytes()), |id| ids.iter().find(|(k, _)| k == id).map(|(_, kind)| *kind))?;
+            let fields: Vec<String> = i["fields"]
+                .as_array()
+                .expect("fields")
+                .iter()
+                .map(|f| f.as_str().expect("str").to_string())
+                .collect();
+            let got = outer::scan_cookies(fields.iter().map(|f| f.as_bytes()), |id| {
+                ids.iter().find(|(k, _)| k == id).map(|(_, kind)| *kind)
+            })?;
             Ok(match got {
-                Credential::Key { kid, client_public } => json!({"kind": "key", "id": hex::encode(kid.0), "value": hex::encode(client_public.0)}),
-                Credential::Ticket { tid, sealed } => json!({"kind": "ticket", "id": hex::encode(tid.0), "value": hex::encode(sealed)}),
+                Credential::Key { kid, client_public } => {
+                    json!({"kind": "key", "id": hex::encode(kid.0), "value": hex::encode(client_public.0)})
+                }
+                Credential::Ticket { tid, sealed } => {
+                    json!({"kind": "ticket", "id": hex::encode(tid.0), "value": hex::encode(sealed)})
+                }
             })
         }
         "date_check" => {
-            let d = replay::check_date(i["date"].as_str().map(str::as_bytes), u(i, "now"), u(i, "window"))?;
+            let d = replay::check_date(
+                i["date"].as_str().map(str::as_bytes),
+                u(i, "now"),
+                u(i, "window"),
+            )?;
             Ok(json!({"date": d}))
         }
         "stream_seal" => run_stream_seal(i),
@@ -115,13 +168,30 @@ fn run(case: &Value) -> Result<Value, Error> {
         "exchange" => run_exchange(i),
         "server_request" => {
             let keys = server_keys(i);
-            let limits = Limits { max_body: i["max_body"].as_u64().map_or(Limits::default().max_body, |m| m as usize), ..Limits::default() };
-            let (_, head, body) = serve(&keys, &Mount::new(s(i, "mount"))?, &limits, u(i, "now"), &hx(i, "outer_request"))?;
+            let limits = Limits {
+                max_body: i["max_body"]
+                    .as_u64()
+                    .map_or(Limits::default().max_body, |m| m as usize),
+                ..Limits::default()
+            };
+            let (_, head, body) = serve(
+                &keys,
+                &Mount::new(s(i, "mount"))?,
+                &limits,
+                u(i, "now"),
+                &hx(i, "outer_request"),
+            )?;
             Ok(json!({"method": head.method, "target": head.target, "body": hex::encode(body)}))
         }
         "cert" => {
             let id = IdentityKey::from_seed(arr(i, "identity_seed"));
-            let c = KeyCert::sign(&id, u(i, "serial") as u32, u(i, "not_before") as u32, u(i, "not_after") as u32, KexPublic(arr(i, "kex_public")));
+            let c = KeyCert::sign(
+                &id,
+                u(i, "serial") as u32,
+                u(i, "not_before") as u32,
+                u(i, "not_after") as u32,
+                KexPublic(arr(i, "kex_public")),
+            );
             Ok(json!({
                 "cert": hex::encode(c.encode()),
                 "text": c.to_text(),
@@ -135,10 +205,17 @@ fn run(case: &Value) -> Result<Value, Error> {
         "cert_verify" => {
             let c = KeyCert::from_text(s(i, "text"))?;
             c.verify(&IdentityPublic::from_bytes(&arr(i, "identity_public"))?)?;
-            Ok(json!({"serial": c.serial, "not_before": c.not_before, "not_after": c.not_after, "kex_public": hex::encode(c.kex_public.0)}))
+            Ok(
+                json!({"serial": c.serial, "not_before": c.not_before, "not_after": c.not_after, "kex_public": hex::encode(c.kex_public.0)}),
+            )
         }
         "cert_choose" => {
-            let certs = i["lines"].as_array().expect("lines").iter().map(|l| KeyCert::from_text(l.as_str().expect("str"))).collect::<Result<Vec<_>, _>>()?;
+            let certs = i["lines"]
+                .as_array()
+                .expect("lines")
+                .iter()
+                .map(|l| KeyCert::from_text(l.as_str().expect("str")))
+                .collect::<Result<Vec<_>, _>>()?;
             let pinned = match i.get("identity_public") {
                 Some(_) => Some(IdentityPublic::from_bytes(&arr(i, "identity_public"))?),
                 None => None,
@@ -150,31 +227,60 @@ fn run(case: &Value) -> Result<Value, Error> {
             }
             Ok(out)
         }
-        "cert_list" => Ok(json!({"serials": cert::parse_cert_list(s(i, "body").as_bytes())?.iter().map(|c| c.serial).collect::<Vec<_>>()})),
+        "cert_list" => Ok(
+            json!({"serials": cert::parse_cert_list(s(i, "body").as_bytes())?.iter().map(|c| c.serial).collect::<Vec<_>>()}),
+        ),
         "aaaa" => {
-            let addrs: Vec<[u8; 16]> = i["addrs"].as_array().expect("addrs").iter().map(|a| hex::decode(a.as_str().expect("str")).expect("hex").try_into().expect("16 bytes")).collect();
+            let addrs: Vec<[u8; 16]> = i["addrs"]
+                .as_array()
+                .expect("addrs")
+                .iter()
+                .map(|a| {
+                    hex::decode(a.as_str().expect("str"))
+                        .expect("hex")
+                        .try_into()
+                        .expect("16 bytes")
+                })
+                .collect();
             Ok(json!({"cert": hex::encode(dns::parse_aaaa(&addrs)?.encode())}))
         }
-        "identity_txt" => Ok(json!({"identity_public": hex::encode(dns::parse_identity_txt(s(i, "text").as_bytes())?.to_bytes())})),
+        "identity_txt" => Ok(
+            json!({"identity_public": hex::encode(dns::parse_identity_txt(s(i, "text").as_bytes())?.to_bytes())}),
+        ),
         "ticket_seal" => {
             let tk = ticket_key(&i["ticket_key"]);
-            let t = tk.seal(&TicketContents { key: SessionKey::from_bytes(arr(i, "session_key")), kid: KeyId(arr(i, "kid")), expiry: u(i, "expiry") as u32 }, arr(i, "n"));
-            let cookie = outer::format_cookie(&t.tid(), t.sealed(), s(i, "name_pad"), s(i, "value_pad"))?;
+            let t = tk.seal(
+                &TicketContents {
+                    key: SessionKey::from_bytes(arr(i, "session_key")),
+                    kid: KeyId(arr(i, "kid")),
+                    expiry: u(i, "expiry") as u32,
+                },
+                arr(i, "n"),
+            );
+            let cookie =
+                outer::format_cookie(&t.tid(), t.sealed(), s(i, "name_pad"), s(i, "value_pad"))?;
             Ok(json!({"ticket": hex::encode(t.0), "field": t.to_field(), "cookie": cookie}))
         }
         "ticket_open" => {
             let c = ticket_key(&i["ticket_key"]).open(&arr(i, "sealed"), u(i, "now"))?;
-            Ok(json!({"session_key": hex::encode(c.key.as_bytes()), "kid": hex::encode(c.kid.0), "expiry": c.expiry}))
+            Ok(
+                json!({"session_key": hex::encode(c.key.as_bytes()), "kid": hex::encode(c.kid.0), "expiry": c.expiry}),
+            )
         }
-        "ticket_field" => Ticket::from_field(s(i, "field").as_bytes()).map(|t| json!({"ticket": hex::encode(t.0)})),
+        "ticket_field" => Ticket::from_field(s(i, "field").as_bytes())
+            .map(|t| json!({"ticket": hex::encode(t.0)})),
         "token" => {
             let k = SessionKey::from_bytes(arr(i, "session_key"));
             let cr: [u8; 24] = arr(i, "client_random");
-            Ok(json!({"client_random_field": b64::encode(&cr), "random_field": token::format_random(&hx(i, "token_secret"), &k, &cr)}))
+            Ok(
+                json!({"client_random_field": b64::encode(&cr), "random_field": token::format_random(&hx(i, "token_secret"), &k, &cr)}),
+            )
         }
         "token_verify" => {
             let k = SessionKey::from_bytes(arr(i, "session_key"));
-            Ok(json!({"client_random": hex::encode(token::verify_random(&hx(i, "token_secret"), &k, s(i, "random_field").as_bytes())?)}))
+            Ok(
+                json!({"client_random": hex::encode(token::verify_random(&hx(i, "token_secret"), &k, s(i, "random_field").as_bytes())?)}),
+            )
         }
         kind if kind.starts_with("rspamd_") => common::rspamd::run(kind, i),
         other => panic!("unknown vector kind {other}"),
@@ -186,7 +292,15 @@ fn run_stream_seal(i: &Value) -> Result<Value, Error> {
     let n0: [u8; 24] = arr(i, "n0");
     let mut out = Vec::new();
     let response = s(i, "direction") == "response";
-    let mut sealer = if response { Sealer::response(ResponseKey::new(key.clone(), arr(i, "request_n0")), n0, &mut out) } else { Sealer::request(&key, n0) };
+    let mut sealer = if response {
+        Sealer::response(
+            ResponseKey::new(key.clone(), arr(i, "request_n0")),
+            n0,
+            &mut out,
+        )
+    } else {
+        Sealer::request(&key, n0)
+    };
     let records = i["records"].as_array().expect("records");
     let mut expected_events = Vec::new();
     for (idx, r) in records.iter().enumerate() {
@@ -197,14 +311,30 @@ fn run_stream_seal(i: &Value) -> Result<Value, Error> {
         }
         if idx + 1 == records.len() {
             assert!(r["final"].as_bool().expect("final"));
-            if clear { sealer.finish_clear(&p, &mut out)? } else { sealer.finish(&p, &mut out)? }
+            if clear {
+                sealer.finish_clear(&p, &mut out)?
+            } else {
+                sealer.finish(&p, &mut out)?
+            }
             break;
         }
-        if clear { sealer.seal_clear(&p, &mut out)? } else { sealer.seal(&p, &mut out)? }
+        if clear {
+            sealer.seal_clear(&p, &mut out)?
+        } else {
+            sealer.seal(&p, &mut out)?
+        }
     }
     // The sealed body must open again, event by event, for any split.
-    let mk = || if response { Opener::response(&key, arr(i, "request_n0"), 1 << 20) } else { Opener::request(&key, n0, 1 << 20) };
-    for_every_split(&out, |parts| assert_eq!(open_split(mk(), parts), Ok(expected_events.clone())));
+    let mk = || {
+        if response {
+            Opener::response(&key, arr(i, "request_n0"), 1 << 20)
+        } else {
+            Opener::request(&key, n0, 1 << 20)
+        }
+    };
+    for_every_split(&out, |parts| {
+        assert_eq!(open_split(mk(), parts), Ok(expected_events.clone()))
+    });
     Ok(json!({"body": hex::encode(out)}))
 }
 
@@ -220,27 +350,58 @@ fn run_stream_open(i: &Value) -> Result<Value, Error> {
     };
     let body = hx(i, "body");
     let whole = open_split(mk(), &[&body]);
-    for_every_split(&body, |parts| assert_eq!(open_split(mk(), parts), whole, "split {:?}", parts.iter().map(|p| p.len()).collect::<Vec<_>>()));
+    for_every_split(&body, |parts| {
+        assert_eq!(
+            open_split(mk(), parts),
+            whole,
+            "split {:?}",
+            parts.iter().map(|p| p.len()).collect::<Vec<_>>()
+        )
+    });
     let events = whole?;
-    Ok(json!({"plaintext": hex::encode(events.iter().flat_map(|(p, _)| p.iter().copied()).collect::<Vec<u8>>())}))
+    Ok(
+        json!({"plaintext": hex::encode(events.iter().flat_map(|(p, _)| p.iter().copied()).collect::<Vec<u8>>())}),
+    )
 }
 
 fn run_exchange(i: &Value) -> Result<Value, Error> {
     let keys = server_keys(i);
     let cert = keys.keys()[0].cert.clone();
     let mount = Mount::new(s(i, "mount"))?;
-    let form = if s(i, "form") == "post" { Form::Post } else { Form::Get };
-    let client_secret = i.get("client_secret").map(|_| KexSecret::from_bytes(arr(i, "client_secret")));
-    let ticket = i.get("ticket").map(|_| (Ticket(arr(i, "ticket")), SessionKey::from_bytes(arr(i, "ticket_session_key"))));
+    let form = if s(i, "form") == "post" {
+        Form::Post
+    } else {
+        Form::Get
+    };
+    let client_secret = i
+        .get("client_secret")
+        .map(|_| KexSecret::from_bytes(arr(i, "client_secret")));
+    let ticket = i.get("ticket").map(|_| {
+        (
+            Ticket(arr(i, "ticket")),
+            SessionKey::from_bytes(arr(i, "ticket_session_key")),
+        )
+    });
     let cred = match (&client_secret, &ticket) {
         (Some(c), _) => ClientCredential::Key(c),
         (None, Some((t, k))) => ClientCredential::Ticket(t, k),
         (None, None) => panic!("exchange needs a credential"),
     };
-    let prepared = PreparedRequest::new(&cert, cred, arr(i, "n0"), s(i, "name_pad"), s(i, "value_pad"))?;
+    let prepared = PreparedRequest::new(
+        &cert,
+        cred,
+        arr(i, "n0"),
+        s(i, "name_pad"),
+        s(i, "value_pad"),
+    )?;
     let inner_req = hx(i, "inner_request");
     let mut stream_bytes = Vec::new();
-    stream::seal_all(prepared.sealer(), &inner_req, u(i, "record_size") as usize, &mut stream_bytes)?;
+    stream::seal_all(
+        prepared.sealer(),
+        &inner_req,
+        u(i, "record_size") as usize,
+        &mut stream_bytes,
+    )?;
     let outer_req = prepared.encode_outer(form, &mount, s(i, "host"), &stream_bytes);
     // Server: parse what the client sent, recover the inner request.
     let (accepted, head, body) = serve(&keys, &mount, &Limits::default(), u(i, "now"), &outer_req)?;
@@ -252,8 +413,17 @@ fn run_exchange(i: &Value) -> Result<Value, Error> {
     // Response.
     let inner_rsp = hx(i, "inner_response");
     let mut rsp = Vec::new();
-    let sealer = Sealer::response(accepted.into_response_key(), arr(i, "response_n0"), &mut rsp);
-    stream::seal_all(sealer, &inner_rsp, u(i, "response_record_size") as usize, &mut rsp)?;
+    let sealer = Sealer::response(
+        accepted.into_response_key(),
+        arr(i, "response_n0"),
+        &mut rsp,
+    );
+    stream::seal_all(
+        sealer,
+        &inner_rsp,
+        u(i, "response_record_size") as usize,
+        &mut rsp,
+    )?;
     let (rh, rb) = prepared.open_response(&rsp, &Limits::default())?;
     let mut again = Vec::new();
     rh.encode(&mut again);
@@ -272,7 +442,13 @@ fn server_keys(i: &Value) -> ServerKeys {
     let id = IdentityKey::from_seed(arr(i, "identity_seed"));
     let kex = KexSecret::from_bytes(arr(i, "server_secret"));
     let c = &i["cert"];
-    let cert = KeyCert::sign(&id, u(c, "serial") as u32, u(c, "not_before") as u32, u(c, "not_after") as u32, *kex.public());
+    let cert = KeyCert::sign(
+        &id,
+        u(c, "serial") as u32,
+        u(c, "not_before") as u32,
+        u(c, "not_after") as u32,
+        *kex.public(),
+    );
     let mut keys = ServerKeys::new();
     keys.add_key(kex, cert);
     let tk = &i["ticket_key"];
@@ -285,7 +461,13 @@ fn ticket_key(v: &Value) -> TicketKey {
 }
 
 /// The server's handling of outer request bytes (HTTP parsing is test-side).
-fn serve(keys: &ServerKeys, mount: &Mount, limits: &Limits, now: u64, outer_bytes: &[u8]) -> Result<(server::Accepted, RequestHead, Vec<u8>), Error> {
+fn serve(
+    keys: &ServerKeys,
+    mount: &Mount,
+    limits: &Limits,
+    now: u64,
+    outer_bytes: &[u8],
+) -> Result<(server::Accepted, RequestHead, Vec<u8>), Error> {
     let o = parse_outer(outer_bytes);
     let req = OuterRequest {
         method: &o.method,
@@ -316,7 +498,10 @@ fn inner_limits(i: &Value) -> Limits {
 }
 
 fn fields_json(fields: &[inner::Field]) -> Value {
-    json!(fields.iter().map(|f| json!([f.name, String::from_utf8_lossy(&f.value)])).collect::<Vec<_>>())
+    json!(fields
+        .iter()
+        .map(|f| json!([f.name, String::from_utf8_lossy(&f.value)]))
+        .collect::<Vec<_>>())
 }
 
 /// Opens a stream fed in `parts`; returns (plaintext, clear) per data event.
@@ -340,7 +525,10 @@ fn open_split(mut o: Opener, parts: &[&[u8]]) -> Result<Vec<(Vec<u8>, bool)>, Er
     Ok(events)
 }
 
-fn decode_split<H: inner::Head + Clone>(parts: &[&[u8]], limits: &Limits) -> Result<(H, Vec<u8>), Error> {
+fn decode_split<H: inner::Head + Clone>(
+    parts: &[&[u8]],
+    limits: &Limits,
+) -> Result<(H, Vec<u8>), Error> {
     let mut d = inner::Decoder::<H>::new(*limits);
     let mut head = None;
     let mut body = Vec::new();

@@ -8,7 +8,9 @@ use httpcrypt_proto::outer::{Form, Mount};
 use httpcrypt_proto::server::{self, Accept, OuterRequest, ServerKeys};
 use httpcrypt_proto::stream::{self, Sealer};
 use httpcrypt_proto::ticket::{TicketContents, TicketKey};
-use httpcrypt_proto::{Error, IdentityKey, KexPublic, KexSecret, KeyCert, KeyId, Limits, SessionKey};
+use httpcrypt_proto::{
+    Error, IdentityKey, KexPublic, KexSecret, KeyCert, KeyId, Limits, SessionKey,
+};
 use serde_json::{json, Value};
 
 use super::{bytes, check, hx, Case};
@@ -29,7 +31,13 @@ pub fn server() -> Server {
     let secret = bytes("exchange-server-secret");
     let identity_seed = bytes("exchange-identity");
     let kex = KexSecret::from_bytes(secret);
-    let cert = KeyCert::sign(&IdentityKey::from_seed(identity_seed), 42, NB, NA, *kex.public());
+    let cert = KeyCert::sign(
+        &IdentityKey::from_seed(identity_seed),
+        42,
+        NB,
+        NA,
+        *kex.public(),
+    );
     let ticket_key = TicketKey::new(KeyId(bytes("exchange-tid")), bytes("exchange-ticket-key"));
     Server {
         secret,
@@ -43,7 +51,10 @@ impl Server {
     pub fn keys(&self) -> ServerKeys {
         let mut k = ServerKeys::new();
         k.add_key(KexSecret::from_bytes(self.secret), self.cert.clone());
-        k.add_ticket_key(TicketKey::new(self.ticket_key.tid(), *self.ticket_key.to_bytes()), u64::from(NA));
+        k.add_ticket_key(
+            TicketKey::new(self.ticket_key.tid(), *self.ticket_key.to_bytes()),
+            u64::from(NA),
+        );
         k
     }
 
@@ -59,38 +70,66 @@ impl Server {
     }
 }
 
-/// Splits an outer request into the parts the server judges (test-side HTTP parsing).
-pub fn parse_outer(bytes: &[u8]) -> (String, String, Option<Vec<u8>>, Vec<Vec<u8>>, Option<u64>, Vec<u8>) {
+/// The parts of an outer request the server judges (test-side HTTP parsing).
+pub struct Outer {
+    pub method: String,
+    pub target: String,
+    pub host: Option<Vec<u8>>,
+    pub cookies: Vec<Vec<u8>>,
+    pub content_length: Option<u64>,
+    pub body: Vec<u8>,
+}
+
+/// Splits an outer request into the parts the server judges.
+pub fn parse_outer(bytes: &[u8]) -> Outer {
     let mut storage = [httparse::EMPTY_HEADER; 32];
     let mut req = httparse::Request::new(&mut storage);
     let n = match req.parse(bytes).expect("vector outer requests parse") {
         httparse::Status::Complete(n) => n,
         httparse::Status::Partial => panic!("partial outer request"),
     };
-    let host = req.headers.iter().find(|h| h.name.eq_ignore_ascii_case("host")).map(|h| h.value.to_vec());
-    let cookies = req.headers.iter().filter(|h| h.name.eq_ignore_ascii_case("cookie")).map(|h| h.value.to_vec()).collect();
-    let cl = req
-        .headers
-        .iter()
-        .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-        .and_then(|h| std::str::from_utf8(h.value).ok()?.parse().ok());
-    (req.method.unwrap_or_default().to_string(), req.path.unwrap_or_default().to_string(), host, cookies, cl, bytes[n..].to_vec())
+    let find = |name: &str| {
+        req.headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| h.value.to_vec())
+    };
+    Outer {
+        method: req.method.unwrap_or_default().to_string(),
+        target: req.path.unwrap_or_default().to_string(),
+        host: find("host"),
+        cookies: req
+            .headers
+            .iter()
+            .filter(|h| h.name.eq_ignore_ascii_case("cookie"))
+            .map(|h| h.value.to_vec())
+            .collect(),
+        content_length: find("content-length")
+            .and_then(|v| std::str::from_utf8(&v).ok()?.parse().ok()),
+        body: bytes[n..].to_vec(),
+    }
 }
 
 /// Runs the server on outer request bytes: accept, open, parse.
-pub fn serve(keys: &ServerKeys, mount: &Mount, limits: &Limits, now: u64, outer: &[u8]) -> Result<(server::Accepted, RequestHead, Vec<u8>), Error> {
-    let (method, target, host, cookies, cl, body) = parse_outer(outer);
+pub fn serve(
+    keys: &ServerKeys,
+    mount: &Mount,
+    limits: &Limits,
+    now: u64,
+    outer: &[u8],
+) -> Result<(server::Accepted, RequestHead, Vec<u8>), Error> {
+    let o = parse_outer(outer);
     let req = OuterRequest {
-        method: &method,
-        target: &target,
-        host: host.as_deref(),
-        cookies: cookies.iter().map(Vec::as_slice).collect(),
-        content_length: cl,
-        has_body: !body.is_empty(),
+        method: &o.method,
+        target: &o.target,
+        host: o.host.as_deref(),
+        cookies: o.cookies.iter().map(Vec::as_slice).collect(),
+        content_length: o.content_length,
+        has_body: !o.body.is_empty(),
     };
     match server::accept(keys, mount, &req, limits, now)? {
         Accept::Request(a) => {
-            let (head, inner_body) = server::open_request(&a, &body, limits)?;
+            let (head, inner_body) = server::open_request(&a, &o.body, limits)?;
             Ok((a, head, inner_body))
         }
         other => panic!("not an HTTPCrypt request: {other:?}"),
@@ -102,7 +141,16 @@ struct Built {
     outer: Vec<u8>,
 }
 
-fn build(s: &Server, cred: ClientCredential<'_>, n0: [u8; 24], pads: (&str, &str), form: Form, mount: &Mount, inner: &[u8], record: usize) -> Built {
+fn build(
+    s: &Server,
+    cred: ClientCredential<'_>,
+    n0: [u8; 24],
+    pads: (&str, &str),
+    form: Form,
+    mount: &Mount,
+    inner: &[u8],
+    record: usize,
+) -> Built {
     let prepared = PreparedRequest::new(&s.cert, cred, n0, pads.0, pads.1).unwrap();
     let mut stream_bytes = Vec::new();
     stream::seal_all(prepared.sealer(), inner, record, &mut stream_bytes).unwrap();
@@ -115,12 +163,30 @@ const INNER_POST: &[u8] = b"POST /api/v1/items HTTP/1.1\r\nHost: www.example.com
 const INNER_RSP: &[u8] = b"HTTP/1.1 201 Created\r\nDate: Tue, 14 Nov 2023 22:13:21 GMT\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n{\"id\":7}\n";
 
 #[allow(clippy::too_many_arguments)]
-fn exchange_case(name: &str, why: &str, s: &Server, client_secret: Option<[u8; 32]>, n0: [u8; 24], pads: (&str, &str), form: Form, mount: &str, inner: &[u8], record: usize) -> Case {
+fn exchange_case(
+    name: &str,
+    why: &str,
+    s: &Server,
+    client_secret: Option<[u8; 32]>,
+    n0: [u8; 24],
+    pads: (&str, &str),
+    form: Form,
+    mount: &str,
+    inner: &[u8],
+    record: usize,
+) -> Case {
     let m = Mount::new(mount).unwrap();
     let client = client_secret.map(KexSecret::from_bytes);
     // Ticket cases: a ticket issued earlier for a session key of a previous exchange.
     let ticket_k = SessionKey::from_bytes(bytes("exchange-ticket-session"));
-    let ticket = s.ticket_key.seal(&TicketContents { key: ticket_k.clone(), kid: s.cert.kid(), expiry: NA }, bytes("exchange-ticket-n"));
+    let ticket = s.ticket_key.seal(
+        &TicketContents {
+            key: ticket_k.clone(),
+            kid: s.cert.kid(),
+            expiry: NA,
+        },
+        bytes("exchange-ticket-n"),
+    );
     let cred = match &client {
         Some(c) => ClientCredential::Key(c),
         None => ClientCredential::Ticket(&ticket, &ticket_k),
@@ -129,7 +195,8 @@ fn exchange_case(name: &str, why: &str, s: &Server, client_secret: Option<[u8; 3
     // Server side.
     let keys = s.keys();
     let limits = Limits::default();
-    let (accepted, head, body) = serve(&keys, &m, &limits, NOW, &built.outer).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+    let (accepted, head, body) =
+        serve(&keys, &m, &limits, NOW, &built.outer).unwrap_or_else(|e| panic!("{name}: {e:?}"));
     let mut plain = Vec::new();
     head.encode(&mut plain);
     plain.extend_from_slice(&body);
@@ -139,7 +206,10 @@ fn exchange_case(name: &str, why: &str, s: &Server, client_secret: Option<[u8; 3
     let sealer = Sealer::response(accepted.into_response_key(), rn0, &mut rsp);
     stream::seal_all(sealer, INNER_RSP, 64, &mut rsp).unwrap();
     let (rh, rb) = built.prepared.open_response(&rsp, &limits).unwrap();
-    assert_eq!((rh.status, rb.as_slice()), (201, b"{\"id\":7}\n".as_slice()));
+    assert_eq!(
+        (rh.status, rb.as_slice()),
+        (201, b"{\"id\":7}\n".as_slice())
+    );
 
     let mut input = s.json(NOW, mount);
     match &client {
@@ -174,7 +244,16 @@ fn exchange_case(name: &str, why: &str, s: &Server, client_secret: Option<[u8; 3
     )
 }
 
-fn refuse(name: &str, why: &str, s: &Server, mount: &str, now: u64, limits: Option<Limits>, outer: &[u8], want: Error) -> Case {
+fn refuse(
+    name: &str,
+    why: &str,
+    s: &Server,
+    mount: &str,
+    now: u64,
+    limits: Option<Limits>,
+    outer: &[u8],
+    want: Error,
+) -> Case {
     let l = limits.unwrap_or_default();
     let got = serve(&s.keys(), &Mount::new(mount).unwrap(), &l, now, outer).map(|(_, h, _)| h);
     check(name, got, &want);
@@ -187,19 +266,31 @@ fn refuse(name: &str, why: &str, s: &Server, mount: &str, now: u64, limits: Opti
 }
 
 fn replace(outer: &[u8], from: &str, to: &str) -> Vec<u8> {
-    let split = outer.windows(4).position(|w| w == b"\r\n\r\n").expect("head end") + 4;
+    let split = outer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("head end")
+        + 4;
     let head = String::from_utf8(outer[..split].to_vec()).expect("ASCII head");
     assert!(head.contains(from), "{from} not in head");
     [head.replacen(from, to, 1).as_bytes(), &outer[split..]].concat()
 }
 
 fn with_body(outer: &[u8], f: impl Fn(&mut Vec<u8>)) -> Vec<u8> {
-    let split = outer.windows(4).position(|w| w == b"\r\n\r\n").expect("head end") + 4;
+    let split = outer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("head end")
+        + 4;
     let mut body = outer[split..].to_vec();
     f(&mut body);
     let head = String::from_utf8(outer[..split].to_vec()).expect("ASCII head");
     let old = outer.len() - split;
-    let head = head.replacen(&format!("Content-Length: {old}\r\n"), &format!("Content-Length: {}\r\n", body.len()), 1);
+    let head = head.replacen(
+        &format!("Content-Length: {old}\r\n"),
+        &format!("Content-Length: {}\r\n", body.len()),
+        1,
+    );
     [head.as_bytes(), &body].concat()
 }
 
@@ -208,23 +299,96 @@ pub fn cases() -> Vec<Case> {
     let s = server();
     let mut v = Vec::new();
     let c1 = Some(bytes("exchange-client-1"));
-    v.push(exchange_case("exchange-post", "POST form, one record, no padding", &s, c1, bytes("x-n0-1"), ("", ""), Form::Post, "", INNER_POST, 16384));
-    v.push(exchange_case("exchange-post-padded-mount", "POST form under a mount, padded cookie, small records", &s, Some(bytes("exchange-client-2")), bytes("x-n0-2"), ("k3y", "Pad_ding-16chars"), Form::Post, "/hc", INNER_POST, 40));
-    v.push(exchange_case("exchange-get", "GET form: the stream rides in the query", &s, Some(bytes("exchange-client-3")), bytes("x-n0-3"), ("", "Q"), Form::Get, "/hc", INNER_GET, 16384));
-    v.push(exchange_case("exchange-ticket", "a ticket instead of a client key", &s, None, bytes("x-n0-4"), ("t", ""), Form::Post, "", INNER_POST, 16384));
+    v.push(exchange_case(
+        "exchange-post",
+        "POST form, one record, no padding",
+        &s,
+        c1,
+        bytes("x-n0-1"),
+        ("", ""),
+        Form::Post,
+        "",
+        INNER_POST,
+        16384,
+    ));
+    v.push(exchange_case(
+        "exchange-post-padded-mount",
+        "POST form under a mount, padded cookie, small records",
+        &s,
+        Some(bytes("exchange-client-2")),
+        bytes("x-n0-2"),
+        ("k3y", "Pad_ding-16chars"),
+        Form::Post,
+        "/hc",
+        INNER_POST,
+        40,
+    ));
+    v.push(exchange_case(
+        "exchange-get",
+        "GET form: the stream rides in the query",
+        &s,
+        Some(bytes("exchange-client-3")),
+        bytes("x-n0-3"),
+        ("", "Q"),
+        Form::Get,
+        "/hc",
+        INNER_GET,
+        16384,
+    ));
+    v.push(exchange_case(
+        "exchange-ticket",
+        "a ticket instead of a client key",
+        &s,
+        None,
+        bytes("x-n0-4"),
+        ("t", ""),
+        Form::Post,
+        "",
+        INNER_POST,
+        16384,
+    ));
 
     // Refusals. A well-formed base request to damage:
     let m = Mount::new("/hc").unwrap();
     let client = KexSecret::from_bytes(bytes("exchange-client-9"));
-    let base = build(&s, ClientCredential::Key(&client), bytes("x-n0-9"), ("", ""), Form::Post, &m, INNER_POST, 16384).outer;
-    let get = build(&s, ClientCredential::Key(&client), bytes("x-n0-10"), ("", ""), Form::Get, &m, INNER_GET, 16384).outer;
+    let base = build(
+        &s,
+        ClientCredential::Key(&client),
+        bytes("x-n0-9"),
+        ("", ""),
+        Form::Post,
+        &m,
+        INNER_POST,
+        16384,
+    )
+    .outer;
+    let get = build(
+        &s,
+        ClientCredential::Key(&client),
+        bytes("x-n0-10"),
+        ("", ""),
+        Form::Get,
+        &m,
+        INNER_GET,
+        16384,
+    )
+    .outer;
     let path = m.nonce_path(&bytes("x-n0-9"));
     let cookie_line = {
         let t = String::from_utf8_lossy(&base).to_string();
         let i = t.find("Cookie: ").expect("cookie");
         t[i..i + t[i..].find("\r\n").expect("eol")].to_string()
     };
-    v.push(refuse("refuse-no-host", "Host is checked first", &s, "/hc", NOW, None, &replace(&base, "Host: www.example.com\r\n", ""), Error::BadHost));
+    v.push(refuse(
+        "refuse-no-host",
+        "Host is checked first",
+        &s,
+        "/hc",
+        NOW,
+        None,
+        &replace(&base, "Host: www.example.com\r\n", ""),
+        Error::BadHost,
+    ));
     v.push(refuse(
         "refuse-no-host-and-bad-path",
         "Host comes before the nonce path",
@@ -232,10 +396,23 @@ pub fn cases() -> Vec<Case> {
         "/hc",
         NOW,
         None,
-        &replace(&replace(&base, "Host: www.example.com\r\n", ""), &path, "/hc/short"),
+        &replace(
+            &replace(&base, "Host: www.example.com\r\n", ""),
+            &path,
+            "/hc/short",
+        ),
         Error::BadHost,
     ));
-    v.push(refuse("refuse-bad-path", "a nonce of the wrong length", &s, "/hc", NOW, None, &replace(&base, &path, &path[..path.len() - 2]), Error::BadNoncePath));
+    v.push(refuse(
+        "refuse-bad-path",
+        "a nonce of the wrong length",
+        &s,
+        "/hc",
+        NOW,
+        None,
+        &replace(&base, &path, &path[..path.len() - 2]),
+        Error::BadNoncePath,
+    ));
     v.push(refuse(
         "refuse-bad-path-and-cookie",
         "the nonce path comes before the cookie",
@@ -243,12 +420,46 @@ pub fn cases() -> Vec<Case> {
         "/hc",
         NOW,
         None,
-        &replace(&replace(&base, &path, "/hc/!!"), &cookie_line, "Cookie: a=b"),
+        &replace(
+            &replace(&base, &path, "/hc/!!"),
+            &cookie_line,
+            "Cookie: a=b",
+        ),
         Error::BadNoncePath,
     ));
-    v.push(refuse("refuse-too-large", "Content-Length above the server's limit is refused before reading", &s, "/hc", NOW, Some(Limits { max_body: 64, ..Limits::default() }), &base, Error::BodyTooLarge));
-    v.push(refuse("refuse-get-extra-param", "a GET query with another parameter", &s, "/hc", NOW, None, &replace(&get, "?", "?x=1&"), Error::BadQuery));
-    v.push(refuse("refuse-get-bad-query", "a GET query that is not base64url", &s, "/hc", NOW, None, &replace(&get, "?", "?%2B"), Error::BadQuery));
+    v.push(refuse(
+        "refuse-too-large",
+        "Content-Length above the server's limit is refused before reading",
+        &s,
+        "/hc",
+        NOW,
+        Some(Limits {
+            max_body: 64,
+            ..Limits::default()
+        }),
+        &base,
+        Error::BodyTooLarge,
+    ));
+    v.push(refuse(
+        "refuse-get-extra-param",
+        "a GET query with another parameter",
+        &s,
+        "/hc",
+        NOW,
+        None,
+        &replace(&get, "?", "?x=1&"),
+        Error::BadQuery,
+    ));
+    v.push(refuse(
+        "refuse-get-bad-query",
+        "a GET query that is not base64url",
+        &s,
+        "/hc",
+        NOW,
+        None,
+        &replace(&get, "?", "?%2B"),
+        Error::BadQuery,
+    ));
     v.push(refuse(
         "refuse-get-with-body",
         "a GET with a body",
@@ -256,37 +467,198 @@ pub fn cases() -> Vec<Case> {
         "/hc",
         NOW,
         None,
-        &[replace(&get, "Pragma: no-cache\r\n", "Pragma: no-cache\r\nContent-Length: 3\r\n").as_slice(), b"abc"].concat(),
+        &[
+            replace(
+                &get,
+                "Pragma: no-cache\r\n",
+                "Pragma: no-cache\r\nContent-Length: 3\r\n",
+            )
+            .as_slice(),
+            b"abc",
+        ]
+        .concat(),
         Error::BadQuery,
     ));
-    v.push(refuse("refuse-no-cookie", "no HTTPCrypt cookie at all", &s, "/hc", NOW, None, &replace(&base, &cookie_line, "Cookie: session=1"), Error::NoCookie));
+    v.push(refuse(
+        "refuse-no-cookie",
+        "no HTTPCrypt cookie at all",
+        &s,
+        "/hc",
+        NOW,
+        None,
+        &replace(&base, &cookie_line, "Cookie: session=1"),
+        Error::NoCookie,
+    ));
     let other = KexSecret::from_bytes(bytes("exchange-other-server"));
-    let foreign = httpcrypt_proto::outer::format_cookie(&other.kid(), &client.public().0, "", "").unwrap();
-    v.push(refuse("refuse-unknown-key", "a cookie for a key this server does not hold", &s, "/hc", NOW, None, &replace(&base, &cookie_line, &format!("Cookie: {foreign}")), Error::UnknownKey));
-    v.push(refuse("refuse-expired-key", "the key expired one second ago", &s, "/hc", u64::from(NA) + 1, None, &base, Error::UnknownKey));
-    v.push(refuse("refuse-expired-key-edge", "not_after itself is still valid; the next check fails later", &s, "/hc", u64::from(NA), None, &replace(&base, &cookie_line, "Cookie: x=y"), Error::NoCookie));
+    let foreign =
+        httpcrypt_proto::outer::format_cookie(&other.kid(), &client.public().0, "", "").unwrap();
+    v.push(refuse(
+        "refuse-unknown-key",
+        "a cookie for a key this server does not hold",
+        &s,
+        "/hc",
+        NOW,
+        None,
+        &replace(&base, &cookie_line, &format!("Cookie: {foreign}")),
+        Error::UnknownKey,
+    ));
+    v.push(refuse(
+        "refuse-expired-key",
+        "the key expired one second ago",
+        &s,
+        "/hc",
+        u64::from(NA) + 1,
+        None,
+        &base,
+        Error::UnknownKey,
+    ));
+    v.push(refuse(
+        "refuse-expired-key-edge",
+        "not_after itself is still valid; the next check fails later",
+        &s,
+        "/hc",
+        u64::from(NA),
+        None,
+        &replace(&base, &cookie_line, "Cookie: x=y"),
+        Error::NoCookie,
+    ));
     let bad_value = format!("Cookie: {}={}", s.cert.kid().to_b64(), "A".repeat(20));
-    v.push(refuse("refuse-bad-cookie", "the known key's cookie value is malformed", &s, "/hc", NOW, None, &replace(&base, &cookie_line, &bad_value), Error::BadCookie));
-    let small = httpcrypt_proto::outer::format_cookie(&s.cert.kid(), &KexPublic([0; 32]).0, "", "").unwrap();
-    v.push(refuse("refuse-small-order", "a client key that yields an all-zero secret", &s, "/hc", NOW, None, &replace(&base, &cookie_line, &format!("Cookie: {small}")), Error::SmallOrder));
-    v.push(refuse("refuse-flipped-body", "a flipped ciphertext bit is an inner integrity error", &s, "/hc", NOW, None, &with_body(&base, |b| b[30] ^= 1), Error::Integrity));
-    v.push(refuse("refuse-truncated-body", "a body cut short", &s, "/hc", NOW, None, &with_body(&base, |b| b.truncate(b.len() - 1)), Error::Truncated));
-    v.push(refuse("refuse-empty-body", "an empty POST body is a truncated stream", &s, "/hc", NOW, None, &with_body(&base, Vec::clear), Error::Truncated));
-    v.push(refuse("refuse-trailing-body", "bytes after the FINAL record", &s, "/hc", NOW, None, &with_body(&base, |b| b.push(0)), Error::TrailingData));
-    v.push(refuse("refuse-clear-record", "a CLEAR record in a request", &s, "/hc", NOW, None, &with_body(&base, |b| b[0] ^= 0x40), Error::ClearInRequest));
+    v.push(refuse(
+        "refuse-bad-cookie",
+        "the known key's cookie value is malformed",
+        &s,
+        "/hc",
+        NOW,
+        None,
+        &replace(&base, &cookie_line, &bad_value),
+        Error::BadCookie,
+    ));
+    let small = httpcrypt_proto::outer::format_cookie(&s.cert.kid(), &KexPublic([0; 32]).0, "", "")
+        .unwrap();
+    v.push(refuse(
+        "refuse-small-order",
+        "a client key that yields an all-zero secret",
+        &s,
+        "/hc",
+        NOW,
+        None,
+        &replace(&base, &cookie_line, &format!("Cookie: {small}")),
+        Error::SmallOrder,
+    ));
+    v.push(refuse(
+        "refuse-flipped-body",
+        "a flipped ciphertext bit is an inner integrity error",
+        &s,
+        "/hc",
+        NOW,
+        None,
+        &with_body(&base, |b| b[30] ^= 1),
+        Error::Integrity,
+    ));
+    v.push(refuse(
+        "refuse-truncated-body",
+        "a body cut short",
+        &s,
+        "/hc",
+        NOW,
+        None,
+        &with_body(&base, |b| b.truncate(b.len() - 1)),
+        Error::Truncated,
+    ));
+    v.push(refuse(
+        "refuse-empty-body",
+        "an empty POST body is a truncated stream",
+        &s,
+        "/hc",
+        NOW,
+        None,
+        &with_body(&base, Vec::clear),
+        Error::Truncated,
+    ));
+    v.push(refuse(
+        "refuse-trailing-body",
+        "bytes after the FINAL record",
+        &s,
+        "/hc",
+        NOW,
+        None,
+        &with_body(&base, |b| b.push(0)),
+        Error::TrailingData,
+    ));
+    v.push(refuse(
+        "refuse-clear-record",
+        "a CLEAR record in a request",
+        &s,
+        "/hc",
+        NOW,
+        None,
+        &with_body(&base, |b| b[0] ^= 0x40),
+        Error::ClearInRequest,
+    ));
     // Inner-message errors need a stream sealed over bad plaintext.
     let mut inner_bad = |name: &str, why: &str, inner: &[u8], want: Error| {
-        let o = build(&s, ClientCredential::Key(&client), bytes(name), ("", ""), Form::Post, &m, inner, 16384).outer;
+        let o = build(
+            &s,
+            ClientCredential::Key(&client),
+            bytes(name),
+            ("", ""),
+            Form::Post,
+            &m,
+            inner,
+            16384,
+        )
+        .outer;
         v.push(refuse(name, why, &s, "/hc", NOW, None, &o, want));
     };
-    inner_bad("refuse-inner-garbage", "the stream opens but holds no HTTP request", b"hello, world", Error::MalformedInner);
-    inner_bad("refuse-inner-chunked", "inner Transfer-Encoding", b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", Error::ForbiddenHeader);
-    inner_bad("refuse-inner-length", "inner Content-Length mismatch", b"POST / HTTP/1.1\r\nContent-Length: 9\r\n\r\nabc", Error::ContentLengthMismatch);
+    inner_bad(
+        "refuse-inner-garbage",
+        "the stream opens but holds no HTTP request",
+        b"hello, world",
+        Error::MalformedInner,
+    );
+    inner_bad(
+        "refuse-inner-chunked",
+        "inner Transfer-Encoding",
+        b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        Error::ForbiddenHeader,
+    );
+    inner_bad(
+        "refuse-inner-length",
+        "inner Content-Length mismatch",
+        b"POST / HTTP/1.1\r\nContent-Length: 9\r\n\r\nabc",
+        Error::ContentLengthMismatch,
+    );
     // A ticket that fails to open.
     let ticket_k = SessionKey::from_bytes(bytes("exchange-ticket-session"));
-    let mut ticket = s.ticket_key.seal(&TicketContents { key: ticket_k.clone(), kid: s.cert.kid(), expiry: NA }, bytes("exchange-ticket-n"));
+    let mut ticket = s.ticket_key.seal(
+        &TicketContents {
+            key: ticket_k.clone(),
+            kid: s.cert.kid(),
+            expiry: NA,
+        },
+        bytes("exchange-ticket-n"),
+    );
     ticket.0[50] ^= 1;
-    let o = build(&s, ClientCredential::Ticket(&ticket, &ticket_k), bytes("x-n0-t"), ("", ""), Form::Post, &m, INNER_POST, 16384).outer;
-    v.push(refuse("refuse-ticket-tampered", "a ticket that fails to open is an unknown key", &s, "/hc", NOW, None, &o, Error::UnknownKey));
+    let o = build(
+        &s,
+        ClientCredential::Ticket(&ticket, &ticket_k),
+        bytes("x-n0-t"),
+        ("", ""),
+        Form::Post,
+        &m,
+        INNER_POST,
+        16384,
+    )
+    .outer;
+    v.push(refuse(
+        "refuse-ticket-tampered",
+        "a ticket that fails to open is an unknown key",
+        &s,
+        "/hc",
+        NOW,
+        None,
+        &o,
+        Error::UnknownKey,
+    ));
     v
 }

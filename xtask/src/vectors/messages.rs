@@ -11,20 +11,49 @@ use super::{bytes, check, hx, Case};
 
 fn b64u_cases() -> Vec<Case> {
     let mut v = Vec::new();
-    for (name, raw) in [("b64u-empty", &b""[..]), ("b64u-one", b"\xfb"), ("b64u-two", b"\xfb\xff"), ("b64u-three", b"\x00\x10\x83")] {
+    for (name, raw) in [
+        ("b64u-empty", &b""[..]),
+        ("b64u-one", b"\xfb"),
+        ("b64u-two", b"\xfb\xff"),
+        ("b64u-three", b"\x00\x10\x83"),
+    ] {
         let text = b64::encode(raw);
         assert_eq!(b64::decode(text.as_bytes()).unwrap(), raw);
-        v.push(Case::ok("b64u", name, "canonical unpadded base64url", json!({"text": text}), json!({"hex": hx(raw)})));
+        v.push(Case::ok(
+            "b64u",
+            name,
+            "canonical unpadded base64url",
+            json!({"text": text}),
+            json!({"hex": hx(raw)}),
+        ));
     }
     for (name, text, why) in [
         ("b64u-padding", "-w==", "padding characters are refused"),
-        ("b64u-standard-alphabet", "+/8", "characters of the standard alphabet are refused"),
-        ("b64u-trailing-bits", "-_9", "non-zero unused trailing bits are refused"),
-        ("b64u-bad-length", "AAAAA", "a length of 1 mod 4 cannot occur"),
+        (
+            "b64u-standard-alphabet",
+            "+/8",
+            "characters of the standard alphabet are refused",
+        ),
+        (
+            "b64u-trailing-bits",
+            "-_9",
+            "non-zero unused trailing bits are refused",
+        ),
+        (
+            "b64u-bad-length",
+            "AAAAA",
+            "a length of 1 mod 4 cannot occur",
+        ),
         ("b64u-space", "AA A", "whitespace is refused"),
     ] {
         check(name, b64::decode(text.as_bytes()), &Error::BadBase64);
-        v.push(Case::err("b64u", name, why, json!({"text": text}), Error::BadBase64));
+        v.push(Case::err(
+            "b64u",
+            name,
+            why,
+            json!({"text": text}),
+            Error::BadBase64,
+        ));
     }
     v
 }
@@ -47,10 +76,22 @@ fn kex_cases() -> Vec<Case> {
     }
     // Small-order points (RFC 7748 §6.1 note; the usual blocklist).
     let points: [(&str, &str); 4] = [
-        ("zero", "0000000000000000000000000000000000000000000000000000000000000000"),
-        ("one", "0100000000000000000000000000000000000000000000000000000000000000"),
-        ("order-8", "e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800"),
-        ("p-minus-1", "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f"),
+        (
+            "zero",
+            "0000000000000000000000000000000000000000000000000000000000000000",
+        ),
+        (
+            "one",
+            "0100000000000000000000000000000000000000000000000000000000000000",
+        ),
+        (
+            "order-8",
+            "e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800",
+        ),
+        (
+            "p-minus-1",
+            "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+        ),
     ];
     let s = KexSecret::from_bytes(bytes("kex-small-order"));
     for (label, p) in points {
@@ -69,10 +110,19 @@ fn kex_cases() -> Vec<Case> {
 }
 
 fn fields_json(fields: &[Field]) -> Value {
-    json!(fields.iter().map(|f| json!([f.name, String::from_utf8_lossy(&f.value)])).collect::<Vec<_>>())
+    json!(fields
+        .iter()
+        .map(|f| json!([f.name, String::from_utf8_lossy(&f.value)]))
+        .collect::<Vec<_>>())
 }
 
-fn inner_request_case(name: &str, why: &str, msg: &[u8], limits: Option<Limits>, want: Result<(), Error>) -> Case {
+fn inner_request_case(
+    name: &str,
+    why: &str,
+    msg: &[u8],
+    limits: Option<Limits>,
+    want: Result<(), Error>,
+) -> Case {
     let l = limits.unwrap_or_default();
     let mut input = json!({"message": hx(msg)});
     if let Some(l) = limits {
@@ -103,22 +153,99 @@ fn inner_cases() -> Vec<Case> {
     let ok = |n: &str, w: &str, m: &[u8]| inner_request_case(n, w, m, None, Ok(()));
     let bad = |n: &str, w: &str, m: &[u8], e: Error| inner_request_case(n, w, m, None, Err(e));
     v.push(ok("inner-request-get", "a GET with no body", b"GET /index.html?a=1 HTTP/1.1\r\nHost: example.com\r\nDate: Tue, 14 Nov 2023 22:13:20 GMT\r\n\r\n"));
-    v.push(ok("inner-request-post-length", "a body with a matching Content-Length", b"POST /api HTTP/1.1\r\nContent-Length: 5\r\nContent-Type: text/plain\r\n\r\nhello"));
-    v.push(ok("inner-request-post-no-length", "without Content-Length the body is the rest of the stream", b"PUT /x HTTP/1.1\r\n\r\nbinary\x00\xff"));
-    v.push(bad("inner-request-http10", "the inner version is HTTP/1.1", b"GET / HTTP/1.0\r\n\r\n", Error::MalformedInner));
-    v.push(bad("inner-request-bare-lf", "CRLF line ends only", b"GET / HTTP/1.1\nHost: a\n\n", Error::MalformedInner));
-    v.push(bad("inner-request-obs-fold", "no obsolete line folding", b"GET / HTTP/1.1\r\nA: b\r\n c\r\n\r\n", Error::MalformedInner));
-    v.push(bad("inner-request-no-blank-line", "the head must end with an empty line", b"GET / HTTP/1.1\r\nHost: a\r\n", Error::MalformedInner));
-    v.push(bad("inner-request-garbage", "not an HTTP request", b"\x16\x03\x01\x00\xa5", Error::MalformedInner));
-    v.push(bad("inner-request-leading-crlf", "no empty lines before the request line", b"\r\nGET / HTTP/1.1\r\n\r\n", Error::MalformedInner));
-    v.push(bad("inner-request-transfer-encoding", "the stream frames the body", b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", Error::ForbiddenHeader));
-    v.push(bad("inner-request-connection", "hop-by-hop fields are forbidden inside", b"GET / HTTP/1.1\r\nConnection: keep-alive\r\n\r\n", Error::ForbiddenHeader));
-    v.push(bad("inner-request-upgrade", "no upgrades inside", b"GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n", Error::ForbiddenHeader));
-    v.push(bad("inner-request-length-short", "Content-Length must equal the body length", b"POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc", Error::ContentLengthMismatch));
-    v.push(bad("inner-request-length-long", "Content-Length must equal the body length", b"POST / HTTP/1.1\r\nContent-Length: 1\r\n\r\nabc", Error::ContentLengthMismatch));
-    v.push(bad("inner-request-length-twice", "Content-Length at most once", b"POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc", Error::ContentLengthMismatch));
-    v.push(bad("inner-request-length-sign", "Content-Length is digits only", b"POST / HTTP/1.1\r\nContent-Length: +3\r\n\r\nabc", Error::ContentLengthMismatch));
-    let small = Limits { max_inner_fields: 3, max_inner_head: 128, ..Limits::default() };
+    v.push(ok(
+        "inner-request-post-length",
+        "a body with a matching Content-Length",
+        b"POST /api HTTP/1.1\r\nContent-Length: 5\r\nContent-Type: text/plain\r\n\r\nhello",
+    ));
+    v.push(ok(
+        "inner-request-post-no-length",
+        "without Content-Length the body is the rest of the stream",
+        b"PUT /x HTTP/1.1\r\n\r\nbinary\x00\xff",
+    ));
+    v.push(bad(
+        "inner-request-http10",
+        "the inner version is HTTP/1.1",
+        b"GET / HTTP/1.0\r\n\r\n",
+        Error::MalformedInner,
+    ));
+    v.push(bad(
+        "inner-request-bare-lf",
+        "CRLF line ends only",
+        b"GET / HTTP/1.1\nHost: a\n\n",
+        Error::MalformedInner,
+    ));
+    v.push(bad(
+        "inner-request-obs-fold",
+        "no obsolete line folding",
+        b"GET / HTTP/1.1\r\nA: b\r\n c\r\n\r\n",
+        Error::MalformedInner,
+    ));
+    v.push(bad(
+        "inner-request-no-blank-line",
+        "the head must end with an empty line",
+        b"GET / HTTP/1.1\r\nHost: a\r\n",
+        Error::MalformedInner,
+    ));
+    v.push(bad(
+        "inner-request-garbage",
+        "not an HTTP request",
+        b"\x16\x03\x01\x00\xa5",
+        Error::MalformedInner,
+    ));
+    v.push(bad(
+        "inner-request-leading-crlf",
+        "no empty lines before the request line",
+        b"\r\nGET / HTTP/1.1\r\n\r\n",
+        Error::MalformedInner,
+    ));
+    v.push(bad(
+        "inner-request-transfer-encoding",
+        "the stream frames the body",
+        b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        Error::ForbiddenHeader,
+    ));
+    v.push(bad(
+        "inner-request-connection",
+        "hop-by-hop fields are forbidden inside",
+        b"GET / HTTP/1.1\r\nConnection: keep-alive\r\n\r\n",
+        Error::ForbiddenHeader,
+    ));
+    v.push(bad(
+        "inner-request-upgrade",
+        "no upgrades inside",
+        b"GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n",
+        Error::ForbiddenHeader,
+    ));
+    v.push(bad(
+        "inner-request-length-short",
+        "Content-Length must equal the body length",
+        b"POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc",
+        Error::ContentLengthMismatch,
+    ));
+    v.push(bad(
+        "inner-request-length-long",
+        "Content-Length must equal the body length",
+        b"POST / HTTP/1.1\r\nContent-Length: 1\r\n\r\nabc",
+        Error::ContentLengthMismatch,
+    ));
+    v.push(bad(
+        "inner-request-length-twice",
+        "Content-Length at most once",
+        b"POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc",
+        Error::ContentLengthMismatch,
+    ));
+    v.push(bad(
+        "inner-request-length-sign",
+        "Content-Length is digits only",
+        b"POST / HTTP/1.1\r\nContent-Length: +3\r\n\r\nabc",
+        Error::ContentLengthMismatch,
+    ));
+    let small = Limits {
+        max_inner_fields: 3,
+        max_inner_head: 128,
+        ..Limits::default()
+    };
     v.push(inner_request_case(
         "inner-request-too-many-fields",
         "more header fields than the limit",
@@ -127,7 +254,13 @@ fn inner_cases() -> Vec<Case> {
         Err(Error::InnerHeadTooLarge),
     ));
     let long = [b"GET /".as_slice(), &[b'a'; 200], b" HTTP/1.1\r\n\r\n"].concat();
-    v.push(inner_request_case("inner-request-head-too-large", "a head longer than the limit", &long, Some(small), Err(Error::InnerHeadTooLarge)));
+    v.push(inner_request_case(
+        "inner-request-head-too-large",
+        "a head longer than the limit",
+        &long,
+        Some(small),
+        Err(Error::InnerHeadTooLarge),
+    ));
 
     let rsp = |name: &str, why: &str, msg: &[u8], want: Result<(), Error>| {
         let got = inner::decode_all::<ResponseHead>(msg, &Limits::default());
@@ -135,7 +268,13 @@ fn inner_cases() -> Vec<Case> {
         match want {
             Ok(()) => {
                 let (h, body) = got.unwrap();
-                Case::ok("inner_response", name, why, input, json!({"status": h.status, "reason": h.reason, "fields": fields_json(&h.fields), "body": hx(body)}))
+                Case::ok(
+                    "inner_response",
+                    name,
+                    why,
+                    input,
+                    json!({"status": h.status, "reason": h.reason, "fields": fields_json(&h.fields), "body": hx(body)}),
+                )
             }
             Err(e) => {
                 check(name, got, &e);
@@ -143,9 +282,24 @@ fn inner_cases() -> Vec<Case> {
             }
         }
     };
-    v.push(rsp("inner-response-ok", "a response with a body", b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nhi", Ok(())));
-    v.push(rsp("inner-response-informational", "1xx cannot be the inner response", b"HTTP/1.1 100 Continue\r\n\r\n", Err(Error::MalformedInner)));
-    v.push(rsp("inner-response-chunked", "the stream frames the body", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", Err(Error::ForbiddenHeader)));
+    v.push(rsp(
+        "inner-response-ok",
+        "a response with a body",
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nhi",
+        Ok(()),
+    ));
+    v.push(rsp(
+        "inner-response-informational",
+        "1xx cannot be the inner response",
+        b"HTTP/1.1 100 Continue\r\n\r\n",
+        Err(Error::MalformedInner),
+    ));
+    v.push(rsp(
+        "inner-response-chunked",
+        "the stream frames the body",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+        Err(Error::ForbiddenHeader),
+    ));
     v
 }
 
@@ -164,7 +318,9 @@ fn route_cases() -> Vec<Case> {
                     Route::MethodNotAllowed => json!({"route": "method_not_allowed"}),
                     Route::NotFound => json!({"route": "not_found"}),
                     Route::Post { n0 } => json!({"route": "post", "n0": hx(n0)}),
-                    Route::Get { n0, query } => json!({"route": "get", "n0": hx(n0), "query": query}),
+                    Route::Get { n0, query } => {
+                        json!({"route": "get", "n0": hx(n0), "query": query})
+                    }
                 };
                 assert_eq!(out["route"], want, "{name}");
                 v.push(Case::ok("route", name, why, input, out));
@@ -175,17 +331,94 @@ fn route_cases() -> Vec<Case> {
             }
         }
     };
-    add("route-post", "POST under the mount; a query is ignored", "POST", format!("{p}?ignored=1"), "/hc", "post");
-    add("route-get", "GET form: the whole query is the stream", "GET", format!("{p}?AAAA"), "/hc", "get");
-    add("route-options", "OPTIONS at {mount}/", "OPTIONS", "/hc/".into(), "/hc", "options");
-    add("route-outside", "outside the mount", "GET", "/index.html".into(), "/hc", "outside");
-    add("route-put", "other methods under the mount", "PUT", p.clone(), "/hc", "method_not_allowed");
-    add("route-root-mount", "the default mount is empty", "POST", format!("/{}", b64::encode(&n0)), "", "post");
-    add("route-short-nonce", "31 characters", "POST", p[..p.len() - 1].to_string(), "/hc", "bad_nonce_path");
-    add("route-percent", "no percent-decoding", "POST", format!("{}%41", &p[..p.len() - 1]), "/hc", "bad_nonce_path");
-    add("route-extra-segment", "nothing after the nonce", "POST", format!("{p}/x"), "/hc", "bad_nonce_path");
-    add("route-nonce-std-alphabet", "the nonce is base64url, not base64", "POST", format!("{}+", &p[..p.len() - 1]), "/hc", "bad_nonce_path");
-    add("route-get-no-query", "a GET without ?", "GET", p.clone(), "/hc", "bad_query");
+    add(
+        "route-post",
+        "POST under the mount; a query is ignored",
+        "POST",
+        format!("{p}?ignored=1"),
+        "/hc",
+        "post",
+    );
+    add(
+        "route-get",
+        "GET form: the whole query is the stream",
+        "GET",
+        format!("{p}?AAAA"),
+        "/hc",
+        "get",
+    );
+    add(
+        "route-options",
+        "OPTIONS at {mount}/",
+        "OPTIONS",
+        "/hc/".into(),
+        "/hc",
+        "options",
+    );
+    add(
+        "route-outside",
+        "outside the mount",
+        "GET",
+        "/index.html".into(),
+        "/hc",
+        "outside",
+    );
+    add(
+        "route-put",
+        "other methods under the mount",
+        "PUT",
+        p.clone(),
+        "/hc",
+        "method_not_allowed",
+    );
+    add(
+        "route-root-mount",
+        "the default mount is empty",
+        "POST",
+        format!("/{}", b64::encode(&n0)),
+        "",
+        "post",
+    );
+    add(
+        "route-short-nonce",
+        "31 characters",
+        "POST",
+        p[..p.len() - 1].to_string(),
+        "/hc",
+        "bad_nonce_path",
+    );
+    add(
+        "route-percent",
+        "no percent-decoding",
+        "POST",
+        format!("{}%41", &p[..p.len() - 1]),
+        "/hc",
+        "bad_nonce_path",
+    );
+    add(
+        "route-extra-segment",
+        "nothing after the nonce",
+        "POST",
+        format!("{p}/x"),
+        "/hc",
+        "bad_nonce_path",
+    );
+    add(
+        "route-nonce-std-alphabet",
+        "the nonce is base64url, not base64",
+        "POST",
+        format!("{}+", &p[..p.len() - 1]),
+        "/hc",
+        "bad_nonce_path",
+    );
+    add(
+        "route-get-no-query",
+        "a GET without ?",
+        "GET",
+        p.clone(),
+        "/hc",
+        "bad_query",
+    );
     v
 }
 
@@ -215,8 +448,12 @@ fn cookie_cases() -> Vec<Case> {
         match want {
             None => {
                 let out = match got.unwrap_or_else(|e| panic!("{name}: {e:?}")) {
-                    outer::Credential::Key { kid, client_public } => json!({"kind": "key", "id": hx(kid.0), "value": hx(client_public.0)}),
-                    outer::Credential::Ticket { tid, sealed } => json!({"kind": "ticket", "id": hx(tid.0), "value": hx(sealed)}),
+                    outer::Credential::Key { kid, client_public } => {
+                        json!({"kind": "key", "id": hx(kid.0), "value": hx(client_public.0)})
+                    }
+                    outer::Credential::Ticket { tid, sealed } => {
+                        json!({"kind": "ticket", "id": hx(tid.0), "value": hx(sealed)})
+                    }
                 };
                 v.push(Case::ok("cookie_scan", name, why, input, out));
             }
@@ -226,56 +463,172 @@ fn cookie_cases() -> Vec<Case> {
             }
         }
     };
-    add("cookie-key-padded", "name and value padding are ignored", vec![key_cookie.clone()], None);
-    add("cookie-ticket", "a ticket cookie", vec![ticket_cookie.clone()], None);
+    add(
+        "cookie-key-padded",
+        "name and value padding are ignored",
+        vec![key_cookie.clone()],
+        None,
+    );
+    add(
+        "cookie-ticket",
+        "a ticket cookie",
+        vec![ticket_cookie.clone()],
+        None,
+    );
     add(
         "cookie-among-foreign",
         "other cookies, added by middleboxes, come first",
-        vec![format!("session=abc; {foreign_cookie};  {key_cookie} ; theme=dark")],
+        vec![format!(
+            "session=abc; {foreign_cookie};  {key_cookie} ; theme=dark"
+        )],
         None,
     );
-    add("cookie-second-field", "every Cookie field is scanned", vec!["a=b".into(), key_cookie.clone()], None);
-    add("cookie-none", "no pair with the HTTPCrypt shape", vec!["session=abc; theme=dark".into()], Some(Error::NoCookie));
-    add("cookie-empty", "no Cookie field at all", vec![], Some(Error::NoCookie));
-    add("cookie-unknown-id", "HTTPCrypt shape, but the ID is unknown (e.g. an expired key)", vec![foreign_cookie.clone()], Some(Error::UnknownKey));
-    add("cookie-value-truncated", "known ID, value too short", vec![format!("{}={}", kid.to_b64(), &b64::encode(&pubkey)[..42])], Some(Error::BadCookie));
-    add("cookie-value-bad-char", "known ID, a character outside base64url", vec![format!("{}={}!", kid.to_b64(), &b64::encode(&pubkey)[..42])], Some(Error::BadCookie));
-    add("cookie-pad-too-long", "known ID, 17 padding characters", vec![format!("{}={}{}", kid.to_b64(), b64::encode(&pubkey), "A".repeat(17))], Some(Error::BadCookie));
-    add("cookie-name-pad-bad", "known ID, padding with a foreign character", vec![format!("{}.x={}", kid.to_b64(), b64::encode(&pubkey))], Some(Error::BadCookie));
-    add("cookie-ticket-as-key", "a ticket ID with a public-key-sized value", vec![format!("{}={}", tid.to_b64(), b64::encode(&pubkey))], Some(Error::BadCookie));
-    add("cookie-value-bad-bits", "known ID, non-canonical base64url in the value", vec![format!("{}={}B", kid.to_b64(), &b64::encode(&[0u8; 32])[..42])], Some(Error::BadCookie));
+    add(
+        "cookie-second-field",
+        "every Cookie field is scanned",
+        vec!["a=b".into(), key_cookie.clone()],
+        None,
+    );
+    add(
+        "cookie-none",
+        "no pair with the HTTPCrypt shape",
+        vec!["session=abc; theme=dark".into()],
+        Some(Error::NoCookie),
+    );
+    add(
+        "cookie-empty",
+        "no Cookie field at all",
+        vec![],
+        Some(Error::NoCookie),
+    );
+    add(
+        "cookie-unknown-id",
+        "HTTPCrypt shape, but the ID is unknown (e.g. an expired key)",
+        vec![foreign_cookie.clone()],
+        Some(Error::UnknownKey),
+    );
+    add(
+        "cookie-value-truncated",
+        "known ID, value too short",
+        vec![format!("{}={}", kid.to_b64(), &b64::encode(&pubkey)[..42])],
+        Some(Error::BadCookie),
+    );
+    add(
+        "cookie-value-bad-char",
+        "known ID, a character outside base64url",
+        vec![format!("{}={}!", kid.to_b64(), &b64::encode(&pubkey)[..42])],
+        Some(Error::BadCookie),
+    );
+    add(
+        "cookie-pad-too-long",
+        "known ID, 17 padding characters",
+        vec![format!(
+            "{}={}{}",
+            kid.to_b64(),
+            b64::encode(&pubkey),
+            "A".repeat(17)
+        )],
+        Some(Error::BadCookie),
+    );
+    add(
+        "cookie-name-pad-bad",
+        "known ID, padding with a foreign character",
+        vec![format!("{}.x={}", kid.to_b64(), b64::encode(&pubkey))],
+        Some(Error::BadCookie),
+    );
+    add(
+        "cookie-ticket-as-key",
+        "a ticket ID with a public-key-sized value",
+        vec![format!("{}={}", tid.to_b64(), b64::encode(&pubkey))],
+        Some(Error::BadCookie),
+    );
+    add(
+        "cookie-value-bad-bits",
+        "known ID, non-canonical base64url in the value",
+        vec![format!(
+            "{}={}B",
+            kid.to_b64(),
+            &b64::encode(&[0u8; 32])[..42]
+        )],
+        Some(Error::BadCookie),
+    );
     v
 }
 
 fn date_cases() -> Vec<Case> {
     let now = 1_700_000_000u64;
     let mut v = Vec::new();
-    let mut add = |name: &str, why: &str, date: Option<String>, now: u64, want: Result<u64, Error>| {
-        let got = replay::check_date(date.as_deref().map(str::as_bytes), now, 60);
-        let input = json!({"date": date, "now": now, "window": 60});
-        match want {
-            Ok(d) => {
-                assert_eq!(got, Ok(d), "{name}");
-                v.push(Case::ok("date_check", name, why, input, json!({"date": d})));
+    let mut add =
+        |name: &str, why: &str, date: Option<String>, now: u64, want: Result<u64, Error>| {
+            let got = replay::check_date(date.as_deref().map(str::as_bytes), now, 60);
+            let input = json!({"date": date, "now": now, "window": 60});
+            match want {
+                Ok(d) => {
+                    assert_eq!(got, Ok(d), "{name}");
+                    v.push(Case::ok("date_check", name, why, input, json!({"date": d})));
+                }
+                Err(e) => {
+                    check(name, got, &e);
+                    v.push(Case::err("date_check", name, why, input, e));
+                }
             }
-            Err(e) => {
-                check(name, got, &e);
-                v.push(Case::err("date_check", name, why, input, e));
-            }
-        }
-    };
+        };
     let d = replay::format_date(now);
     add("date-fresh", "exactly now", Some(d.clone()), now, Ok(now));
-    add("date-edge-late", "|Date - now| = W is accepted", Some(d.clone()), now + 60, Ok(now));
-    add("date-edge-early", "|Date - now| = W is accepted", Some(d.clone()), now - 60, Ok(now));
-    add("date-stale", "W + 1 seconds old", Some(d.clone()), now + 61, Err(Error::Stale));
-    add("date-future", "W + 1 seconds ahead", Some(d), now - 61, Err(Error::Stale));
-    add("date-missing", "a missing Date is stale", None, now, Err(Error::Stale));
-    add("date-garbage", "an unparseable Date", Some("yesterday".into()), now, Err(Error::BadDate));
+    add(
+        "date-edge-late",
+        "|Date - now| = W is accepted",
+        Some(d.clone()),
+        now + 60,
+        Ok(now),
+    );
+    add(
+        "date-edge-early",
+        "|Date - now| = W is accepted",
+        Some(d.clone()),
+        now - 60,
+        Ok(now),
+    );
+    add(
+        "date-stale",
+        "W + 1 seconds old",
+        Some(d.clone()),
+        now + 61,
+        Err(Error::Stale),
+    );
+    add(
+        "date-future",
+        "W + 1 seconds ahead",
+        Some(d),
+        now - 61,
+        Err(Error::Stale),
+    );
+    add(
+        "date-missing",
+        "a missing Date is stale",
+        None,
+        now,
+        Err(Error::Stale),
+    );
+    add(
+        "date-garbage",
+        "an unparseable Date",
+        Some("yesterday".into()),
+        now,
+        Err(Error::BadDate),
+    );
     v
 }
 
 /// All cases of this module.
 pub fn cases() -> Vec<Case> {
-    [b64u_cases(), kex_cases(), inner_cases(), route_cases(), cookie_cases(), date_cases()].concat()
+    [
+        b64u_cases(),
+        kex_cases(),
+        inner_cases(),
+        route_cases(),
+        cookie_cases(),
+        date_cases(),
+    ]
+    .concat()
 }

@@ -36,7 +36,13 @@ pub struct Case {
 
 impl Case {
     /// A positive case.
-    pub fn ok(kind: &'static str, name: &str, description: &str, input: Value, output: Value) -> Self {
+    pub fn ok(
+        kind: &'static str,
+        name: &str,
+        description: &str,
+        input: Value,
+        output: Value,
+    ) -> Self {
         Case {
             name: name.to_string(),
             kind,
@@ -47,7 +53,13 @@ impl Case {
     }
 
     /// A negative case.
-    pub fn err(kind: &'static str, name: &str, description: &str, input: Value, error: Error) -> Self {
+    pub fn err(
+        kind: &'static str,
+        name: &str,
+        description: &str,
+        input: Value,
+        error: Error,
+    ) -> Self {
         Case {
             name: name.to_string(),
             kind,
@@ -87,14 +99,19 @@ impl Case {
 pub fn check<T: std::fmt::Debug>(name: &str, got: Result<T, Error>, want: &Error) {
     match got {
         Err(e) if e == *want => {}
-        other => panic!("vector {name}: expected error {}, implementation gave {other:?}", want.code()),
+        other => panic!(
+            "vector {name}: expected error {}, implementation gave {other:?}",
+            want.code()
+        ),
     }
 }
 
 /// Deterministic bytes for a labelled input.
 pub fn bytes<const N: usize>(label: &str) -> [u8; N] {
     let mut seed = [0u8; 32];
-    let h = label.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    let h = label.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
     seed[..8].copy_from_slice(&h.to_le_bytes());
     seed[8..16].copy_from_slice(&(label.len() as u64).to_le_bytes());
     let mut rng = ChaCha20Rng::from_seed(seed);
@@ -119,7 +136,11 @@ pub fn generate() -> Vec<Case> {
     all.extend(rspamd::cases());
     let mut names = BTreeSet::new();
     for c in &all {
-        assert!(names.insert(c.name.clone()), "duplicate vector name {}", c.name);
+        assert!(
+            names.insert(c.name.clone()),
+            "duplicate vector name {}",
+            c.name
+        );
     }
     all
 }
@@ -131,7 +152,11 @@ pub fn write_all(dir: &Path) -> std::io::Result<usize> {
     let keep: BTreeSet<String> = cases.iter().map(|c| format!("{}.json", c.name)).collect();
     for entry in std::fs::read_dir(dir)? {
         let p = entry?.path();
-        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+        let name = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_string();
         if name.ends_with(".json") && !keep.contains(&name) {
             std::fs::remove_file(&p)?;
         }

@@ -1,8 +1,8 @@
 //! The `rspamadm keypair` text form (profile "Keys and text encoding"): a
 //! UCL block with `pubkey`, `privkey`, `id`, `encoding`, `algorithm`, `type`.
 //!
-//! [`format`] writes what rspamadm 3.4 prints (its field order varies from
-//! run to run; ours is fixed). [`parse`] reads a small, tolerant subset of
+//! [`format()`] writes what rspamadm 3.4 prints (its field order varies from
+//! run to run; ours is fixed). [`parse()`] reads a small, tolerant subset of
 //! UCL: `#`, `//` and `/* */` comments; an optional `keypair { }` wrapper and
 //! optional outer braces (so `rspamadm keypair -j` JSON reads too); quoted or
 //! bare values; `=`, `:` or nothing between key and value; `;`, `,` or a
@@ -380,7 +380,9 @@ mod tests {
         for c in cases {
             assert_eq!(parse(&c).err(), Some(Error::BadKeypair), "{c}");
         }
-        // Every prefix of a real block fails cleanly (no panic).
+        // Non-ASCII text and every prefix of a real block fail cleanly (no panic).
+        assert!(parse("keypair { \u{e9}t\u{e9} = \"\u{fc}\" \u{2603} }").is_err());
+        assert!(parse(&RSPAMADM.replace("kex", "k\u{e9}x")).is_err());
         for cut in 0..RSPAMADM.len() {
             let _ = parse(&RSPAMADM[..cut]);
         }

@@ -234,7 +234,7 @@ mod tests {
     #[test]
     fn exact_response_bytes() {
         let key = KeyHeader {
-            short_id: ShortId::of(&keypair::parse(SERVER_KEYPAIR).unwrap().public()),
+            short_id: ShortId::of(keypair::parse(SERVER_KEYPAIR).unwrap().public()),
             client: *KexSecret::from_bytes([0x42; 32]).public(),
         };
         let mut resp = b"..".to_vec();
