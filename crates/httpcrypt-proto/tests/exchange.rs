@@ -1,6 +1,7 @@
 //! In-memory client/server pairs with simulated time: streaming bodies,
 //! key rotation with the `unknown-key` retry, replay and freshness, tickets
 //! and tokens. No sockets: the bytes pass through plain buffers.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use httpcrypt_proto::cert::{self, KeyCert};
 use httpcrypt_proto::client::{ClientCredential, PreparedRequest};

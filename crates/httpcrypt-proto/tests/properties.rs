@@ -1,5 +1,6 @@
 //! Property tests: round trips for every codec, and decoders that never
 //! panic and give the same answer for any split of their input.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use httpcrypt_proto::cert::KeyCert;
 use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};

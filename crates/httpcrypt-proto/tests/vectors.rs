@@ -1,6 +1,7 @@
 //! Runs every case in `vectors/` (see `vectors/README.md` for the schema)
 //! against this crate. Stream and message decoders are also fed each case
 //! byte by byte and split at every offset.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::path::PathBuf;
 
