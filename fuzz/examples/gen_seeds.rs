@@ -44,10 +44,12 @@ fn hex(s: &str) -> Vec<u8> {
 
 fn request_head(target: &str, body_len: usize) -> RequestHead {
     let mut head = RequestHead::new(if body_len > 0 { "POST" } else { "GET" }, target);
-    head.fields.push(Field::new("Date", replay::format_date(fx::NOW)));
+    head.fields
+        .push(Field::new("Date", replay::format_date(fx::NOW)));
     head.fields.push(Field::new("Accept", "*/*"));
     if body_len > 0 {
-        head.fields.push(Field::new("Content-Length", body_len.to_string()));
+        head.fields
+            .push(Field::new("Content-Length", body_len.to_string()));
     }
     head
 }
@@ -61,7 +63,11 @@ fn stream_open(s: &mut Seeds) {
     let mut out = Vec::new();
     httpcrypt_proto::stream::seal_all(Sealer::request(&key, fx::REQUEST_N0), &plain, 24, &mut out)
         .expect("seal");
-    let seed = SeedWriter::new().u8(0).u16(64).u32(plan::random(7, 1234)).bytes(&out);
+    let seed = SeedWriter::new()
+        .u8(0)
+        .u16(64)
+        .u32(plan::random(7, 1234))
+        .bytes(&out);
     s.put("stream_open", "request-records", &seed.finish());
 
     let mut out = Vec::new();
@@ -69,25 +75,49 @@ fn stream_open(s: &mut Seeds) {
     sealer.seal(b"hello ", &mut out).expect("seal");
     sealer.seal(b"", &mut out).expect("seal");
     sealer.finish(b"world", &mut out).expect("seal");
-    let seed = SeedWriter::new().u8(2).u16(16).u32(plan::ONE_BY_ONE).bytes(&out);
+    let seed = SeedWriter::new()
+        .u8(2)
+        .u16(16)
+        .u32(plan::ONE_BY_ONE)
+        .bytes(&out);
     s.put("stream_open", "request-one-by-one", &seed.finish());
 
     let mut out = Vec::new();
-    Sealer::request(&key, fx::REQUEST_N0).finish(b"", &mut out).expect("seal");
+    Sealer::request(&key, fx::REQUEST_N0)
+        .finish(b"", &mut out)
+        .expect("seal");
     let seed = SeedWriter::new().u8(4).u16(0).u32(plan::two(3)).bytes(&out);
     s.put("stream_open", "request-empty", &seed.finish());
 
     let mut out = Vec::new();
-    let mut sealer = Sealer::response(ResponseKey::new(key.clone(), fx::REQUEST_N0), [7; 24], &mut out);
+    let mut sealer = Sealer::response(
+        ResponseKey::new(key.clone(), fx::REQUEST_N0),
+        [7; 24],
+        &mut out,
+    );
     sealer.seal(b"HTTP/1.1 200 OK\r\n", &mut out).expect("seal");
-    sealer.seal_clear(b"Content-Length: 4\r\n\r\n", &mut out).expect("seal");
+    sealer
+        .seal_clear(b"Content-Length: 4\r\n\r\n", &mut out)
+        .expect("seal");
     sealer.finish_clear(b"body", &mut out).expect("seal");
-    let seed = SeedWriter::new().u8(3).u16(1024).u32(plan::two(30)).bytes(&out);
+    let seed = SeedWriter::new()
+        .u8(3)
+        .u16(1024)
+        .u32(plan::two(30))
+        .bytes(&out);
     s.put("stream_open", "response-clear", &seed.finish());
 
-    let seed = SeedWriter::new().u8(8).u16(5).u32(plan::random(9, 77)).bytes(&plain);
+    let seed = SeedWriter::new()
+        .u8(8)
+        .u16(5)
+        .u32(plan::random(9, 77))
+        .bytes(&plain);
     s.put("stream_open", "seal-request", &seed.finish());
-    let seed = SeedWriter::new().u8(8 | 16 | 1).u16(100).u32(plan::random(4, 5)).bytes(b"clear response bytes");
+    let seed = SeedWriter::new()
+        .u8(8 | 16 | 1)
+        .u16(100)
+        .u32(plan::random(4, 5))
+        .bytes(b"clear response bytes");
     s.put("stream_open", "seal-response-clear", &seed.finish());
 }
 
@@ -115,8 +145,11 @@ fn outer_request(s: &mut Seeds) {
 
     // POST form under a kex key.
     let n0 = [0x5a; 24];
-    let prep = PreparedRequest::new(&cert, ClientCredential::Key(&client), n0, "", "ab").expect("prepare");
-    let stream = prep.seal_message(&request_head("/api", 4), b"ping", 64).expect("seal");
+    let prep =
+        PreparedRequest::new(&cert, ClientCredential::Key(&client), n0, "", "ab").expect("prepare");
+    let stream = prep
+        .seal_message(&request_head("/api", 4), b"ping", 64)
+        .expect("seal");
     let target = mount.nonce_path(&n0);
     let cookie = format!("lang=en; {}", prep.cookie());
     let seed = outer_seed(
@@ -130,10 +163,18 @@ fn outer_request(s: &mut Seeds) {
     // GET form, root mount.
     let root = Mount::default();
     let n0 = [0x17; 24];
-    let prep = PreparedRequest::new(&cert, ClientCredential::Key(&client), n0, "xyz", "").expect("prepare");
-    let stream = prep.seal_message(&request_head("/q?x=1", 0), b"", 1024).expect("seal");
+    let prep = PreparedRequest::new(&cert, ClientCredential::Key(&client), n0, "xyz", "")
+        .expect("prepare");
+    let stream = prep
+        .seal_message(&request_head("/q?x=1", 0), b"", 1024)
+        .expect("seal");
     let target = root.get_target(&n0, &stream);
-    let seed = outer_seed(HOST, 0, &["GET", &target, "example.com", "a=1", prep.cookie()], b"");
+    let seed = outer_seed(
+        HOST,
+        0,
+        &["GET", &target, "example.com", "a=1", prep.cookie()],
+        b"",
+    );
     s.put("outer_request", "get-key", &seed);
 
     // POST form with a ticket.
@@ -148,9 +189,17 @@ fn outer_request(s: &mut Seeds) {
         [0x21; 24],
     );
     let n0 = [0x33; 24];
-    let prep = PreparedRequest::new(&cert, ClientCredential::Ticket(&ticket, &session), n0, "", "")
-        .expect("prepare");
-    let stream = prep.seal_message(&request_head("/t", 2), b"ok", 16).expect("seal");
+    let prep = PreparedRequest::new(
+        &cert,
+        ClientCredential::Ticket(&ticket, &session),
+        n0,
+        "",
+        "",
+    )
+    .expect("prepare");
+    let stream = prep
+        .seal_message(&request_head("/t", 2), b"ok", 16)
+        .expect("seal");
     let target = mount.nonce_path(&n0);
     let seed = outer_seed(
         HOST | CL | HAS_BODY | mount_flags,
@@ -160,9 +209,24 @@ fn outer_request(s: &mut Seeds) {
     );
     s.put("outer_request", "post-ticket", &seed);
 
-    let seed = outer_seed(HOST | mount_flags, 0, &["OPTIONS", "/hc/", "example.com"], b"");
+    let seed = outer_seed(
+        HOST | mount_flags,
+        0,
+        &["OPTIONS", "/hc/", "example.com"],
+        b"",
+    );
     s.put("outer_request", "options", &seed);
-    let seed = outer_seed(HOST | mount_flags, 0, &["GET", "/hc/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA?AAAA", "h", "x=y"], b"");
+    let seed = outer_seed(
+        HOST | mount_flags,
+        0,
+        &[
+            "GET",
+            "/hc/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA?AAAA",
+            "h",
+            "x=y",
+        ],
+        b"",
+    );
     s.put("outer_request", "get-no-cookie", &seed);
 }
 
@@ -174,7 +238,11 @@ fn cookie_scan(s: &mut Seeds) {
     let ticket = outer::format_cookie(&ticket_id, &[3; 86], "", "").expect("cookie");
     let unknown = outer::format_cookie(&other, &[1; 32], "", "").expect("cookie");
     let put = |s: &mut Seeds, name: &str, pads: u8, text: String| {
-        s.put("cookie_scan", name, &SeedWriter::new().u8(pads).bytes(text.as_bytes()).finish())
+        s.put(
+            "cookie_scan",
+            name,
+            &SeedWriter::new().u8(pads).bytes(text.as_bytes()).finish(),
+        )
     };
     put(s, "key", 0x35, format!("a=b; {unknown} ;c\n{key}"));
     put(s, "ticket", 0xf0, format!("session=1;\t{ticket}"));
@@ -183,12 +251,21 @@ fn cookie_scan(s: &mut Seeds) {
 }
 
 fn inner_message(s: &mut Seeds) {
-    let seed = |flags: u8, p: u32, bytes: &[u8]| SeedWriter::new().u8(flags).u32(p).bytes(bytes).finish();
+    let seed =
+        |flags: u8, p: u32, bytes: &[u8]| SeedWriter::new().u8(flags).u32(p).bytes(bytes).finish();
     let mut req = Vec::new();
     request_head("/api?q=1", 5).encode(&mut req);
     req.extend_from_slice(b"hello");
-    s.put("inner_message", "request", &seed(0, plan::random(5, 42), &req));
-    s.put("inner_message", "request-small-limits", &seed(2, plan::ONE_BY_ONE, &req));
+    s.put(
+        "inner_message",
+        "request",
+        &seed(0, plan::random(5, 42), &req),
+    );
+    s.put(
+        "inner_message",
+        "request-small-limits",
+        &seed(2, plan::ONE_BY_ONE, &req),
+    );
 
     let mut head = ResponseHead::new(404, "Not Found");
     head.fields.push(Field::new("Content-Type", "text/plain"));
@@ -200,7 +277,11 @@ fn inner_message(s: &mut Seeds) {
     s.put(
         "inner_message",
         "response-no-length",
-        &seed(5, plan::random(3, 7), b"HTTP/1.1 200 OK\r\nX-A: b\r\n\r\nbody without length"),
+        &seed(
+            5,
+            plan::random(3, 7),
+            b"HTTP/1.1 200 OK\r\nX-A: b\r\n\r\nbody without length",
+        ),
     );
 }
 
@@ -211,11 +292,21 @@ fn certs(s: &mut Seeds) {
     s.put("cert", "text", c.to_text().as_bytes());
     let list = cert::format_cert_list(&[c.clone(), old.clone()]).replace('\n', "\r\n");
     s.put("cert", "list-crlf", format!("\r\n{list}").as_bytes());
-    s.put("cert", "identity-txt", dns::format_identity_txt(&fx::identity().public()).as_bytes());
+    s.put(
+        "cert",
+        "identity-txt",
+        dns::format_identity_txt(&fx::identity().public()).as_bytes(),
+    );
     let mut addrs = dns::format_aaaa(&old).to_vec();
     addrs.reverse();
     s.put("cert", "aaaa", &addrs.concat());
-    let other = KeyCert::sign(&fx::identity(), 9, 0, u32::MAX, *KexSecret::from_bytes([8; 32]).public());
+    let other = KeyCert::sign(
+        &fx::identity(),
+        9,
+        0,
+        u32::MAX,
+        *KexSecret::from_bytes([8; 32]).public(),
+    );
     s.put("cert", "text-forever", other.to_text().as_bytes());
 }
 
@@ -229,8 +320,19 @@ fn ticket(s: &mut Seeds) {
         },
         [0x44; 24],
     );
-    s.put("ticket", "sealed", &SeedWriter::new().u64(fx::NOW).bytes(t.sealed()).finish());
-    s.put("ticket", "field", &SeedWriter::new().u64(fx::NOW).bytes(t.to_field().as_bytes()).finish());
+    s.put(
+        "ticket",
+        "sealed",
+        &SeedWriter::new().u64(fx::NOW).bytes(t.sealed()).finish(),
+    );
+    s.put(
+        "ticket",
+        "field",
+        &SeedWriter::new()
+            .u64(fx::NOW)
+            .bytes(t.to_field().as_bytes())
+            .finish(),
+    );
 }
 
 fn tokens(s: &mut Seeds) {
@@ -257,14 +359,34 @@ fn replay_seeds(s: &mut Seeds) {
         [0x05, 128, 40],
         [0x0d, 10, 0],
     ];
-    let seed = SeedWriter::new().u8(0).u16(60).u8(4).bytes(&[7; 16]).u64(fx::NOW).bytes(&ops.concat());
+    let seed = SeedWriter::new()
+        .u8(0)
+        .u16(60)
+        .u8(4)
+        .bytes(&[7; 16])
+        .u64(fx::NOW)
+        .bytes(&ops.concat());
     s.put("replay", "register", &seed.finish());
-    let seed = SeedWriter::new().u8(0).u16(8).u8(32).bytes(&[1; 16]).u64(5).bytes(&ops.concat());
+    let seed = SeedWriter::new()
+        .u8(0)
+        .u16(8)
+        .u8(32)
+        .bytes(&[1; 16])
+        .u64(5)
+        .bytes(&ops.concat());
     s.put("replay", "register-early", &seed.finish());
     let date = replay::format_date(fx::NOW + 30);
-    let seed = SeedWriter::new().u8(1).u64(fx::NOW).u16(60).bytes(date.as_bytes());
+    let seed = SeedWriter::new()
+        .u8(1)
+        .u64(fx::NOW)
+        .u16(60)
+        .bytes(date.as_bytes());
     s.put("replay", "date", &seed.finish());
-    let seed = SeedWriter::new().u8(1).u64(784_111_777).u16(0).bytes(b" Sun, 06 Nov 1994 08:49:37 GMT ");
+    let seed = SeedWriter::new()
+        .u8(1)
+        .u64(784_111_777)
+        .u16(0)
+        .bytes(b" Sun, 06 Nov 1994 08:49:37 GMT ");
     s.put("replay", "date-rfc850", &seed.finish());
 }
 
@@ -278,10 +400,22 @@ const STAT_BODY: &str = "1d8ca637cce7556fd903f2b96c3c5c5124d271f484b5e55da6cd851
 fn rspamd_seeds(s: &mut Seeds) {
     let server = fx::rspamd::server_secret();
     s.put("rspamd_base32", "privkey", fx::rspamd::PRIVKEY.as_bytes());
-    s.put("rspamd_base32", "key-id", rspamd::KeyId::of(server.public()).to_base32().as_bytes());
-    s.put("rspamd_base32", "hello", base32::encode(b"hello world").as_bytes());
+    s.put(
+        "rspamd_base32",
+        "key-id",
+        rspamd::KeyId::of(server.public()).to_base32().as_bytes(),
+    );
+    s.put(
+        "rspamd_base32",
+        "hello",
+        base32::encode(b"hello world").as_bytes(),
+    );
 
-    s.put("rspamd_key_header", "rspamc-stat", &[STAT_KEY.as_bytes(), b"\n", &hex(STAT_BODY)].concat());
+    s.put(
+        "rspamd_key_header",
+        "rspamc-stat",
+        &[STAT_KEY.as_bytes(), b"\n", &hex(STAT_BODY)].concat(),
+    );
     let mut req = Vec::new();
     Client::seal_request_with(
         &KexSecret::from_bytes([0x5c; 32]),
@@ -298,19 +432,36 @@ fn rspamd_seeds(s: &mut Seeds) {
         .lines()
         .find_map(|l| l.strip_prefix("Key: "))
         .expect("Key field");
-    s.put("rspamd_key_header", "sealed-request", &[key.as_bytes(), b"\n", &req[head_end..]].concat());
+    s.put(
+        "rspamd_key_header",
+        "sealed-request",
+        &[key.as_bytes(), b"\n", &req[head_end..]].concat(),
+    );
     let mut body = Vec::new();
-    fx::rspamd::nm().seal(&[9; 24], b"fixed nm body", &mut body).expect("seal");
-    s.put("rspamd_key_header", "fixed-nm", &[b" r898uxxz=\t\n".as_slice(), &body].concat());
+    fx::rspamd::nm()
+        .seal(&[9; 24], b"fixed nm body", &mut body)
+        .expect("seal");
+    s.put(
+        "rspamd_key_header",
+        "fixed-nm",
+        &[b" r898uxxz=\t\n".as_slice(), &body].concat(),
+    );
 
-    s.put("rspamd_keypair", "written", keypair::format(&server).as_bytes());
+    s.put(
+        "rspamd_keypair",
+        "written",
+        keypair::format(&server).as_bytes(),
+    );
     let pk = rspamd::keys::public_to_base32(server.public());
     let json = format!(
         "{{\n  \"keypair\": {{\n    \"pubkey\": \"{pk}\",\n    \"privkey\": \"{}\",\n    \"type\": \"kex\"\n  }}\n}}\n",
         fx::rspamd::PRIVKEY
     );
     s.put("rspamd_keypair", "json", json.as_bytes());
-    let ucl = format!("# comment\nprivkey = {}; /* c */ pubkey: '{pk}'\n", fx::rspamd::PRIVKEY);
+    let ucl = format!(
+        "# comment\nprivkey = {}; /* c */ pubkey: '{pk}'\n",
+        fx::rspamd::PRIVKEY
+    );
     s.put("rspamd_keypair", "bare-ucl", ucl.as_bytes());
 }
 

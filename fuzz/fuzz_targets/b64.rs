@@ -15,7 +15,11 @@ fn check_array<const N: usize>(text: &[u8], decoded: &Result<Vec<u8>, Error>) {
     let a = b64::decode_array::<N>(text);
     assert_errors(&a, &[Error::BadBase64]);
     let expected = decoded.as_ref().ok().filter(|d| d.len() == N);
-    assert_eq!(a.as_ref().ok().map(|a| &a[..]), expected.map(|d| &d[..]), "decode_array::<{N}>");
+    assert_eq!(
+        a.as_ref().ok().map(|a| &a[..]),
+        expected.map(|d| &d[..]),
+        "decode_array::<{N}>"
+    );
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -33,7 +37,11 @@ fuzz_target!(|data: &[u8]| {
     let text = b64::encode(data);
     assert_eq!(text.len(), b64::encoded_len(data.len()));
     assert!(text.bytes().all(b64::is_alphabet));
-    assert_eq!(b64::decode(text.as_bytes()).as_deref(), Ok(data), "encode/decode");
+    assert_eq!(
+        b64::decode(text.as_bytes()).as_deref(),
+        Ok(data),
+        "encode/decode"
+    );
     let mut appended = String::from("x");
     b64::encode_to(data, &mut appended);
     assert_eq!(appended[1..], text);

@@ -55,7 +55,10 @@ fuzz_target!(|data: &[u8]| {
             .count();
         assert_eq!(certs.len(), lines, "one certificate per non-blank line");
         let formatted = cert::format_cert_list(certs);
-        assert_eq!(cert::parse_cert_list(formatted.as_bytes()).as_ref(), Ok(certs));
+        assert_eq!(
+            cert::parse_cert_list(formatted.as_bytes()).as_ref(),
+            Ok(certs)
+        );
         for now in [NOW, 0, u64::from(u32::MAX) + 1] {
             let chosen = cert::choose(certs, now, None);
             assert_errors(&chosen, &[Error::NotValid]);
@@ -78,13 +81,19 @@ fuzz_target!(|data: &[u8]| {
     }
 
     let txt = dns::parse_txt(data);
-    assert_errors(&txt, &[Error::BadRecord, Error::BadCertificate, Error::BadBase64]);
+    assert_errors(
+        &txt,
+        &[Error::BadRecord, Error::BadCertificate, Error::BadBase64],
+    );
     if let Ok(c) = &txt {
         assert_eq!(dns::format_txt(c).as_bytes(), data, "parse_txt/format_txt");
     }
 
     let ident = dns::parse_identity_txt(data);
-    assert_errors(&ident, &[Error::BadRecord, Error::BadBase64, Error::BadSignature]);
+    assert_errors(
+        &ident,
+        &[Error::BadRecord, Error::BadBase64, Error::BadSignature],
+    );
     if let Ok(p) = &ident {
         assert_eq!(dns::format_identity_txt(p).as_bytes(), data, "identity TXT");
     }
@@ -98,6 +107,10 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(c) = &aaaa {
         let mut sorted = addrs.clone();
         sorted.sort_by_key(|a| a[1]);
-        assert_eq!(dns::format_aaaa(c).to_vec(), sorted, "parse_aaaa/format_aaaa");
+        assert_eq!(
+            dns::format_aaaa(c).to_vec(),
+            sorted,
+            "parse_aaaa/format_aaaa"
+        );
     }
 });

@@ -62,7 +62,11 @@ fuzz_target!(|data: &[u8]| {
     let value_pad = &PAD[PAD.len() - usize::from(pads >> 4) % (MAX_PAD + 1)..];
     for (np, vp) in [("", ""), (name_pad, value_pad)] {
         let cookie = outer::format_cookie(&id, &value, np, vp).expect("valid pads");
-        assert_eq!(scan(&[cookie.as_bytes()]).as_ref(), Ok(&cred), "re-formatted {cookie}");
+        assert_eq!(
+            scan(&[cookie.as_bytes()]).as_ref(),
+            Ok(&cred),
+            "re-formatted {cookie}"
+        );
         let mut front = fields.clone();
         front.insert(0, cookie.as_bytes());
         assert_eq!(scan(&front).as_ref(), Ok(&cred), "re-formatted in front");

@@ -45,7 +45,11 @@ where
 
     let Ok((head, body)) = whole else { return };
     for f in head.fields() {
-        assert!(!FORBIDDEN.iter().any(|n| f.is(n)), "forbidden field {:?}", f.name);
+        assert!(
+            !FORBIDDEN.iter().any(|n| f.is(n)),
+            "forbidden field {:?}",
+            f.name
+        );
     }
     if let Some(cl) = inner::field(head.fields(), "content-length") {
         let cl: u64 = std::str::from_utf8(cl)
@@ -66,7 +70,11 @@ where
     let head_len = encoded.len();
     encoded.extend_from_slice(&body);
     let again = inner::decode_all::<H>(&encoded, &relaxed);
-    assert_eq!(again.as_ref(), Ok(&(head.clone(), body.clone())), "re-encoded message");
+    assert_eq!(
+        again.as_ref(),
+        Ok(&(head.clone(), body.clone())),
+        "re-encoded message"
+    );
     let mut twice = Vec::new();
     again.expect("checked above").0.encode_to(&mut twice);
     assert_eq!(twice, encoded[..head_len], "encoding is not a fixed point");

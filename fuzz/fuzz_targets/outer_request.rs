@@ -58,10 +58,16 @@ fn check_route(method: &str, target: &str, mount: &Mount, limits: &Limits) {
             assert_eq!(path, mount.nonce_path(&n0), "nonce path round trip");
             assert!(target.ends_with(query) && target.len() > query.len());
             if let Ok(stream) = outer::decode_query(query, limits.max_body) {
-                assert_eq!(mount.get_target(&n0, &stream), target, "GET target round trip");
+                assert_eq!(
+                    mount.get_target(&n0, &stream),
+                    target,
+                    "GET target round trip"
+                );
             }
         }
-        Ok(Route::Options) => assert_eq!((method, path), ("OPTIONS", mount.options_path().as_str())),
+        Ok(Route::Options) => {
+            assert_eq!((method, path), ("OPTIONS", mount.options_path().as_str()))
+        }
         _ => {}
     }
 }
@@ -107,7 +113,8 @@ fuzz_target!(|data: &[u8]| {
     let host_line = lines.next().unwrap_or_default();
     let cookies: Vec<&[u8]> = lines.collect();
 
-    let mount = Mount::new(MOUNTS[usize::from(flags >> 3 & 3) % MOUNTS.len()]).expect("fixed mount");
+    let mount =
+        Mount::new(MOUNTS[usize::from(flags >> 3 & 3) % MOUNTS.len()]).expect("fixed mount");
     let limits = limits(flags >> 5 & 3);
     let req = OuterRequest {
         method: &method,
@@ -144,7 +151,10 @@ fuzz_target!(|data: &[u8]| {
         (_, Err(e)) if !host_ok => return assert_eq!(e, Error::BadHost),
         (Err(re), r) => return assert_eq!(r.err().as_ref(), Some(re)),
         (Ok(Route::Post { .. }), Err(e)) => {
-            if req.content_length.is_some_and(|l| l > limits.max_body as u64) {
+            if req
+                .content_length
+                .is_some_and(|l| l > limits.max_body as u64)
+            {
                 return assert_eq!(e, Error::BodyTooLarge);
             }
             return check_cookie_error(&cookies, e);
@@ -180,18 +190,26 @@ fuzz_target!(|data: &[u8]| {
     // the one the fixture keys derive for it.
     assert!(host_ok);
     let server_secret = KexSecret::from_bytes(SERVER_SECRET);
-    assert_eq!(acc.kid, server_secret.kid(), "accepted under the current key only");
+    assert_eq!(
+        acc.kid,
+        server_secret.kid(),
+        "accepted under the current key only"
+    );
     let scanned = outer::scan_cookies(cookies.iter().copied(), |id| keys.lookup(id, NOW));
     assert_eq!(scanned.as_ref(), Ok(&acc.credential));
     match &acc.credential {
         Credential::Key { kid, client_public } => {
             assert_eq!(*kid, acc.kid);
-            let k = server_secret.session_key(client_public).expect("accepted key agrees");
+            let k = server_secret
+                .session_key(client_public)
+                .expect("accepted key agrees");
             assert_eq!(&k, acc.session_key());
         }
         Credential::Ticket { tid, sealed } => {
             assert_eq!(*tid, ticket_key().tid());
-            let contents = ticket_key().open(sealed, NOW).expect("accepted ticket opens");
+            let contents = ticket_key()
+                .open(sealed, NOW)
+                .expect("accepted ticket opens");
             assert_eq!(contents.kid, acc.kid);
             assert_eq!(&contents.key, acc.session_key());
         }
@@ -203,11 +221,15 @@ fuzz_target!(|data: &[u8]| {
     assert_errors(&opened, &all_errors);
     let stream_bytes = acc.query_stream.as_deref().unwrap_or(body);
     let pieces = split(stream_bytes, plan);
-    let by_pieces = open_pieces(acc.opener(&limits), &pieces, plan & 0x100 != 0).and_then(|records| {
-        let plaintext: Vec<u8> = records.into_iter().flat_map(|(p, _)| p).collect();
-        decode_pieces::<RequestHead>(limits, &split(&plaintext, plan.rotate_left(16)))
-    });
-    assert_eq!(opened, by_pieces, "open_request disagrees with the piecewise path");
+    let by_pieces =
+        open_pieces(acc.opener(&limits), &pieces, plan & 0x100 != 0).and_then(|records| {
+            let plaintext: Vec<u8> = records.into_iter().flat_map(|(p, _)| p).collect();
+            decode_pieces::<RequestHead>(limits, &split(&plaintext, plan.rotate_left(16)))
+        });
+    assert_eq!(
+        opened, by_pieces,
+        "open_request disagrees with the piecewise path"
+    );
     if let Ok((head, _)) = &opened {
         let date = httpcrypt_proto::inner::field(&head.fields, "date");
         let d = httpcrypt_proto::replay::check_date(date, NOW, 60);

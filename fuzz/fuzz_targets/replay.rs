@@ -59,7 +59,9 @@ fn register(input: &mut Input<'_>) {
         let before = reg.len();
         let r = reg.check(&kid, &n0, date, now);
         assert_errors(&r, &[Error::Replay, Error::Overloaded]);
-        let live = model.get(&(k, n)).is_some_and(|d| d.saturating_add(window) >= now);
+        let live = model
+            .get(&(k, n))
+            .is_some_and(|d| d.saturating_add(window) >= now);
         match r {
             Ok(()) => {
                 assert!(!live, "pair accepted twice within its window");
@@ -73,10 +75,18 @@ fn register(input: &mut Input<'_>) {
             Err(Error::Replay) => assert!(model.contains_key(&(k, n)), "replay of an unseen pair"),
             Err(_) => {
                 assert!(!live, "overloaded instead of replay");
-                assert_eq!(reg.len(), capacity, "overloaded below capacity (len was {before})");
+                assert_eq!(
+                    reg.len(),
+                    capacity,
+                    "overloaded below capacity (len was {before})"
+                );
             }
         }
-        assert!(reg.len() <= capacity, "len {} > capacity {capacity}", reg.len());
+        assert!(
+            reg.len() <= capacity,
+            "len {} > capacity {capacity}",
+            reg.len()
+        );
         let must = model
             .values()
             .filter(|d| d.saturating_add(window) >= now)

@@ -21,7 +21,11 @@ fn check_array<const N: usize>(text: &[u8], decoded: &Result<Vec<u8>, Error>) {
     let a = base32::decode_array::<N>(text);
     assert_errors(&a, &[Error::BadBase32]);
     let expected = decoded.as_ref().ok().filter(|d| d.len() == N);
-    assert_eq!(a.as_ref().ok().map(|a| &a[..]), expected.map(|d| &d[..]), "decode_array::<{N}>");
+    assert_eq!(
+        a.as_ref().ok().map(|a| &a[..]),
+        expected.map(|d| &d[..]),
+        "decode_array::<{N}>"
+    );
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -64,7 +68,11 @@ fuzz_target!(|data: &[u8]| {
 
     let text = base32::encode(data);
     assert_eq!(text.len(), base32::encoded_len(data.len()));
-    assert_eq!(base32::decode(text.as_bytes()).as_deref(), Ok(data), "encode/decode");
+    assert_eq!(
+        base32::decode(text.as_bytes()).as_deref(),
+        Ok(data),
+        "encode/decode"
+    );
     let mut appended = String::from("x");
     base32::encode_to(data, &mut appended);
     assert_eq!(appended[1..], text);

@@ -66,32 +66,57 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(matches!(h, Ok(None)), !has_eq, "None iff no '='");
     let Ok(Some(h)) = h else { return };
     let formatted = h.format();
-    assert_eq!(KeyHeader::parse(formatted.as_bytes()), Ok(Some(h)), "format/parse");
+    assert_eq!(
+        KeyHeader::parse(formatted.as_bytes()),
+        Ok(Some(h)),
+        "format/parse"
+    );
     if trimmed.len() == formatted.len() && trimmed.get(8) == Some(&b'=') {
-        assert_eq!(formatted.as_bytes(), trimmed, "rspamc form re-formats byte for byte");
+        assert_eq!(
+            formatted.as_bytes(),
+            trimmed,
+            "rspamc form re-formats byte for byte"
+        );
     }
 
     let ring = keyring();
     let opened = ring.open_request(&h, body);
     assert_errors(
         &opened,
-        &[Error::UnknownKey, Error::SmallOrder, Error::Truncated, Error::Integrity],
+        &[
+            Error::UnknownKey,
+            Error::SmallOrder,
+            Error::Truncated,
+            Error::Integrity,
+        ],
     );
     let server = server_secret();
     let ours = ShortId::of(server.public()) == h.short_id;
     match (&opened, ours) {
         (Err(Error::UnknownKey), mine) => {
-            assert!(!mine || ring.find(&h.short_id).count() > 1, "own key reported unknown")
+            assert!(
+                !mine || ring.find(&h.short_id).count() > 1,
+                "own key reported unknown"
+            )
         }
         (_, false) => {
-            assert!(ring.find(&h.short_id).next().is_some(), "opened under an unknown short ID")
+            assert!(
+                ring.find(&h.short_id).next().is_some(),
+                "opened under an unknown short ID"
+            )
         }
         (r, true) => {
             let by_hand = Nm::derive(&server, &h.client).and_then(|nm| check_open(&nm, body));
-            assert_eq!(r.as_ref().map(|(inner, _)| inner), by_hand.as_ref(), "open_request vs Nm");
+            assert_eq!(
+                r.as_ref().map(|(inner, _)| inner),
+                by_hand.as_ref(),
+                "open_request vs Nm"
+            );
         }
     }
-    let Ok((inner, responder)) = opened else { return };
+    let Ok((inner, responder)) = opened else {
+        return;
+    };
     let mut out = Vec::new();
     responder
         .seal_response_with(&[0x31; 24], &inner, &mut out)
@@ -102,5 +127,9 @@ fuzz_target!(|data: &[u8]| {
         .expect("response head")
         + 4;
     let nm = Nm::derive(&server, &h.client).expect("opened, so nm derives");
-    assert_eq!(check_open(&nm, &out[head_end..]), Ok(inner), "response round trip");
+    assert_eq!(
+        check_open(&nm, &out[head_end..]),
+        Ok(inner),
+        "response round trip"
+    );
 });

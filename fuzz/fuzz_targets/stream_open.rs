@@ -49,7 +49,10 @@ fn assert_errors(r: &Result<Vec<Record>, Error>, response: bool) {
     match r {
         Err(Error::ClearInRequest) => assert!(!response, "ClearInRequest on a response"),
         Ok(records) if !response => {
-            assert!(records.iter().all(|(_, clear)| !clear), "CLEAR data in a request")
+            assert!(
+                records.iter().all(|(_, clear)| !clear),
+                "CLEAR data in a request"
+            )
         }
         _ => {}
     }
@@ -78,7 +81,9 @@ fn seal_round_trip(response: bool, clear: bool, plan: u32, flip: usize, plaintex
     };
     let clear = clear && response;
     let pieces = split(plaintext, plan);
-    let (last, init) = pieces.split_last().expect("split yields at least one piece");
+    let (last, init) = pieces
+        .split_last()
+        .expect("split yields at least one piece");
     let mut expected: Vec<Record> = Vec::new();
     let mut largest = 0;
     for p in init {

@@ -34,7 +34,10 @@ fuzz_target!(|data: &[u8]| {
         let again = tk.seal(contents, nonce);
         assert_eq!(again.tid(), tk.tid());
         assert_eq!(again.sealed(), &sealed[..], "re-sealed ticket differs");
-        assert_eq!(tk.open(&sealed, u64::from(contents.expiry)).as_ref(), Ok(contents));
+        assert_eq!(
+            tk.open(&sealed, u64::from(contents.expiry)).as_ref(),
+            Ok(contents)
+        );
         if contents.expiry < u32::MAX {
             assert_eq!(
                 tk.open(&sealed, u64::from(contents.expiry) + 1),

@@ -31,7 +31,10 @@ fuzz_target!(|data: &[u8]| {
     if let Some(cr) = data.get(..24) {
         let cr: [u8; 24] = cr.try_into().expect("24 bytes");
         let value = token::format_random(TOKEN_SECRET, &k, &cr);
-        assert_eq!(token::verify_random(TOKEN_SECRET, &k, value.as_bytes()), Ok(cr));
+        assert_eq!(
+            token::verify_random(TOKEN_SECRET, &k, value.as_bytes()),
+            Ok(cr)
+        );
         assert_eq!(
             token::verify_random(b"another-secret", &k, value.as_bytes()),
             Err(Error::BadToken)

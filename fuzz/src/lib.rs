@@ -136,7 +136,7 @@ pub mod plan {
 /// - low byte k ≥ 2: pieces of 0..=k bytes from a xorshift seeded by `plan`
 ///   (empty pieces included: `receive(&[])` must be harmless).
 ///
-/// The pieces always concatenate to `data`.
+/// The pieces always concatenate to `data`, and there is at least one.
 pub fn split(data: &[u8], plan: u32) -> Vec<&[u8]> {
     let k = (plan & 0xff) as usize;
     let mut out = Vec::new();
@@ -146,6 +146,7 @@ pub fn split(data: &[u8], plan: u32) -> Vec<&[u8]> {
             out.push(&data[..at]);
             out.push(&data[at..]);
         }
+        1 if data.is_empty() => out.push(data),
         1 => out.extend(data.chunks(1)),
         _ => {
             let mut x = plan | 1;
@@ -303,7 +304,11 @@ pub type Record = (Vec<u8>, bool);
 /// `eager` (else only at the end), then calls `finish`. Checks the event
 /// contract on the way: `Data` is never empty, nothing follows `End`, and
 /// `is_complete` agrees with `finish`.
-pub fn open_pieces(mut opener: Opener, pieces: &[&[u8]], eager: bool) -> Result<Vec<Record>, Error> {
+pub fn open_pieces(
+    mut opener: Opener,
+    pieces: &[&[u8]],
+    eager: bool,
+) -> Result<Vec<Record>, Error> {
     let mut records = Vec::new();
     let mut ended = false;
     let mut drain = |opener: &mut Opener, records: &mut Vec<Record>| -> Result<(), Error> {
@@ -328,7 +333,11 @@ pub fn open_pieces(mut opener: Opener, pieces: &[&[u8]], eager: bool) -> Result<
     drain(&mut opener, &mut records)?;
     let complete = opener.is_complete();
     let r = opener.finish();
-    assert_eq!(complete, r.is_ok(), "is_complete disagrees with finish: {r:?}");
+    assert_eq!(
+        complete,
+        r.is_ok(),
+        "is_complete disagrees with finish: {r:?}"
+    );
     assert_eq!(ended, r.is_ok(), "End event disagrees with finish: {r:?}");
     r.map(|()| records)
 }

@@ -598,6 +598,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = x25519, kdf, seal, open, server, inner_parse
+    targets = x25519, server, kdf, seal, open, inner_parse
 }
 criterion_main!(benches);

@@ -24,7 +24,7 @@ pub enum Error {
     /// The outer path is not `{mount}/` followed by 32 base64url characters.
     #[error("invalid nonce path")]
     BadNoncePath,
-    /// A GET without a query, with extra parameters or with a body; or a query on a non-GET form.
+    /// A GET-form request without a query, with a query that is not one base64url stream, or with a body.
     #[error("invalid GET-form query")]
     BadQuery,
     /// No cookie pair has the HTTPCrypt shape.

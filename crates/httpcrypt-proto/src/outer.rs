@@ -30,12 +30,12 @@ pub struct Mount(String);
 
 impl Mount {
     /// Normalises `path`: `""` and `"/"` are the root; otherwise a leading
-    /// `/` is added and trailing ones removed. Refuses `?`, `#`, `%`, spaces
-    /// and control characters.
+    /// `/` is added and trailing ones removed. Refuses `?`, `#`, `%`, spaces,
+    /// control characters and non-ASCII bytes.
     pub fn new(path: &str) -> Result<Self> {
         if path
             .bytes()
-            .any(|b| matches!(b, b'?' | b'#' | b'%') || b <= b' ' || b == 0x7f)
+            .any(|b| matches!(b, b'?' | b'#' | b'%') || b <= b' ' || b >= 0x7f)
         {
             return Err(Error::BadNoncePath);
         }

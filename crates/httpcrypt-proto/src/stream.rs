@@ -13,7 +13,7 @@
 
 use crate::error::{Error, Result};
 use crate::keys::SessionKey;
-use crate::limits::RECORD_CEILING;
+use crate::limits::{RECORD_CEILING, RECORD_FLOOR};
 use crate::suite::{nonce_add, XChaCha, NONCE_LEN, TAG_LEN};
 
 /// Length of a record header.
@@ -328,7 +328,7 @@ impl Opener {
     pub fn request(key: &SessionKey, n0: [u8; NONCE_LEN], max_record: usize) -> Self {
         Opener {
             chain: Chain::new(key, n0, Direction::Request),
-            max_record: max_record.min(RECORD_CEILING),
+            max_record: max_record.clamp(RECORD_FLOOR, RECORD_CEILING),
             buf: Vec::new(),
             pos: 0,
             state: State::Records,
@@ -339,7 +339,7 @@ impl Opener {
     pub fn response(key: &SessionKey, request_n0: [u8; NONCE_LEN], max_record: usize) -> Self {
         Opener {
             chain: Chain::new(key, [0; NONCE_LEN], Direction::Response { request_n0 }),
-            max_record: max_record.min(RECORD_CEILING),
+            max_record: max_record.clamp(RECORD_FLOOR, RECORD_CEILING),
             buf: Vec::new(),
             pos: 0,
             state: State::Nonce,
@@ -492,9 +492,8 @@ impl Opener {
     }
 }
 
-/// Opens a whole stream held in memory and returns its plaintext.
-/// `clear_allowed` is only relevant for documentation: request streams
-/// refuse CLEAR records by construction.
+/// Opens a whole stream held in memory and returns its plaintext (CLEAR
+/// and encrypted records alike; request openers refuse CLEAR records).
 pub fn open_all(mut opener: Opener, bytes: &[u8]) -> Result<Vec<u8>> {
     opener.receive(bytes)?;
     let mut out = Vec::new();

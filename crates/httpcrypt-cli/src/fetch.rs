@@ -1,0 +1,214 @@
+//! `httpcrypt fetch`: a curl-like HTTPCrypt client. The body goes to stdout
+//! (or `-o FILE`) record by record, only after each record verified; any
+//! protocol failure ends with a non-zero exit.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use bytes::Bytes;
+use clap::Args;
+use http_body_util::BodyExt;
+use httpcrypt::client::OuterExchange;
+
+#[derive(Args)]
+pub struct FetchArgs {
+    /// The inner target, e.g. http://127.0.0.1:8080/index.html
+    pub url: http::Uri,
+    /// The server's mount path.
+    #[arg(long, default_value = "")]
+    pub mount: String,
+    /// Pinned identity key (base64url): authenticated mode.
+    #[arg(long)]
+    pub identity: Option<String>,
+    /// HTTP forward proxy (also HTTP_PROXY / http_proxy).
+    #[arg(long)]
+    pub proxy: Option<http::Uri>,
+    /// Request method.
+    #[arg(short = 'X', long = "request", default_value = "GET")]
+    pub method: String,
+    /// Extra request field, "Name: value" (repeatable).
+    #[arg(short = 'H', long = "header")]
+    pub headers: Vec<String>,
+    /// Request body.
+    #[arg(short = 'd', long = "data", conflicts_with = "data_file")]
+    pub data: Option<String>,
+    /// Request body from a file (streamed).
+    #[arg(long = "data-file")]
+    pub data_file: Option<PathBuf>,
+    /// Write the body here instead of stdout.
+    #[arg(short = 'o', long = "output")]
+    pub output: Option<PathBuf>,
+    /// Show what a middlebox sees next to the decrypted exchange (stderr).
+    #[arg(short = 'v', long = "verbose")]
+    pub verbose: bool,
+    /// Always use the POST form, even for small requests.
+    #[arg(long)]
+    pub no_get_form: bool,
+    /// Reuse one key pair per host (the server's session cache applies).
+    #[arg(long)]
+    pub reuse_key: bool,
+    /// Print the inner response status and fields before the body.
+    #[arg(short = 'i', long = "include")]
+    pub include: bool,
+}
+
+pub fn client_for(a: &FetchArgs) -> Result<httpcrypt::Client> {
+    let host = a.url.host().context("URL needs a host")?;
+    let proxy = a
+        .proxy
+        .clone()
+        .or_else(|| httpcrypt::connect::proxy_from_env(host));
+    let identity = a
+        .identity
+        .as_deref()
+        .map(httpcrypt::proto::IdentityPublic::from_b64)
+        .transpose()
+        .context("--identity")?;
+    Ok(httpcrypt::Client::new(httpcrypt::ClientConfig {
+        mount: httpcrypt::proto::outer::Mount::new(&a.mount)?,
+        identity,
+        proxy,
+        get_form: !a.no_get_form,
+        key_policy: if a.reuse_key {
+            httpcrypt::KeyPolicy::ReusePerHost
+        } else {
+            httpcrypt::KeyPolicy::FreshPerRequest
+        },
+        ..Default::default()
+    }))
+}
+
+pub fn build_request(a: &FetchArgs) -> Result<http::request::Builder> {
+    let method = if a.method == "GET" && (a.data.is_some() || a.data_file.is_some()) {
+        "POST"
+    } else {
+        a.method.as_str()
+    };
+    let mut b = http::Request::builder().method(method).uri(a.url.clone());
+    for h in &a.headers {
+        let (n, v) = h
+            .split_once(':')
+            .with_context(|| format!("header {h:?} is not 'Name: value'"))?;
+        b = b.header(n.trim(), v.trim());
+    }
+    Ok(b)
+}
+
+pub async fn run(a: FetchArgs) -> Result<i32> {
+    if a.url.scheme_str() != Some("http") {
+        bail!("fetch takes an http:// URL (HTTPCrypt replaces TLS)");
+    }
+    let client = client_for(&a)?;
+    let builder = build_request(&a)?;
+    let rsp = match &a.data_file {
+        Some(path) => {
+            let file = tokio::fs::File::open(path)
+                .await
+                .with_context(|| format!("opening {}", path.display()))?;
+            let len = file.metadata().await?.len();
+            let req = builder.body(file_body(file, len))?;
+            client.send_streaming(req).await?
+        }
+        None => {
+            let body = Bytes::from(a.data.clone().unwrap_or_default());
+            client.send(builder.body(body)?).await?
+        }
+    };
+    if a.verbose {
+        if let Some(x) = rsp.extensions().get::<OuterExchange>() {
+            show_outer(x);
+        }
+        eprintln!("* decrypted response:");
+        eprintln!("< HTTP/1.1 {}", rsp.status());
+        for (n, v) in rsp.headers() {
+            eprintln!("< {}: {}", n, String::from_utf8_lossy(v.as_bytes()));
+        }
+        eprintln!("<");
+    }
+    let mut out: Box<dyn Write + Send> = match &a.output {
+        Some(p) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+        )),
+        None => Box::new(std::io::stdout()),
+    };
+    if a.include {
+        writeln!(out, "HTTP/1.1 {}", rsp.status())?;
+        for (n, v) in rsp.headers() {
+            writeln!(out, "{}: {}", n, String::from_utf8_lossy(v.as_bytes()))?;
+        }
+        writeln!(out)?;
+    }
+    let mut body = rsp.into_body();
+    while let Some(frame) = body.frame().await {
+        let frame = frame
+            .map_err(httpcrypt::error::from_box)
+            .context("response body")?;
+        if let Ok(data) = frame.into_data() {
+            out.write_all(&data)?;
+        }
+    }
+    out.flush()?;
+    Ok(0)
+}
+
+fn show_outer(x: &OuterExchange) {
+    eprintln!("* what a middlebox sees:");
+    eprintln!(
+        "> {} {} HTTP/1.1",
+        x.method,
+        x.uri.path_and_query().map_or("/", |p| p.as_str())
+    );
+    for (n, v) in &x.request_headers {
+        eprintln!("> {}: {}", n, String::from_utf8_lossy(v.as_bytes()));
+    }
+    eprintln!(">");
+    eprintln!("< HTTP/1.1 {}", x.status);
+    for (n, v) in &x.response_headers {
+        eprintln!("< {}: {}", n, String::from_utf8_lossy(v.as_bytes()));
+    }
+    eprintln!("<");
+    if x.attempts > 1 {
+        eprintln!("* {} attempts (one retry)", x.attempts);
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A streamed body whose total length is known (so the request keeps a
+    /// fixed record layout and a Content-Length).
+    pub struct SizedBody<B> {
+        #[pin]
+        inner: B,
+        len: u64,
+    }
+}
+
+impl<B: http_body::Body> http_body::Body for SizedBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
+        self.project().inner.poll_frame(cx)
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.len)
+    }
+}
+
+/// A file as a body, 64 KiB at a time.
+pub fn file_body(
+    file: tokio::fs::File,
+    len: u64,
+) -> SizedBody<impl http_body::Body<Data = Bytes, Error = std::io::Error> + Send + 'static> {
+    use futures_util::StreamExt;
+    let frames = tokio_util::io::ReaderStream::with_capacity(file, 64 * 1024)
+        .map(|r| r.map(http_body::Frame::data));
+    SizedBody {
+        inner: http_body_util::StreamBody::new(frames),
+        len,
+    }
+}

@@ -1,0 +1,282 @@
+//! The `httpcrypt` command: keys, servers, a gateway, and a curl-like client.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+
+mod demo;
+mod fetch;
+
+#[derive(Parser)]
+#[command(
+    name = "httpcrypt",
+    version,
+    about = "Opportunistic encryption for plain HTTP, without a TLS handshake"
+)]
+struct Cli {
+    /// Log filter (e.g. info, debug, httpcrypt=trace); also RUST_LOG.
+    #[arg(long, global = true, env = "RUST_LOG", default_value = "warn")]
+    log: String,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Create a key directory; prints the identity public key (base64url).
+    Keygen(KeygenArgs),
+    /// Serve a directory of static files over HTTPCrypt.
+    Serve(ServeArgs),
+    /// Put HTTPCrypt in front of an existing plaintext HTTP service.
+    Gateway(GatewayArgs),
+    /// Fetch a URL over HTTPCrypt, like curl; the body goes to stdout.
+    Fetch(fetch::FetchArgs),
+    /// Print a server's certificates and their validity.
+    Certs(CertsArgs),
+    /// Run a local server on temporary keys and show encrypted fetches.
+    Demo(demo::DemoArgs),
+}
+
+#[derive(Args)]
+struct KeygenArgs {
+    /// Key directory to create.
+    #[arg(long)]
+    dir: PathBuf,
+    /// One long-lived kex key, no rotation (embedded use; no forward secrecy).
+    #[arg(long = "static")]
+    static_key: bool,
+}
+
+/// Options shared by `serve` and `gateway`.
+#[derive(Args, Clone)]
+struct ServerOpts {
+    /// Key directory (see `httpcrypt keygen`).
+    #[arg(long)]
+    keys: PathBuf,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// Path prefix under which HTTPCrypt is served.
+    #[arg(long, default_value = "")]
+    mount: String,
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// Key rotation period R in seconds (the DNS TTL).
+    #[arg(long, default_value_t = 3600)]
+    rotation: u64,
+    /// Hand plaintext requests outside the mount to the service instead of 404.
+    #[arg(long)]
+    pass_through: bool,
+    /// Turn off the Date freshness check and the strike register.
+    #[arg(long)]
+    no_replay_check: bool,
+    /// Do not issue tickets.
+    #[arg(long)]
+    no_tickets: bool,
+    /// Most concurrent connections.
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    #[command(flatten)]
+    server: ServerOpts,
+    /// Directory of files to serve.
+    #[arg(long)]
+    root: PathBuf,
+}
+
+#[derive(Args)]
+struct GatewayArgs {
+    #[command(flatten)]
+    server: ServerOpts,
+    /// The plaintext service, e.g. http://127.0.0.1:3000
+    #[arg(long)]
+    upstream: http::Uri,
+}
+
+#[derive(Args)]
+struct CertsArgs {
+    /// Server URL, e.g. http://127.0.0.1:8080/
+    url: http::Uri,
+    /// The server's mount path.
+    #[arg(long, default_value = "")]
+    mount: String,
+    /// Pinned identity key (base64url): only certificates it signed count.
+    #[arg(long)]
+    identity: Option<String>,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&cli.log)
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let workers = match &cli.cmd {
+        Cmd::Serve(a) => a.server.workers,
+        Cmd::Gateway(a) => a.server.workers,
+        _ => 1,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers.max(1))
+        .enable_all()
+        .build();
+    let code = match rt
+        .map_err(anyhow::Error::from)
+        .and_then(|rt| rt.block_on(run(cli.cmd)))
+    {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("httpcrypt: {e:#}");
+            1
+        }
+    };
+    std::process::exit(code);
+}
+
+async fn run(cmd: Cmd) -> Result<i32> {
+    match cmd {
+        Cmd::Keygen(a) => {
+            let store = httpcrypt::keystore::KeyStore::create(&a.dir, a.static_key)?;
+            println!("{}", store.identity().to_b64());
+            Ok(0)
+        }
+        Cmd::Serve(a) => {
+            if !a.root.is_dir() {
+                bail!("--root {} is not a directory", a.root.display());
+            }
+            let svc = httpcrypt::runtime::static_files(&a.root);
+            serve(&a.server, svc).await?;
+            Ok(0)
+        }
+        Cmd::Gateway(a) => {
+            if a.upstream.scheme_str() != Some("http") || a.upstream.authority().is_none() {
+                bail!("--upstream must be an http:// URL with a host");
+            }
+            serve(&a.server, httpcrypt::runtime::Upstream::new(a.upstream)).await?;
+            Ok(0)
+        }
+        Cmd::Fetch(a) => fetch::run(a).await,
+        Cmd::Certs(a) => certs(a).await,
+        Cmd::Demo(a) => demo::run(a).await,
+    }
+}
+
+/// Builds the layer for `opts` and runs the listener until Ctrl-C.
+async fn serve<S>(opts: &ServerOpts, svc: S) -> Result<()>
+where
+    S: tower::Service<
+            http::Request<httpcrypt::server::HcBody>,
+            Response = http::Response<httpcrypt::server::HcBody>,
+            Error = httpcrypt::BoxError,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let (layer, listener) = prepare(opts).await?;
+    let svc = tower::Layer::layer(&layer, svc);
+    let listen = httpcrypt::runtime::ListenOptions {
+        max_connections: opts.max_connections,
+        ..Default::default()
+    };
+    httpcrypt::runtime::run(listener, svc, listen, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await?;
+    Ok(())
+}
+
+async fn prepare(
+    opts: &ServerOpts,
+) -> Result<(httpcrypt::HttpCryptLayer, tokio::net::TcpListener)> {
+    let store = open_store(&opts.keys)?;
+    let identity = store.identity().to_b64();
+    let keys = httpcrypt::keystore::start(store, Duration::from_secs(opts.rotation.max(1)))?;
+    let config = httpcrypt::ServerConfig {
+        mount: httpcrypt::proto::outer::Mount::new(&opts.mount)?,
+        outside: if opts.pass_through {
+            httpcrypt::server::Outside::PassThrough
+        } else {
+            httpcrypt::server::Outside::Refuse
+        },
+        freshness: if opts.no_replay_check {
+            None
+        } else {
+            Some(httpcrypt::proto::replay::DEFAULT_WINDOW)
+        },
+        tickets: !opts.no_tickets,
+        ..Default::default()
+    };
+    let listener = httpcrypt::runtime::bind(opts.listen).await?;
+    eprintln!(
+        "httpcrypt: listening on http://{} (identity {identity})",
+        listener.local_addr()?
+    );
+    Ok((httpcrypt::HttpCryptLayer::new(keys, config), listener))
+}
+
+fn open_store(dir: &Path) -> Result<httpcrypt::keystore::KeyStore> {
+    httpcrypt::keystore::KeyStore::open(dir).with_context(|| {
+        format!(
+            "opening key directory {} (create it with `httpcrypt keygen --dir`)",
+            dir.display()
+        )
+    })
+}
+
+async fn certs(a: CertsArgs) -> Result<i32> {
+    let identity = a
+        .identity
+        .as_deref()
+        .map(httpcrypt::proto::IdentityPublic::from_b64)
+        .transpose()
+        .context("--identity")?;
+    let client = httpcrypt::Client::new(httpcrypt::ClientConfig {
+        mount: httpcrypt::proto::outer::Mount::new(&a.mount)?,
+        identity,
+        ..Default::default()
+    });
+    let authority = a
+        .url
+        .authority()
+        .context("URL needs a host")?
+        .as_str()
+        .to_string();
+    let certs = client
+        .refresh_certs(a.url.scheme_str().unwrap_or("http"), &authority)
+        .await?;
+    let now = httpcrypt::keystore::unix_now();
+    for c in &certs {
+        let state = if c.is_valid_at(now) {
+            "valid"
+        } else {
+            "not valid now"
+        };
+        let signed = match &identity {
+            Some(id) if c.verify(id).is_ok() => ", signature verified",
+            Some(_) => ", BAD SIGNATURE",
+            None => "",
+        };
+        println!(
+            "serial {} kid {} valid {}..{} ({}{signed}, {}s left)",
+            c.serial,
+            c.kid().to_b64(),
+            c.not_before,
+            c.not_after,
+            state,
+            u64::from(c.not_after).saturating_sub(now)
+        );
+        println!("  {}", c.to_text());
+    }
+    Ok(0)
+}

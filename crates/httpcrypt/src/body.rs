@@ -1,0 +1,390 @@
+//! Streaming bodies: [`SealBody`] turns an inner head and body into a
+//! sealed stream as the body's frames arrive; [`OpenBody`] verifies a sealed
+//! stream record by record and yields the inner body. Both hold at most one
+//! record plus one frame in memory, whatever the body size (spec §3).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http_body::{Body, Frame, SizeHint};
+use httpcrypt_proto::inner::{Decoder, Head, InnerEvent};
+use httpcrypt_proto::stream::{Event, Opener, Sealer, RECORD_OVERHEAD};
+use pin_project_lite::pin_project;
+
+use crate::error::{BoxError, Error};
+
+/// Default record size for streamed bodies.
+pub const DEFAULT_RECORD: usize = 16 * 1024;
+
+pin_project! {
+    /// A sealed stream built from an inner head and the inner body `B`.
+    ///
+    /// With an exactly sized inner body the records have a fixed layout
+    /// (`record_size` bytes each but the last), so the outer length is known
+    /// up front; otherwise every inner frame is sealed as soon as it arrives
+    /// and an empty FINAL record closes the stream.
+    pub struct SealBody<B> {
+        #[pin]
+        inner: B,
+        sealer: Option<Sealer>,
+        pending: BytesMut,
+        prefix: Option<Bytes>,
+        record_size: usize,
+        fixed: bool,
+        total: Option<u64>,
+    }
+}
+
+impl<B: Body> SealBody<B> {
+    /// Seals `head` followed by `inner`. `prefix` is written first (the
+    /// response nonce; empty for requests).
+    pub fn new(
+        sealer: Sealer,
+        prefix: Vec<u8>,
+        head: Vec<u8>,
+        inner: B,
+        record_size: usize,
+    ) -> Self {
+        let record_size = record_size.clamp(1, httpcrypt_proto::limits::RECORD_CEILING);
+        let exact = inner.size_hint().exact();
+        let total = exact.map(|body| {
+            let plain = head.len() as u64 + body;
+            let records = plain.div_ceil(record_size as u64).max(1);
+            prefix.len() as u64 + plain + records * RECORD_OVERHEAD as u64
+        });
+        SealBody {
+            inner,
+            sealer: Some(sealer),
+            pending: BytesMut::from(&head[..]),
+            prefix: Some(Bytes::from(prefix)),
+            record_size,
+            fixed: exact.is_some(),
+            total,
+        }
+    }
+}
+
+impl<B> Body for SealBody<B>
+where
+    B: Body,
+    B::Data: bytes::Buf,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let mut this = self.project();
+        loop {
+            if this.sealer.is_none() {
+                return Poll::Ready(None);
+            }
+            let frame = ready!(this.inner.as_mut().poll_frame(cx));
+            let mut out = Vec::new();
+            if let Some(p) = this.prefix.take() {
+                out.extend_from_slice(&p);
+            }
+            let ended = match frame {
+                Some(Ok(frame)) => {
+                    if let Ok(mut data) = frame.into_data() {
+                        while bytes::Buf::has_remaining(&data) {
+                            let chunk = bytes::Buf::chunk(&data);
+                            let n = chunk.len();
+                            this.pending.extend_from_slice(chunk);
+                            bytes::Buf::advance(&mut data, n);
+                        }
+                    }
+                    this.inner.is_end_stream()
+                }
+                Some(Err(e)) => return Poll::Ready(Some(Err(e.into()))),
+                None => true,
+            };
+            let rs = *this.record_size;
+            let sealer = this.sealer.as_mut().expect("checked above");
+            if ended || *this.fixed {
+                // Full records only; the tail waits (fixed layout) or ends the stream.
+                while this.pending.len() > rs {
+                    sealer.seal(&this.pending.split_to(rs), &mut out)?;
+                }
+            } else {
+                while !this.pending.is_empty() {
+                    let n = rs.min(this.pending.len());
+                    sealer.seal(&this.pending.split_to(n), &mut out)?;
+                }
+            }
+            if ended {
+                let rest = this.pending.split();
+                this.sealer
+                    .take()
+                    .expect("checked above")
+                    .finish(&rest, &mut out)?;
+            }
+            if !out.is_empty() {
+                return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.sealer.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.total {
+            Some(t) if self.sealer.is_some() => SizeHint::with_exact(t),
+            _ => SizeHint::default(),
+        }
+    }
+}
+
+/// Where an [`OpenBody`] reports a failure seen after the head was handed
+/// on, so the server can answer with a sealed error instead.
+pub type FailureSlot = Arc<Mutex<Option<httpcrypt_proto::Error>>>;
+
+/// Verifies a sealed stream and yields the inner message: first the head
+/// ([`OpenBody::head`]), then the body as an [`http_body::Body`].
+pub struct OpenBody<B, H> {
+    outer: Option<Pin<Box<B>>>,
+    opener: Option<Opener>,
+    decoder: Option<Decoder<H>>,
+    ready: BytesMut,
+    head: Option<H>,
+    failure: Option<FailureSlot>,
+    idle: Option<Duration>,
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    received: u64,
+    max_outer: u64,
+    done: bool,
+}
+
+impl<B, H> std::fmt::Debug for OpenBody<B, H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenBody")
+            .field("received", &self.received)
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B, H> OpenBody<B, H>
+where
+    B: Body,
+    B::Data: bytes::Buf,
+    B::Error: Into<BoxError>,
+    H: Head,
+{
+    /// Opens the stream carried by `outer` (or, for the GET form, already
+    /// in `initial` with `outer = None`).
+    pub fn new(
+        opener: Opener,
+        decoder: Decoder<H>,
+        outer: Option<B>,
+        initial: &[u8],
+    ) -> Result<Self, Error> {
+        let mut this = OpenBody {
+            outer: outer.map(Box::pin),
+            opener: Some(opener),
+            decoder: Some(decoder),
+            ready: BytesMut::new(),
+            head: None,
+            failure: None,
+            idle: None,
+            timer: None,
+            received: 0,
+            max_outer: u64::MAX,
+            done: false,
+        };
+        if !initial.is_empty() {
+            this.push(initial)?;
+        }
+        Ok(this)
+    }
+
+    /// Fails the body when no outer bytes arrive for `idle`.
+    pub fn with_idle_timeout(mut self, idle: Duration) -> Self {
+        self.idle = Some(idle);
+        self
+    }
+
+    /// Refuses outer bodies longer than `max` bytes (`body_too_large`).
+    pub fn with_limit(mut self, max: u64) -> Self {
+        self.max_outer = max;
+        self
+    }
+
+    /// Records body failures in `slot` as well as returning them.
+    pub fn with_failure_slot(mut self, slot: FailureSlot) -> Self {
+        self.failure = Some(slot);
+        self
+    }
+
+    /// Feeds outer bytes through the opener and the decoder.
+    fn push(&mut self, bytes: &[u8]) -> Result<(), httpcrypt_proto::Error> {
+        let (Some(opener), Some(decoder)) = (self.opener.as_mut(), self.decoder.as_mut()) else {
+            return Ok(());
+        };
+        opener.receive(bytes)?;
+        drain(opener, decoder, &mut self.head, &mut self.ready)
+    }
+
+    /// Reads until the inner head is complete and returns it.
+    pub async fn head(&mut self) -> Result<H, Error> {
+        loop {
+            if let Some(h) = self.head.take() {
+                return Ok(h);
+            }
+            if self.done {
+                return Err(httpcrypt_proto::Error::MalformedInner.into());
+            }
+            match std::future::poll_fn(|cx| self.poll_outer(cx)).await {
+                Ok(()) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Pulls one outer frame (or the end) and processes it.
+    fn poll_outer(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        let Some(outer) = self.outer.as_mut() else {
+            self.done = true;
+            return Poll::Ready(Ok(()));
+        };
+        let frame = match outer.as_mut().poll_frame(cx) {
+            Poll::Pending => {
+                if let Some(idle) = self.idle {
+                    let timer = self
+                        .timer
+                        .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
+                    if timer.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(Err(Error::Timeout));
+                    }
+                }
+                return Poll::Pending;
+            }
+            Poll::Ready(f) => f,
+        };
+        self.timer = None;
+        match frame {
+            Some(Ok(frame)) => {
+                if let Ok(mut data) = frame.into_data() {
+                    let (Some(opener), Some(decoder)) =
+                        (self.opener.as_mut(), self.decoder.as_mut())
+                    else {
+                        return Poll::Ready(Ok(()));
+                    };
+                    while bytes::Buf::has_remaining(&data) {
+                        let chunk = bytes::Buf::chunk(&data);
+                        let n = chunk.len();
+                        self.received += n as u64;
+                        if self.received > self.max_outer {
+                            return Poll::Ready(Err(httpcrypt_proto::Error::BodyTooLarge.into()));
+                        }
+                        opener.receive(chunk)?;
+                        bytes::Buf::advance(&mut data, n);
+                    }
+                    drain(opener, decoder, &mut self.head, &mut self.ready)?;
+                }
+                Poll::Ready(Ok(()))
+            }
+            Some(Err(e)) => Poll::Ready(Err(Error::Transport(e.into()))),
+            None => {
+                self.outer = None;
+                self.done = true;
+                Poll::Ready(Ok(()))
+            }
+        }
+    }
+}
+
+fn drain<H: Head>(
+    opener: &mut Opener,
+    decoder: &mut Decoder<H>,
+    head: &mut Option<H>,
+    ready: &mut BytesMut,
+) -> Result<(), httpcrypt_proto::Error> {
+    while let Some(ev) = opener.next_event()? {
+        if let Event::Data { plaintext, .. } = ev {
+            decoder.receive(plaintext)?;
+            while let Some(iev) = decoder.next_event()? {
+                match iev {
+                    InnerEvent::Head(h) => *head = Some(h),
+                    InnerEvent::Body(b) => ready.extend_from_slice(b),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+impl<B, H> Body for OpenBody<B, H>
+where
+    B: Body,
+    B::Data: bytes::Buf,
+    B::Error: Into<BoxError>,
+    H: Head + Unpin,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        loop {
+            if !this.ready.is_empty() {
+                return Poll::Ready(Some(Ok(Frame::data(this.ready.split().freeze()))));
+            }
+            if this.opener.is_none() {
+                return Poll::Ready(None);
+            }
+            let r = if this.done {
+                let mut parts = (this.opener.take(), this.decoder.take());
+                finish_parts(&mut parts, &mut this.head, &mut this.ready).map_err(Error::from)
+            } else {
+                match ready!(this.poll_outer(cx)) {
+                    Ok(()) => continue,
+                    Err(e) => Err(e),
+                }
+            };
+            if let Err(e) = r {
+                if let (Some(slot), Error::Protocol(p)) = (this.failure.as_ref(), &e) {
+                    if let Ok(mut s) = slot.lock() {
+                        *s = Some(p.clone());
+                    }
+                }
+                this.opener = None;
+                this.ready.clear();
+                return Poll::Ready(Some(Err(Box::new(e))));
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.opener.is_none() && self.ready.is_empty()
+    }
+}
+
+fn finish_parts<H: Head>(
+    parts: &mut (Option<Opener>, Option<Decoder<H>>),
+    head: &mut Option<H>,
+    ready: &mut BytesMut,
+) -> Result<(), httpcrypt_proto::Error> {
+    if let (Some(o), Some(d)) = (parts.0.as_mut(), parts.1.as_mut()) {
+        drain(o, d, head, ready)?;
+    }
+    if let Some(o) = parts.0.take() {
+        o.finish()?;
+    }
+    if let Some(d) = parts.1.take() {
+        d.finish()?;
+    }
+    Ok(())
+}

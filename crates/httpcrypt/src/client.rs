@@ -1,0 +1,538 @@
+//! [`Client`]: HTTPCrypt over hyper. Finds the server's certificates
+//! (`OPTIONS {mount}/`, or a [`Discovery`] hook such as DNS), encrypts the
+//! very first request, streams bodies both ways, and retries once on
+//! `unknown-key` and once on `stale` (spec §11). It never hands
+//! unauthenticated bytes to its caller: a non-200 outer answer is an error.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http::header::{self, HeaderName, HeaderValue};
+use http::{Method, Request, Response, StatusCode, Uri};
+use http_body::Body;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Empty, Full, Limited};
+use httpcrypt_proto::cert::{self, KeyCert};
+use httpcrypt_proto::client::{fits_get_form, ClientCredential, PreparedRequest};
+use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
+use httpcrypt_proto::outer::{self, Mount};
+use httpcrypt_proto::ticket::Ticket;
+use httpcrypt_proto::{replay, IdentityPublic, KexSecret, Limits, SessionKey};
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::rt::TokioExecutor;
+use rand_core::{OsRng, RngCore};
+
+use crate::body::{OpenBody, SealBody, DEFAULT_RECORD};
+use crate::connect::Connector;
+use crate::error::{from_box, BoxError, Error};
+use crate::keystore::unix_now;
+
+type OuterBody = UnsyncBoxBody<Bytes, BoxError>;
+/// The body of a decrypted response.
+pub type ResponseBody = UnsyncBoxBody<Bytes, BoxError>;
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A source of certificates for an authority (`host[:port]`), used before
+/// falling back to `OPTIONS`. DNS discovery plugs in here.
+pub trait Discovery: Send + Sync + std::fmt::Debug {
+    /// Certificates for `authority`, or an error to fall back to `OPTIONS`.
+    fn discover<'a>(&'a self, authority: &'a str) -> BoxFuture<'a, Result<Vec<KeyCert>, Error>>;
+}
+
+/// Which client key pair a request uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyPolicy {
+    /// A fresh key pair for every request (unlinkable requests).
+    FreshPerRequest,
+    /// One key pair per host, so the server's session cache applies.
+    ReusePerHost,
+}
+
+/// Client settings.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// The server's mount path.
+    pub mount: Mount,
+    /// Authenticated mode: certificates must be signed by this identity.
+    pub identity: Option<IdentityPublic>,
+    /// HTTP forward proxy (`http://host:port`).
+    pub proxy: Option<Uri>,
+    /// Key-pair policy.
+    pub key_policy: KeyPolicy,
+    /// Use the GET form when the whole request fits in the request line.
+    pub get_form: bool,
+    /// Present tickets the server issued.
+    pub tickets: bool,
+    /// Record size for request bodies.
+    pub record_size: usize,
+    /// Limits on the server's (hostile) responses.
+    pub limits: Limits,
+    /// Certificate discovery tried before `OPTIONS`.
+    pub discovery: Option<Arc<dyn Discovery>>,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            mount: Mount::default(),
+            identity: None,
+            proxy: None,
+            key_policy: KeyPolicy::FreshPerRequest,
+            get_form: true,
+            tickets: true,
+            record_size: DEFAULT_RECORD,
+            limits: Limits::default(),
+            discovery: None,
+        }
+    }
+}
+
+/// What a middlebox saw of the last exchange, attached to responses.
+#[derive(Debug, Clone)]
+pub struct OuterExchange {
+    /// Outer request method.
+    pub method: Method,
+    /// Outer request target as sent.
+    pub uri: Uri,
+    /// Outer request fields.
+    pub request_headers: http::HeaderMap,
+    /// Outer response status.
+    pub status: StatusCode,
+    /// Outer response fields.
+    pub response_headers: http::HeaderMap,
+    /// Requests sent for this call (2 after a retry).
+    pub attempts: u32,
+}
+
+#[derive(Default)]
+struct HostState {
+    certs: Vec<KeyCert>,
+    fetched: u64,
+    max_age: u64,
+    key: Option<Arc<KexSecret>>,
+    ticket: Option<(Ticket, SessionKey)>,
+    clock_offset: i64,
+}
+
+/// An HTTPCrypt client. Cheap to clone; clones share connections and caches.
+#[derive(Clone)]
+pub struct Client {
+    http: HyperClient<Connector, OuterBody>,
+    config: Arc<ClientConfig>,
+    hosts: Arc<Mutex<HashMap<String, HostState>>>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+enum Outcome {
+    Done(Response<ResponseBody>),
+    RetryUnknownKey,
+    RetryStale,
+}
+
+impl Client {
+    /// A client with `config`.
+    pub fn new(config: ClientConfig) -> Self {
+        let http =
+            HyperClient::builder(TokioExecutor::new()).build(Connector::new(config.proxy.clone()));
+        Client {
+            http,
+            config: Arc::new(config),
+            hosts: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    fn host<R>(&self, authority: &str, f: impl FnOnce(&mut HostState) -> R) -> R {
+        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        f(hosts.entry(authority.to_string()).or_default())
+    }
+
+    /// Fetches the certificates of `authority` by `OPTIONS {mount}/` (or the
+    /// discovery hook), checks them in authenticated mode, and caches them.
+    pub async fn refresh_certs(
+        &self,
+        scheme: &str,
+        authority: &str,
+    ) -> Result<Vec<KeyCert>, Error> {
+        let now = unix_now();
+        let mut found = None;
+        let mut max_age = 0;
+        if let Some(d) = &self.config.discovery {
+            match d.discover(authority).await {
+                Ok(c) if !c.is_empty() => found = Some(c),
+                Ok(_) => {}
+                Err(e) => tracing::debug!(error = %e, "discovery failed; falling back to OPTIONS"),
+            }
+        }
+        let certs = match found {
+            Some(c) => c,
+            None => {
+                let uri: Uri =
+                    format!("{scheme}://{authority}{}", self.config.mount.options_path())
+                        .parse()
+                        .map_err(|e: http::uri::InvalidUri| Error::Config(e.to_string()))?;
+                let req = Request::builder()
+                    .method(Method::OPTIONS)
+                    .uri(uri)
+                    .body(Empty::new().map_err(|never| match never {}).boxed_unsync())
+                    .map_err(|e| Error::Config(e.to_string()))?;
+                let rsp = self.http.request(req).await?;
+                if rsp.status() != StatusCode::OK {
+                    return Err(Error::Refused {
+                        status: rsp.status().as_u16(),
+                        type_uri: String::new(),
+                    });
+                }
+                max_age = rsp
+                    .headers()
+                    .get(header::CACHE_CONTROL)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| {
+                        v.split(',')
+                            .find_map(|d| d.trim().strip_prefix("max-age=")?.parse().ok())
+                    })
+                    .unwrap_or(0);
+                let body = Limited::new(rsp.into_body(), 64 * 1024)
+                    .collect()
+                    .await
+                    .map_err(Error::Transport)?
+                    .to_bytes();
+                cert::parse_cert_list(&body)?
+            }
+        };
+        // Authenticated mode keeps only certificates the pinned identity signed.
+        let certs: Vec<KeyCert> = match &self.config.identity {
+            Some(id) => certs.into_iter().filter(|c| c.verify(id).is_ok()).collect(),
+            None => certs,
+        };
+        cert::choose(&certs, now, self.config.identity.as_ref())?;
+        self.host(authority, |h| {
+            h.certs = certs.clone();
+            h.fetched = now;
+            h.max_age = max_age;
+        });
+        Ok(certs)
+    }
+
+    async fn current_cert(&self, scheme: &str, authority: &str) -> Result<KeyCert, Error> {
+        let now = unix_now();
+        let cached = self.host(authority, |h| {
+            let fresh = h.max_age == 0 || now < h.fetched + h.max_age;
+            if fresh {
+                cert::choose(&h.certs, now, self.config.identity.as_ref())
+                    .ok()
+                    .cloned()
+            } else {
+                None
+            }
+        });
+        if let Some(c) = cached {
+            return Ok(c);
+        }
+        let certs = self.refresh_certs(scheme, authority).await?;
+        Ok(cert::choose(&certs, now, self.config.identity.as_ref())?.clone())
+    }
+
+    /// Sends a request whose body is in memory; retries once on
+    /// `unknown-key` and once on `stale`. `req`'s URI is the inner target,
+    /// absolute (`http://host[:port]/path?query`).
+    pub async fn send(&self, req: Request<Bytes>) -> Result<Response<ResponseBody>, Error> {
+        let (parts, body) = req.into_parts();
+        let mut retried_key = false;
+        let mut retried_stale = false;
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let b = Full::new(body.clone())
+                .map_err(|never| match never {})
+                .boxed_unsync();
+            let r = Request::from_parts(parts.clone(), b);
+            match self.send_once(r, attempts).await? {
+                Outcome::Done(rsp) => return Ok(rsp),
+                Outcome::RetryUnknownKey if !retried_key => retried_key = true,
+                Outcome::RetryStale if !retried_stale => retried_stale = true,
+                Outcome::RetryUnknownKey => return Err(httpcrypt_proto::Error::UnknownKey.into()),
+                Outcome::RetryStale => return Err(httpcrypt_proto::Error::Stale.into()),
+            }
+        }
+    }
+
+    /// Sends a request with a streaming body. No retry is possible once the
+    /// body has been consumed, so `unknown-key` and `stale` are errors
+    /// (certificates and clock offset are refreshed for the next request).
+    pub async fn send_streaming<B>(&self, req: Request<B>) -> Result<Response<ResponseBody>, Error>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let req = req.map(|b| b.map_err(Into::into).boxed_unsync());
+        match self.send_once(req, 1).await? {
+            Outcome::Done(rsp) => Ok(rsp),
+            Outcome::RetryUnknownKey => Err(httpcrypt_proto::Error::UnknownKey.into()),
+            Outcome::RetryStale => Err(httpcrypt_proto::Error::Stale.into()),
+        }
+    }
+
+    async fn send_once(&self, req: Request<OuterBody>, attempts: u32) -> Result<Outcome, Error> {
+        let (parts, body) = req.into_parts();
+        let scheme = parts.uri.scheme_str().unwrap_or("http").to_string();
+        if scheme != "http" {
+            return Err(Error::Config(format!(
+                "HTTPCrypt runs over plain http, not {scheme}"
+            )));
+        }
+        let authority = parts
+            .uri
+            .authority()
+            .map(|a| a.as_str().to_string())
+            .ok_or_else(|| Error::Config("the request URI needs a host".into()))?;
+        let cert = self.current_cert(&scheme, &authority).await?;
+        let now = unix_now();
+
+        // Credential: a ticket for this kid, or a key pair per the policy.
+        let (ticket, reused, offset) = self.host(&authority, |h| {
+            let ticket = if self.config.tickets {
+                h.ticket.clone()
+            } else {
+                None
+            };
+            if self.config.key_policy == KeyPolicy::ReusePerHost && h.key.is_none() {
+                h.key = Some(Arc::new(KexSecret::generate(&mut OsRng)));
+            }
+            (ticket, h.key.clone(), h.clock_offset)
+        });
+        let fresh;
+        let key: &KexSecret = match &reused {
+            Some(k) => k,
+            None => {
+                fresh = KexSecret::generate(&mut OsRng);
+                &fresh
+            }
+        };
+        let cred = match &ticket {
+            Some((t, k)) => ClientCredential::Ticket(t, k),
+            None => ClientCredential::Key(key),
+        };
+        let mut n0 = [0u8; 24];
+        OsRng.fill_bytes(&mut n0);
+        let prepared = PreparedRequest::new(
+            &cert,
+            cred,
+            n0,
+            &outer::random_pad(&mut OsRng),
+            &outer::random_pad(&mut OsRng),
+        )?;
+
+        // Inner head: the target, the caller's fields, Host and a corrected Date.
+        let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let mut head = RequestHead::new(parts.method.as_str(), target);
+        let mut has_host = false;
+        for (n, v) in &parts.headers {
+            if inner::FORBIDDEN.contains(&n.as_str()) || n == header::CONTENT_LENGTH {
+                continue;
+            }
+            has_host |= n == header::HOST;
+            head.fields.push(Field::new(n.as_str(), v.as_bytes()));
+        }
+        if !has_host {
+            head.fields
+                .insert(0, Field::new("Host", authority.as_str()));
+        }
+        if !parts.headers.contains_key(header::DATE) {
+            head.fields.push(Field::new(
+                "Date",
+                replay::format_date(now.saturating_add_signed(offset)),
+            ));
+        }
+        let exact = body.size_hint().exact();
+        if let Some(len) = exact {
+            if len > 0 || parts.method == Method::POST || parts.method == Method::PUT {
+                head.fields
+                    .push(Field::new("Content-Length", len.to_string()));
+            }
+        }
+        let mut head_bytes = Vec::new();
+        head.encode(&mut head_bytes);
+
+        let host_value =
+            HeaderValue::from_str(&authority).map_err(|e| Error::Config(e.to_string()))?;
+        let cookie =
+            HeaderValue::from_str(prepared.cookie()).map_err(|e| Error::Config(e.to_string()))?;
+        let use_get = self.config.get_form
+            && exact.is_some_and(|l| {
+                fits_get_form(&self.config.mount, head_bytes.len() + l as usize + 64)
+            });
+        let mut outer_req = if use_get {
+            let plain = Limited::new(body, 4096)
+                .collect()
+                .await
+                .map_err(Error::Transport)?
+                .to_bytes();
+            let mut all = head_bytes;
+            all.extend_from_slice(&plain);
+            let mut stream = Vec::new();
+            httpcrypt_proto::stream::seal_all(
+                prepared.sealer(),
+                &all,
+                all.len().max(1),
+                &mut stream,
+            )?;
+            let path = self.config.mount.get_target(prepared.n0(), &stream);
+            let mut r = Request::new(Empty::new().map_err(|never| match never {}).boxed_unsync());
+            *r.method_mut() = Method::GET;
+            *r.uri_mut() = format!("{scheme}://{authority}{path}")
+                .parse()
+                .map_err(|e: http::uri::InvalidUri| Error::Config(e.to_string()))?;
+            r
+        } else {
+            let sealed = SealBody::new(
+                prepared.sealer(),
+                Vec::new(),
+                head_bytes,
+                body,
+                self.config.record_size,
+            );
+            let mut r = Request::new(sealed.boxed_unsync());
+            *r.method_mut() = Method::POST;
+            let path = self.config.mount.nonce_path(prepared.n0());
+            *r.uri_mut() = format!("{scheme}://{authority}{path}")
+                .parse()
+                .map_err(|e: http::uri::InvalidUri| Error::Config(e.to_string()))?;
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(outer::OCTET_STREAM),
+            );
+            r
+        };
+        let h = outer_req.headers_mut();
+        h.insert(header::HOST, host_value);
+        h.insert(header::COOKIE, cookie);
+        h.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("no-cache, no-store"),
+        );
+        h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
+        let sent_method = outer_req.method().clone();
+        let sent_uri = outer_req.uri().clone();
+        let sent_headers = outer_req.headers().clone();
+
+        let rsp = self.http.request(outer_req).await?;
+        let (rparts, rbody) = rsp.into_parts();
+        if rparts.status != StatusCode::OK {
+            // Unauthenticated: only hints for a retry, never data.
+            let body = Limited::new(rbody, 64 * 1024)
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
+            let problem = outer::parse_problem(&body).ok();
+            let type_uri = problem
+                .as_ref()
+                .map(|p| p.type_uri.clone())
+                .unwrap_or_default();
+            if type_uri == httpcrypt_proto::error::problem_type::UNKNOWN_KEY {
+                let certs: Vec<KeyCert> = problem
+                    .map(|p| {
+                        p.certs
+                            .iter()
+                            .filter_map(|l| KeyCert::from_text(l).ok())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let certs: Vec<KeyCert> = match &self.config.identity {
+                    Some(id) => certs.into_iter().filter(|c| c.verify(id).is_ok()).collect(),
+                    None => certs,
+                };
+                let usable =
+                    cert::choose(&certs, unix_now(), self.config.identity.as_ref()).is_ok();
+                self.host(&authority, |h| {
+                    h.ticket = None;
+                    if usable {
+                        h.certs = certs;
+                        h.fetched = unix_now();
+                    } else {
+                        h.certs.clear();
+                    }
+                });
+                return Ok(Outcome::RetryUnknownKey);
+            }
+            return Err(Error::Refused {
+                status: rparts.status.as_u16(),
+                type_uri,
+            });
+        }
+        let opener = prepared.response_opener(&self.config.limits);
+        let mut opened = OpenBody::new(
+            opener,
+            inner::ResponseDecoder::new(self.config.limits),
+            Some(rbody),
+            &[],
+        )?;
+        let inner_head: ResponseHead = opened.head().await?;
+
+        if let Some(t) = inner::field(&inner_head.fields, httpcrypt_proto::ticket::TICKET_FIELD) {
+            if let Ok(t) = Ticket::from_field(t) {
+                let k = prepared.session_key().clone();
+                self.host(&authority, |h| h.ticket = Some((t, k)));
+            }
+        }
+        let mut body: ResponseBody = opened.boxed_unsync();
+        if inner_head.status == 425 {
+            // Read the (small, authenticated) problem to tell stale from replay.
+            let bytes = Limited::new(body, 64 * 1024)
+                .collect()
+                .await
+                .map_err(|e| from_box(e))?
+                .to_bytes();
+            let p = outer::parse_problem(&bytes).ok();
+            if p.as_ref()
+                .is_some_and(|p| p.type_uri == httpcrypt_proto::error::problem_type::STALE)
+            {
+                if let Ok(server) =
+                    replay::check_date(inner::field(&inner_head.fields, "date"), 0, u64::MAX)
+                {
+                    let local = unix_now() as i64;
+                    self.host(&authority, |h| h.clock_offset = server as i64 - local);
+                }
+                return Ok(Outcome::RetryStale);
+            }
+            body = Full::new(bytes)
+                .map_err(|never| match never {})
+                .boxed_unsync();
+        }
+        let mut out = Response::new(body);
+        *out.status_mut() = StatusCode::from_u16(inner_head.status)
+            .map_err(|_| httpcrypt_proto::Error::MalformedInner)?;
+        for f in &inner_head.fields {
+            if let (Ok(n), Ok(v)) = (
+                HeaderName::from_bytes(f.name.as_bytes()),
+                HeaderValue::from_bytes(&f.value),
+            ) {
+                out.headers_mut().append(n, v);
+            }
+        }
+        out.extensions_mut().insert(OuterExchange {
+            method: sent_method,
+            uri: sent_uri,
+            request_headers: sent_headers,
+            status: rparts.status,
+            response_headers: rparts.headers,
+            attempts,
+        });
+        Ok(Outcome::Done(out))
+    }
+}

@@ -1,0 +1,114 @@
+//! The client's connector: direct TCP, or every connection to an HTTP
+//! forward proxy, which then receives absolute-form request targets.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use http::Uri;
+use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+use crate::error::BoxError;
+
+/// Connects directly, or always to `proxy`.
+#[derive(Debug, Clone)]
+pub struct Connector {
+    http: HttpConnector,
+    proxy: Option<Uri>,
+}
+
+impl Connector {
+    /// A connector; `proxy` is an `http://host:port` forward proxy.
+    pub fn new(proxy: Option<Uri>) -> Self {
+        let mut http = HttpConnector::new();
+        http.set_nodelay(true);
+        http.enforce_http(true);
+        Connector { http, proxy }
+    }
+}
+
+/// A TCP stream that remembers whether it leads to a proxy.
+#[derive(Debug)]
+pub struct Stream {
+    io: TokioIo<TcpStream>,
+    proxied: bool,
+}
+
+impl Connection for Stream {
+    fn connected(&self) -> Connected {
+        self.io.connected().proxy(self.proxied)
+    }
+}
+
+impl hyper::rt::Read for Stream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl hyper::rt::Write for Stream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+impl tower::Service<Uri> for Connector {
+    type Response = Stream;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Stream, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.http.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, dst: Uri) -> Self::Future {
+        let proxied = self.proxy.is_some();
+        let target = self.proxy.clone().unwrap_or(dst);
+        let fut = self.http.call(target);
+        Box::pin(async move {
+            let io = fut.await?;
+            Ok(Stream { io, proxied })
+        })
+    }
+}
+
+/// The proxy named by `HTTP_PROXY` / `http_proxy`, unless `NO_PROXY` covers `host`.
+pub fn proxy_from_env(host: &str) -> Option<Uri> {
+    let no_proxy = std::env::var("NO_PROXY")
+        .or_else(|_| std::env::var("no_proxy"))
+        .unwrap_or_default();
+    let skip = no_proxy
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .any(|p| {
+            p == "*"
+                || host == p.trim_start_matches('.')
+                || host.ends_with(&format!(".{}", p.trim_start_matches('.')))
+        });
+    if skip {
+        return None;
+    }
+    let v = std::env::var("HTTP_PROXY")
+        .or_else(|_| std::env::var("http_proxy"))
+        .ok()?;
+    v.parse().ok()
+}

@@ -1,0 +1,67 @@
+//! The IO side's error type.
+
+/// A boxed error from a body or service.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What can fail while speaking HTTPCrypt over a network.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The peer's bytes broke the protocol (see `spec/httpcrypt.md` §12).
+    #[error("protocol: {0} ({code})", code = .0.code())]
+    Protocol(#[from] httpcrypt_proto::Error),
+    /// The server refused the request in plaintext (unauthenticated: an
+    /// on-path attacker can forge this).
+    #[error("server refused the request: {status} {type_uri}")]
+    Refused {
+        /// Outer status.
+        status: u16,
+        /// Problem type, or empty when the body was not a problem document.
+        type_uri: String,
+    },
+    /// The connection or the HTTP layer failed.
+    #[error("transport: {0}")]
+    Transport(BoxError),
+    /// A header or body did not arrive in time.
+    #[error("timed out")]
+    Timeout,
+    /// Local file or socket error.
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+    /// The key store or configuration is unusable.
+    #[error("configuration: {0}")]
+    Config(String),
+}
+
+impl Error {
+    /// The protocol error code, if this is a protocol error.
+    pub fn code(&self) -> Option<&'static str> {
+        match self {
+            Error::Protocol(e) => Some(e.code()),
+            _ => None,
+        }
+    }
+}
+
+impl From<hyper::Error> for Error {
+    fn from(e: hyper::Error) -> Self {
+        Error::Transport(Box::new(e))
+    }
+}
+
+impl From<hyper_util::client::legacy::Error> for Error {
+    fn from(e: hyper_util::client::legacy::Error) -> Self {
+        Error::Transport(Box::new(e))
+    }
+}
+
+/// Recovers our error from a boxed body error, if it is one.
+pub fn from_box(e: BoxError) -> Error {
+    match e.downcast::<Error>() {
+        Ok(e) => *e,
+        Err(e) => match e.downcast::<httpcrypt_proto::Error>() {
+            Ok(p) => Error::Protocol(*p),
+            Err(e) => Error::Transport(e),
+        },
+    }
+}

@@ -1,0 +1,347 @@
+//! Keys on disk and their rotation (spec §6).
+//!
+//! Layout of a key directory (every secret file is mode 0600):
+//!
+//! ```text
+//! DIR/identity.key      base64url Ed25519 seed
+//! DIR/identity.pub      base64url Ed25519 public key (mode 0644)
+//! DIR/static            present in static-key mode (embedded use, no forward secrecy)
+//! DIR/kex/SERIAL.key    one rotation epoch: "secret <b64u>", "cert hc1 …",
+//!                       "ticket <b64u tid> <b64u key>" lines
+//! ```
+//!
+//! A running server creates a new kex key every rotation period R, keeps
+//! every unexpired one, and deletes (in memory: zeroizes) expired ones.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use httpcrypt_proto::cert::KeyCert;
+use httpcrypt_proto::server::ServerKeys;
+use httpcrypt_proto::ticket::TicketKey;
+use httpcrypt_proto::{b64, IdentityKey, IdentityPublic, KexSecret, KeyId};
+use rand_core::OsRng;
+use zeroize::Zeroizing;
+
+use crate::error::Error;
+
+/// Allowed clock skew added to both ends of a certificate's validity.
+pub const DEFAULT_SKEW: u64 = 60;
+/// Default rotation period R.
+pub const DEFAULT_PERIOD: Duration = Duration::from_secs(3600);
+/// `not_after` of a static key: far in the future.
+const STATIC_NOT_AFTER: u32 = u32::MAX;
+
+/// Seconds since the unix epoch.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn cfg(msg: impl Into<String>) -> Error {
+    Error::Config(msg.into())
+}
+
+fn write_secret(path: &Path, contents: &[u8]) -> Result<(), Error> {
+    let tmp = path.with_extension("tmp");
+    {
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.mode(0o600);
+        }
+        let mut f = opts.open(&tmp)?;
+        f.write_all(contents)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+/// One rotation epoch as stored: the kex key, its certificate, its ticket key.
+#[derive(Debug)]
+pub struct Epoch {
+    /// The X25519 secret.
+    pub secret: KexSecret,
+    /// Its certificate.
+    pub cert: KeyCert,
+    /// The ticket key that lives and dies with it.
+    pub ticket: TicketKey,
+}
+
+impl Epoch {
+    fn format(&self) -> Zeroizing<String> {
+        Zeroizing::new(format!(
+            "secret {}\ncert {}\nticket {} {}\n",
+            b64::encode(&self.secret.to_bytes()[..]),
+            self.cert.to_text(),
+            self.ticket.tid().to_b64(),
+            b64::encode(&self.ticket.to_bytes()[..]),
+        ))
+    }
+
+    fn parse(text: &str) -> Result<Epoch, Error> {
+        let mut secret = None;
+        let mut cert = None;
+        let mut ticket = None;
+        for line in text.lines() {
+            let (k, v) = line
+                .split_once(' ')
+                .ok_or_else(|| cfg("malformed key file line"))?;
+            match k {
+                "secret" => {
+                    secret = Some(KexSecret::from_bytes(b64::decode_array::<32>(
+                        v.as_bytes(),
+                    )?))
+                }
+                "cert" => cert = Some(KeyCert::from_text(v)?),
+                "ticket" => {
+                    let (tid, key) = v
+                        .split_once(' ')
+                        .ok_or_else(|| cfg("malformed ticket line"))?;
+                    let key = Zeroizing::new(b64::decode_array::<32>(key.as_bytes())?);
+                    ticket = Some(TicketKey::new(
+                        KeyId(b64::decode_array::<10>(tid.as_bytes())?),
+                        *key,
+                    ));
+                }
+                _ => return Err(cfg(format!("unknown key file field {k}"))),
+            }
+        }
+        let secret = secret.ok_or_else(|| cfg("key file without secret"))?;
+        let cert = cert.ok_or_else(|| cfg("key file without cert"))?;
+        if cert.kex_public != *secret.public() {
+            return Err(cfg("key file: certificate does not match the secret"));
+        }
+        let ticket = ticket.ok_or_else(|| cfg("key file without ticket key"))?;
+        Ok(Epoch {
+            secret,
+            cert,
+            ticket,
+        })
+    }
+}
+
+/// A key directory.
+#[derive(Debug)]
+pub struct KeyStore {
+    dir: PathBuf,
+    identity: IdentityKey,
+    static_mode: bool,
+}
+
+impl KeyStore {
+    /// Creates a key directory with a new identity key (and, in static mode,
+    /// the one kex key). Refuses to overwrite an existing identity.
+    pub fn create(dir: &Path, static_mode: bool) -> Result<KeyStore, Error> {
+        std::fs::create_dir_all(dir.join("kex"))?;
+        let id_path = dir.join("identity.key");
+        if id_path.exists() {
+            return Err(cfg(format!(
+                "{} exists; refusing to overwrite an identity key",
+                id_path.display()
+            )));
+        }
+        let identity = IdentityKey::generate(&mut OsRng);
+        write_secret(
+            &id_path,
+            format!("{}\n", b64::encode(&identity.to_seed()[..])).as_bytes(),
+        )?;
+        std::fs::write(
+            dir.join("identity.pub"),
+            format!("{}\n", identity.public().to_b64()),
+        )?;
+        if static_mode {
+            std::fs::write(
+                dir.join("static"),
+                b"static kex key: no rotation, no forward secrecy\n",
+            )?;
+        }
+        let store = KeyStore {
+            dir: dir.to_path_buf(),
+            identity,
+            static_mode,
+        };
+        if static_mode {
+            store.rotate(unix_now(), DEFAULT_PERIOD)?;
+        }
+        Ok(store)
+    }
+
+    /// Opens an existing key directory.
+    pub fn open(dir: &Path) -> Result<KeyStore, Error> {
+        let text = Zeroizing::new(std::fs::read_to_string(dir.join("identity.key")).map_err(
+            |e| {
+                cfg(format!(
+                    "cannot read {}: {e}",
+                    dir.join("identity.key").display()
+                ))
+            },
+        )?);
+        let seed = Zeroizing::new(b64::decode_array::<32>(text.trim().as_bytes())?);
+        std::fs::create_dir_all(dir.join("kex"))?;
+        Ok(KeyStore {
+            dir: dir.to_path_buf(),
+            identity: IdentityKey::from_seed(*seed),
+            static_mode: dir.join("static").exists(),
+        })
+    }
+
+    /// The identity public key.
+    pub fn identity(&self) -> IdentityPublic {
+        self.identity.public()
+    }
+
+    /// Whether this is a static-key directory.
+    pub fn is_static(&self) -> bool {
+        self.static_mode
+    }
+
+    /// Reads every stored epoch; deletes expired ones from disk.
+    pub fn load(&self, now: u64) -> Result<Vec<Epoch>, Error> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(self.dir.join("kex"))? {
+            let path = entry?.path();
+            if path.extension().is_none_or(|e| e != "key") {
+                continue;
+            }
+            let text = Zeroizing::new(std::fs::read_to_string(&path)?);
+            let epoch = Epoch::parse(&text).map_err(|e| cfg(format!("{}: {e}", path.display())))?;
+            if now > u64::from(epoch.cert.not_after) {
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
+            out.push(epoch);
+        }
+        out.sort_by_key(|e| e.cert.serial);
+        Ok(out)
+    }
+
+    /// Creates, stores and returns the next epoch, valid from `now − skew`
+    /// to `now + 2R + skew` (spec §6, §11).
+    pub fn rotate(&self, now: u64, period: Duration) -> Result<Epoch, Error> {
+        let serial = self
+            .load(now)?
+            .last()
+            .map_or(1, |e| e.cert.serial.saturating_add(1));
+        let secret = KexSecret::generate(&mut OsRng);
+        let nb = now.saturating_sub(DEFAULT_SKEW) as u32;
+        let na = if self.static_mode {
+            STATIC_NOT_AFTER
+        } else {
+            (now + 2 * period.as_secs() + DEFAULT_SKEW).min(u64::from(u32::MAX)) as u32
+        };
+        let cert = KeyCert::sign(&self.identity, serial, nb, na, *secret.public());
+        let epoch = Epoch {
+            secret,
+            cert,
+            ticket: TicketKey::generate(&mut OsRng),
+        };
+        write_secret(
+            &self.dir.join("kex").join(format!("{serial:010}.key")),
+            epoch.format().as_bytes(),
+        )?;
+        Ok(epoch)
+    }
+}
+
+/// The keys a running server uses, shared between the rotation task and
+/// the request handlers.
+#[derive(Debug, Clone, Default)]
+pub struct LiveKeys {
+    keys: Arc<RwLock<ServerKeys>>,
+    next_rotation: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl LiveKeys {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds an epoch.
+    pub fn add(&self, epoch: Epoch) {
+        let mut k = self.keys.write().unwrap_or_else(|p| p.into_inner());
+        let expires = u64::from(epoch.cert.not_after);
+        k.add_key(epoch.secret, epoch.cert);
+        k.add_ticket_key(epoch.ticket, expires);
+    }
+
+    /// Runs `f` with read access to the keys.
+    pub fn with<R>(&self, f: impl FnOnce(&ServerKeys) -> R) -> R {
+        f(&self.keys.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Drops (zeroizes) expired keys.
+    pub fn remove_expired(&self, now: u64) {
+        self.keys
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove_expired(now);
+    }
+
+    /// Seconds until the next rotation (86400 when there is none).
+    pub fn seconds_to_rotation(&self, now: u64) -> u64 {
+        match self
+            .next_rotation
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            0 => 86_400,
+            t => t.saturating_sub(now),
+        }
+    }
+
+    fn set_next_rotation(&self, t: u64) {
+        self.next_rotation
+            .store(t, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Loads a key store into [`LiveKeys`], making sure a current key exists,
+/// and (unless static) spawns the rotation task on the current tokio runtime.
+pub fn start(store: KeyStore, period: Duration) -> Result<LiveKeys, Error> {
+    let live = LiveKeys::new();
+    let now = unix_now();
+    let epochs = store.load(now)?;
+    let fresh_enough = epochs.last().is_some_and(|e| {
+        store.is_static() || u64::from(e.cert.not_before) + DEFAULT_SKEW + period.as_secs() > now
+    });
+    for e in epochs {
+        live.add(e);
+    }
+    if !fresh_enough {
+        live.add(store.rotate(now, period)?);
+    }
+    if store.is_static() {
+        return Ok(live);
+    }
+    live.set_next_rotation(now + period.as_secs());
+    let task_keys = live.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let now = unix_now();
+            match store.rotate(now, period) {
+                Ok(epoch) => {
+                    tracing::info!(serial = epoch.cert.serial, kid = %epoch.cert.kid().to_b64(), "rotated key");
+                    task_keys.add(epoch);
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "key rotation failed; keeping the current keys")
+                }
+            }
+            task_keys.remove_expired(now);
+            let _ = store.load(now);
+            task_keys.set_next_rotation(now + period.as_secs());
+        }
+    });
+    Ok(live)
+}

@@ -1,0 +1,25 @@
+//! HTTPCrypt for hyper and tower: the IO side of the protocol.
+//!
+//! - [`HttpCryptLayer`]: a tower layer that makes any hyper/axum service speak
+//!   HTTPCrypt under a mount path;
+//! - [`Client`]: an HTTPCrypt client over hyper, with certificate discovery,
+//!   retries, forward proxies and streaming bodies;
+//! - [`keystore`]: keys on disk, and the rotation that keeps them fresh;
+//! - [`runtime`]: the listeners behind `httpcrypt serve` and `httpcrypt gateway`.
+//!
+//! All wire-format logic lives in [`httpcrypt_proto`]; this crate drives it.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod body;
+pub mod client;
+pub mod connect;
+pub mod error;
+pub mod keystore;
+pub mod runtime;
+pub mod server;
+
+pub use client::{Client, ClientConfig, KeyPolicy};
+pub use error::{BoxError, Error};
+pub use httpcrypt_proto as proto;
+pub use server::{HttpCryptLayer, ServerConfig};

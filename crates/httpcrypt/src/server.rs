@@ -1,0 +1,561 @@
+//! [`HttpCryptLayer`]: a tower layer that makes a hyper/axum service speak
+//! HTTPCrypt under a mount path. It answers `OPTIONS {mount}/` with the
+//! certificates, opens requests record by record, hands the inner request
+//! to the wrapped service, and seals its response as it streams (spec §4,
+//! §6, §8, §11). Wire logic is `httpcrypt_proto::server`; this is the driver.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Request, Response, StatusCode, Uri};
+use http_body::Body;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full};
+use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
+use httpcrypt_proto::outer::{self, Mount};
+use httpcrypt_proto::replay::{self, StrikeRegister};
+use httpcrypt_proto::server::{self as core, Accept, Accepted, OuterRequest};
+use httpcrypt_proto::stream::{ResponseKey, Sealer};
+use httpcrypt_proto::ticket::TicketContents;
+use httpcrypt_proto::{token, Limits};
+use rand_core::{OsRng, RngCore};
+
+use crate::body::{FailureSlot, OpenBody, SealBody, DEFAULT_RECORD};
+use crate::error::{BoxError, Error};
+use crate::keystore::{unix_now, LiveKeys};
+
+/// Body type of requests handed to the wrapped service and of responses.
+pub type HcBody = UnsyncBoxBody<Bytes, BoxError>;
+
+/// What to do with plaintext requests outside the mount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outside {
+    /// Hand them to the wrapped service unchanged.
+    PassThrough,
+    /// Answer 404.
+    Refuse,
+}
+
+/// Server settings.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Where HTTPCrypt lives.
+    pub mount: Mount,
+    /// Limits on hostile input.
+    pub limits: Limits,
+    /// Plaintext requests outside the mount.
+    pub outside: Outside,
+    /// Record size of sealed responses.
+    pub record_size: usize,
+    /// Freshness window W in seconds; `None` turns anti-replay off.
+    pub freshness: Option<u64>,
+    /// Strike register capacity (entries).
+    pub strike_capacity: usize,
+    /// Issue a ticket in every response.
+    pub tickets: bool,
+    /// Secret for the `Client-Random`/`Random` token; `None` disables it.
+    pub token_secret: Option<[u8; 32]>,
+    /// Longest wait for the next piece of a request body.
+    pub body_timeout: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        let mut token = [0u8; 32];
+        OsRng.fill_bytes(&mut token);
+        ServerConfig {
+            mount: Mount::default(),
+            limits: Limits::default(),
+            outside: Outside::Refuse,
+            record_size: DEFAULT_RECORD,
+            freshness: Some(replay::DEFAULT_WINDOW),
+            strike_capacity: 1 << 22,
+            tickets: true,
+            token_secret: Some(token),
+            body_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Facts about an HTTPCrypt request, put in the inner request's extensions.
+#[derive(Debug, Clone)]
+pub struct Encrypted {
+    /// The kex key the session ran under.
+    pub kid: httpcrypt_proto::KeyId,
+    /// The client came back with a ticket.
+    pub resumed: bool,
+}
+
+struct Shared {
+    config: ServerConfig,
+    keys: LiveKeys,
+    strikes: Mutex<StrikeRegister>,
+}
+
+/// The tower layer.
+#[derive(Clone)]
+pub struct HttpCryptLayer {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for HttpCryptLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpCryptLayer")
+            .field("mount", &self.shared.config.mount)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HttpCryptLayer {
+    /// A layer serving with `keys` under `config`.
+    pub fn new(keys: LiveKeys, config: ServerConfig) -> Self {
+        let mut seed = [0u8; 16];
+        OsRng.fill_bytes(&mut seed);
+        let window = config.freshness.unwrap_or(replay::DEFAULT_WINDOW);
+        HttpCryptLayer {
+            shared: Arc::new(Shared {
+                strikes: Mutex::new(StrikeRegister::new(window, config.strike_capacity, seed)),
+                config,
+                keys,
+            }),
+        }
+    }
+}
+
+impl<S> tower::Layer<S> for HttpCryptLayer {
+    type Service = HttpCryptService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        HttpCryptService {
+            inner,
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+/// The service made by [`HttpCryptLayer`].
+#[derive(Clone)]
+pub struct HttpCryptService<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+impl<S> std::fmt::Debug for HttpCryptService<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpCryptService").finish_non_exhaustive()
+    }
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<S, B, RB> tower::Service<Request<B>> for HttpCryptService<S>
+where
+    S: tower::Service<Request<HcBody>, Response = Response<RB>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+    RB: Body<Data = Bytes> + Send + 'static,
+    RB::Error: Into<BoxError>,
+{
+    type Response = Response<HcBody>;
+    type Error = BoxError;
+    type Future = BoxFuture<Result<Response<HcBody>, BoxError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        // Drive the clone that was polled ready; keep a fresh one for next time.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let shared = self.shared.clone();
+        Box::pin(handle(shared, inner, req))
+    }
+}
+
+fn full(b: impl Into<Bytes>) -> HcBody {
+    Full::new(b.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
+fn plain(status: StatusCode, body: &'static str) -> Response<HcBody> {
+    let mut r = Response::new(full(body));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    r
+}
+
+/// An outer (plaintext) problem response.
+fn outer_problem(err: &httpcrypt_proto::Error, certs: &[String]) -> Response<HcBody> {
+    let (status, doc) = outer::format_problem(err, certs).unwrap_or((400, String::from("{}")));
+    let mut r = Response::new(full(doc));
+    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(outer::PROBLEM_TYPE),
+    );
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+fn sealed_outer(body: HcBody) -> Response<HcBody> {
+    let mut r = Response::new(body);
+    for (n, v) in outer::RESPONSE_FIELDS {
+        r.headers_mut().insert(
+            HeaderName::from_static_lower(n),
+            HeaderValue::from_static(v),
+        );
+    }
+    r
+}
+
+trait FromStaticLower {
+    fn from_static_lower(n: &'static str) -> HeaderName;
+}
+
+impl FromStaticLower for HeaderName {
+    fn from_static_lower(n: &'static str) -> HeaderName {
+        HeaderName::from_bytes(n.as_bytes()).unwrap_or(header::CONTENT_TYPE)
+    }
+}
+
+/// A sealed inner error (spec §4.4): only the client holding `k` can read it.
+fn inner_problem(key: ResponseKey, err: &httpcrypt_proto::Error, now: u64) -> Response<HcBody> {
+    let (head, body) = core::problem_response(err)
+        .unwrap_or_else(|| (ResponseHead::new(500, "Internal Server Error"), Vec::new()));
+    let mut n0 = [0u8; 24];
+    OsRng.fill_bytes(&mut n0);
+    let mut out = Vec::new();
+    match core::seal_response(key, n0, &head, &body, now, DEFAULT_RECORD, &mut out) {
+        Ok(()) => sealed_outer(full(out)),
+        Err(_) => plain(StatusCode::INTERNAL_SERVER_ERROR, "sealing failed\n"),
+    }
+}
+
+fn header_fields(map: &HeaderMap) -> Vec<Field> {
+    map.iter()
+        .map(|(n, v)| Field::new(n.as_str(), v.as_bytes()))
+        .collect()
+}
+
+async fn handle<S, B, RB>(
+    shared: Arc<Shared>,
+    inner: S,
+    req: Request<B>,
+) -> Result<Response<HcBody>, BoxError>
+where
+    S: tower::Service<Request<HcBody>, Response = Response<RB>> + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+    RB: Body<Data = Bytes> + Send + 'static,
+    RB::Error: Into<BoxError>,
+{
+    let cfg = &shared.config;
+    let now = unix_now();
+    let (parts, body) = req.into_parts();
+    let target = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    let host = parts
+        .headers
+        .get(header::HOST)
+        .map(|h| h.as_bytes().to_vec())
+        .or_else(|| {
+            parts
+                .uri
+                .authority()
+                .map(|a| a.as_str().as_bytes().to_vec())
+        });
+    let content_length = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let chunked = parts.headers.contains_key(header::TRANSFER_ENCODING);
+    let cookies: Vec<Vec<u8>> = parts
+        .headers
+        .get_all(header::COOKIE)
+        .iter()
+        .map(|v| v.as_bytes().to_vec())
+        .collect();
+    let outer_req = OuterRequest {
+        method: parts.method.as_str(),
+        target: &target,
+        host: host.as_deref(),
+        cookies: cookies.iter().map(Vec::as_slice).collect(),
+        content_length,
+        has_body: chunked || content_length.is_some_and(|l| l > 0),
+    };
+    let decision = shared
+        .keys
+        .with(|keys| core::accept(keys, &cfg.mount, &outer_req, &cfg.limits, now));
+    let accepted = match decision {
+        Err(e) => {
+            let certs = shared.keys.with(|k| k.cert_lines(now));
+            tracing::debug!(code = e.code(), "refused outer request");
+            return Ok(outer_problem(&e, &certs));
+        }
+        Ok(Accept::Outside) => {
+            return match cfg.outside {
+                Outside::Refuse => Ok(plain(StatusCode::NOT_FOUND, "not found\n")),
+                Outside::PassThrough => {
+                    let req = Request::from_parts(parts, body.map_err(Into::into).boxed_unsync());
+                    let rsp = inner.oneshot_call(req).await.map_err(Into::into)?;
+                    Ok(rsp.map(|b| b.map_err(Into::into).boxed_unsync()))
+                }
+            };
+        }
+        Ok(Accept::Options) => {
+            let (certs, age) = shared.keys.with(|k| {
+                (
+                    httpcrypt_proto::cert::format_cert_list(
+                        &k.certs(now).into_iter().cloned().collect::<Vec<_>>(),
+                    ),
+                    (),
+                )
+            });
+            let _ = age;
+            let mut r = Response::new(full(certs));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(outer::CERTS_TYPE),
+            );
+            let max_age = shared.keys.seconds_to_rotation(now);
+            r.headers_mut().insert(
+                header::CACHE_CONTROL,
+                HeaderValue::from_str(&format!("max-age={max_age}"))?,
+            );
+            return Ok(r);
+        }
+        Ok(Accept::MethodNotAllowed) => {
+            let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+            r.headers_mut().insert(
+                header::ALLOW,
+                HeaderValue::from_static("GET, POST, OPTIONS"),
+            );
+            return Ok(r);
+        }
+        Ok(Accept::NotFound) => return Ok(plain(StatusCode::NOT_FOUND, "not found\n")),
+        Ok(Accept::Request(a)) => a,
+    };
+    serve_sealed(shared.clone(), inner, parts, body, accepted, now).await
+}
+
+async fn serve_sealed<S, B, RB>(
+    shared: Arc<Shared>,
+    inner: S,
+    parts: http::request::Parts,
+    body: B,
+    accepted: Accepted,
+    now: u64,
+) -> Result<Response<HcBody>, BoxError>
+where
+    S: tower::Service<Request<HcBody>, Response = Response<RB>> + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+    RB: Body<Data = Bytes> + Send + 'static,
+    RB::Error: Into<BoxError>,
+{
+    let cfg = &shared.config;
+    let slot: FailureSlot = Arc::new(Mutex::new(None));
+    let (outer_body, initial) = match &accepted.query_stream {
+        Some(q) => (None, q.clone()),
+        None => (Some(body), Vec::new()),
+    };
+    let opened = OpenBody::new(
+        accepted.opener(&cfg.limits),
+        inner::RequestDecoder::new(cfg.limits),
+        outer_body,
+        &initial,
+    );
+    let mut opened = match opened {
+        Ok(o) => o
+            .with_idle_timeout(cfg.body_timeout)
+            .with_limit(cfg.limits.max_body as u64)
+            .with_failure_slot(slot.clone()),
+        Err(Error::Protocol(e)) => return Ok(inner_problem(accepted.into_response_key(), &e, now)),
+        Err(e) => return Err(Box::new(e)),
+    };
+    let head = match opened.head().await {
+        Ok(h) => h,
+        Err(Error::Protocol(httpcrypt_proto::Error::BodyTooLarge)) => {
+            return Ok(outer_problem(&httpcrypt_proto::Error::BodyTooLarge, &[]))
+        }
+        Err(Error::Protocol(e)) => return Ok(inner_problem(accepted.into_response_key(), &e, now)),
+        Err(e) => return Err(Box::new(e)),
+    };
+    // Freshness and replay (spec §8): first error wins after stream and parse.
+    if let Some(window) = cfg.freshness {
+        let checked =
+            replay::check_date(inner::field(&head.fields, "date"), now, window).and_then(|date| {
+                let mut strikes = shared.strikes.lock().unwrap_or_else(|p| p.into_inner());
+                strikes.check(&accepted.kid, &accepted.n0, date, now)
+            });
+        if let Err(e) = checked {
+            return Ok(inner_problem(accepted.into_response_key(), &e, now));
+        }
+    }
+    let client_random =
+        inner::field(&head.fields, token::CLIENT_RANDOM_FIELD).map(token::parse_client_random);
+    let inner_req = match build_inner_request(&parts, &head, opened.boxed_unsync()) {
+        Ok(mut r) => {
+            r.extensions_mut().insert(Encrypted {
+                kid: accepted.kid,
+                resumed: matches!(accepted.credential, outer::Credential::Ticket { .. }),
+            });
+            r
+        }
+        Err(e) => return Ok(inner_problem(accepted.into_response_key(), &e, now)),
+    };
+    let rsp = inner.oneshot_call(inner_req).await.map_err(Into::into)?;
+    let failure = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if let Some(e) = failure {
+        if e == httpcrypt_proto::Error::BodyTooLarge {
+            return Ok(outer_problem(&e, &[]));
+        }
+        return Ok(inner_problem(accepted.into_response_key(), &e, now));
+    }
+    // Extra inner response fields: ticket and token.
+    let mut extra = Vec::new();
+    if cfg.tickets {
+        if let Some(t) = issue_ticket(&shared, &accepted, now) {
+            extra.push(Field::new(httpcrypt_proto::ticket::TICKET_FIELD, t));
+        }
+    }
+    if let (Some(Ok(cr)), Some(secret)) = (client_random, cfg.token_secret) {
+        extra.push(Field::new(
+            token::RANDOM_FIELD,
+            token::format_random(&secret, accepted.session_key(), &cr),
+        ));
+    }
+    Ok(seal_response(
+        cfg.record_size,
+        accepted.into_response_key(),
+        rsp,
+        extra,
+        now,
+    ))
+}
+
+fn issue_ticket(shared: &Shared, accepted: &Accepted, now: u64) -> Option<String> {
+    shared.keys.with(|keys| {
+        let tk = keys.ticket_key(now)?;
+        let expiry = keys.key(&accepted.kid, now)?.cert.not_after;
+        let mut n = [0u8; 24];
+        OsRng.fill_bytes(&mut n);
+        let t = tk.seal(
+            &TicketContents {
+                key: accepted.session_key().clone(),
+                kid: accepted.kid,
+                expiry,
+            },
+            n,
+        );
+        Some(t.to_field())
+    })
+}
+
+/// Builds the request the wrapped service sees (spec §4.3 reconstruction).
+fn build_inner_request(
+    parts: &http::request::Parts,
+    head: &RequestHead,
+    body: HcBody,
+) -> Result<Request<HcBody>, httpcrypt_proto::Error> {
+    use httpcrypt_proto::Error::MalformedInner;
+    let method = Method::from_bytes(head.method.as_bytes()).map_err(|_| MalformedInner)?;
+    let uri: Uri = head.target.parse().map_err(|_| MalformedInner)?;
+    let fields = inner::reconstruct(&header_fields(&parts.headers), &head.fields);
+    let mut req = Request::new(body);
+    *req.method_mut() = method;
+    *req.uri_mut() = uri;
+    let headers = req.headers_mut();
+    for f in fields {
+        let name = HeaderName::from_bytes(f.name.as_bytes()).map_err(|_| MalformedInner)?;
+        let value = HeaderValue::from_bytes(&f.value).map_err(|_| MalformedInner)?;
+        headers.append(name, value);
+    }
+    Ok(req)
+}
+
+/// Inner response fields that must not travel inside (spec §4.3).
+const HOP: &[HeaderName] = &[
+    header::CONNECTION,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+];
+
+fn seal_response<RB>(
+    record_size: usize,
+    key: ResponseKey,
+    rsp: Response<RB>,
+    extra: Vec<Field>,
+    now: u64,
+) -> Response<HcBody>
+where
+    RB: Body<Data = Bytes> + Send + 'static,
+    RB::Error: Into<BoxError>,
+{
+    let (parts, body) = rsp.into_parts();
+    let status = parts.status;
+    let mut head = ResponseHead::new(status.as_u16(), status.canonical_reason().unwrap_or(""));
+    let exact = body.size_hint().exact();
+    for (n, v) in parts.headers.iter() {
+        if HOP.contains(n) || n.as_str() == "keep-alive" || n == header::CONTENT_LENGTH {
+            continue;
+        }
+        head.fields.push(Field::new(n.as_str(), v.as_bytes()));
+    }
+    if exact.is_some() || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
+        if let Some(len) = exact {
+            if status != StatusCode::NO_CONTENT && status != StatusCode::NOT_MODIFIED {
+                head.fields
+                    .push(Field::new("Content-Length", len.to_string()));
+            }
+        }
+    }
+    if inner::field(&head.fields, "date").is_none() {
+        head.fields
+            .push(Field::new("Date", replay::format_date(now)));
+    }
+    head.fields.extend(extra);
+    let mut head_bytes = Vec::new();
+    head.encode(&mut head_bytes);
+    let mut n0 = [0u8; 24];
+    OsRng.fill_bytes(&mut n0);
+    let mut prefix = Vec::with_capacity(24);
+    let sealer = Sealer::response(key, n0, &mut prefix);
+    let sealed = SealBody::new(sealer, prefix, head_bytes, body, record_size);
+    sealed_outer(sealed.boxed_unsync())
+}
+
+/// `ServiceExt::oneshot` without requiring `Clone`: wait until ready, call.
+trait OneshotCall<R>: tower::Service<R> + Sized {
+    fn oneshot_call(
+        self,
+        req: R,
+    ) -> impl Future<Output = Result<Self::Response, Self::Error>> + Send
+    where
+        Self: Send,
+        Self::Future: Send,
+        R: Send,
+    {
+        tower::ServiceExt::oneshot(self, req)
+    }
+}
+
+impl<S: tower::Service<R>, R> OneshotCall<R> for S {}

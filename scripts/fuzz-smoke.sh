@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Smoke-runs every cargo-fuzz target of fuzz/ for a short time.
+#
+#   scripts/fuzz-smoke.sh [SECONDS]        (default 30 seconds per target)
+#
+# Installs what is missing (the nightly toolchain, cargo-fuzz), builds all
+# targets once (release, debug assertions and overflow checks on, ASan), then
+# runs each target on a throw-away copy of its checked-in seeds
+# (fuzz/seeds/<target>/), so the tree stays clean. Prints a summary table and
+# exits non-zero if any target crashed, hung or failed to run.
+#
+# A crashing input is kept where cargo-fuzz puts it, fuzz/artifacts/<target>/
+# (git-ignored), next to the run's log. Reproduce with
+#   cd fuzz && cargo +nightly fuzz run -O -a <target> artifacts/<target>/<file>
+# and minimise with `cargo +nightly fuzz tmin -O -a <target> <file>`.
+#
+# Environment: FUZZ_TARGETS="a b" restricts the run to those targets.
+set -euo pipefail
+
+secs="${1:-30}"
+if ! [[ "$secs" =~ ^[1-9][0-9]*$ ]]; then
+    echo "usage: $0 [SECONDS]  (a positive whole number; got '$secs')" >&2
+    exit 2
+fi
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+fuzz_dir="$root/fuzz"
+toolchain=nightly
+
+log() { printf '==> %s\n' "$*" >&2; }
+die() { printf 'fuzz-smoke: %s\n' "$*" >&2; exit 2; }
+
+# --- tools -----------------------------------------------------------------
+
+command -v rustup >/dev/null 2>&1 || die "rustup is required (cargo-fuzz needs a nightly toolchain)"
+if ! rustup toolchain list | grep -q "^${toolchain}-"; then
+    log "installing the $toolchain toolchain"
+    rustup toolchain install "$toolchain" --profile minimal \
+        || die "no nightly toolchain and 'rustup toolchain install nightly --profile minimal' failed; cargo-fuzz needs nightly (-Zsanitizer)"
+fi
+if ! command -v c++ >/dev/null 2>&1; then
+    # libfuzzer-sys compiles libFuzzer (C++) in its build script.
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        log "installing a C++ compiler (libfuzzer-sys builds libFuzzer)"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++ >/dev/null \
+            || die "could not install g++"
+    else
+        die "a C++ compiler (c++) is required to build libFuzzer"
+    fi
+fi
+if ! cargo "+$toolchain" fuzz --version >/dev/null 2>&1; then
+    log "installing cargo-fuzz"
+    cargo install cargo-fuzz --locked || die "cargo install cargo-fuzz failed"
+fi
+
+# --- build -------------------------------------------------------------------
+
+cd "$fuzz_dir"
+build_flags=(-O -a)
+log "building all fuzz targets ($(cargo "+$toolchain" fuzz --version))"
+cargo "+$toolchain" fuzz build "${build_flags[@]}"
+
+mapfile -t all_targets < <(cargo "+$toolchain" fuzz list)
+if [ -n "${FUZZ_TARGETS:-}" ]; then
+    read -r -a targets <<<"$FUZZ_TARGETS"
+    for t in "${targets[@]}"; do
+        printf '%s\n' "${all_targets[@]}" | grep -qx "$t" || die "unknown target '$t'"
+    done
+else
+    targets=("${all_targets[@]}")
+fi
+
+# Longest input per target: a few records or messages, not megabytes.
+max_len_for() {
+    case "$1" in
+        stream_open | outer_request) echo 4096 ;;
+        inner_message) echo 2048 ;;
+        cookie_scan | cert | replay | rspamd_key_header | rspamd_keypair) echo 1024 ;;
+        *) echo 256 ;;
+    esac
+}
+dict_for() {
+    case "$1" in
+        inner_message | outer_request | cookie_scan | cert) echo "$fuzz_dir/dicts/http.dict" ;;
+        rspamd_*) echo "$fuzz_dir/dicts/rspamd.dict" ;;
+        *) echo "" ;;
+    esac
+}
+
+# --- run ---------------------------------------------------------------------
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/fuzz-smoke.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
+stat_of() { # stat name, log file
+    sed -n "s/^stat::$1: *\([0-9][0-9]*\).*/\1/p" "$2" | tail -n 1
+}
+
+declare -a rows
+failed=0
+for t in "${targets[@]}"; do
+    corpus="$work/corpus/$t"
+    mkdir -p "$corpus" "$fuzz_dir/artifacts/$t"
+    if [ -d "$fuzz_dir/seeds/$t" ]; then
+        cp "$fuzz_dir/seeds/$t/"* "$corpus/" 2>/dev/null || true
+    fi
+    seeds=$(find "$corpus" -type f | wc -l)
+    args=(
+        -max_total_time="$secs"
+        -rss_limit_mb=2048
+        -max_len="$(max_len_for "$t")"
+        -timeout=10
+        -print_final_stats=1
+    )
+    dict="$(dict_for "$t")"
+    [ -n "$dict" ] && args+=(-dict="$dict")
+    runlog="$work/$t.log"
+    log "running $t for ${secs}s ($seeds seeds)"
+    start=$(date +%s)
+    rc=0
+    # The outer timeout bounds a target that stops answering (startup, a hang
+    # inside one input beyond -timeout); libFuzzer stops itself at max_total_time.
+    timeout --kill-after=10 "$((secs + 120))" \
+        cargo "+$toolchain" fuzz run "${build_flags[@]}" "$t" "$corpus" -- "${args[@]}" \
+        >"$runlog" 2>&1 || rc=$?
+    elapsed=$(($(date +%s) - start))
+    execs="$(stat_of number_of_executed_units "$runlog")"
+    rate="$(stat_of average_exec_per_sec "$runlog")"
+    corpus_n=$(find "$corpus" -type f | wc -l)
+    if [ "$rc" = 0 ]; then
+        result=ok
+    else
+        failed=1
+        if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+            result="hung (killed after $((secs + 120))s)"
+        elif grep -q -e '^==[0-9]*== *ERROR' -e 'ERROR: libFuzzer' -e 'panicked at' "$runlog"; then
+            artifact="$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$runlog" | tail -n 1)"
+            result="CRASH ${artifact#"$fuzz_dir/"}"
+        else
+            result="error (exit $rc)"
+        fi
+        keep="$fuzz_dir/artifacts/$t/smoke-$(date +%Y%m%d-%H%M%S).log"
+        cp "$runlog" "$keep"
+        {
+            echo "---- $t: $result (log: ${keep#"$root/"})"
+            grep -m 3 -A 3 -e 'panicked at' -e 'ERROR: libFuzzer' -e '^error' "$runlog" || tail -n 20 "$runlog"
+            echo "----"
+        } >&2
+    fi
+    rows+=("$(printf '%-20s %7s %12s %10s %7s  %s' "$t" "$elapsed" "${execs:--}" "${rate:--}" "$corpus_n" "$result")")
+done
+
+echo
+printf '%-20s %7s %12s %10s %7s  %s\n' target seconds execs execs/s corpus result
+printf '%-20s %7s %12s %10s %7s  %s\n' -------------------- ------- ------------ ---------- ------- ------
+printf '%s\n' "${rows[@]}"
+if [ "$failed" != 0 ]; then
+    echo "fuzz-smoke: at least one target failed; see above" >&2
+    exit 1
+fi
+echo "fuzz-smoke: all ${#targets[@]} targets ran ${secs}s without a crash"
