@@ -8,7 +8,10 @@
 #   --check          exit 1 if a ratio misses its target
 #   criterion args   e.g. a filter (`seal_16KiB`); the ratios then show only
 #                    what was measured in this run
-# Environment: BENCH_CPU (default 1, or 0 on a single-CPU machine).
+# Environment:
+#   BENCH_CPU    core to pin to (default 1, or 0 on a single-CPU machine)
+#   BENCH_CLOCK  cpu (default): the benchmark thread's CPU time, so other work
+#                sharing the core does not stretch the numbers; wall: wall time
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -34,6 +37,7 @@ target_dir=$(cargo metadata --format-version 1 --no-deps |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
 criterion_dir="${CRITERION_HOME:-$target_dir/criterion}"
 
+export BENCH_CLOCK=${BENCH_CLOCK:-cpu}
 cpu=${BENCH_CPU:-1}
 if [[ $(nproc --all) -lt 2 ]]; then
     cpu=${BENCH_CPU:-0}
@@ -51,14 +55,14 @@ trap 'rm -f "$marker"' EXIT
 sleep 1 # mtime resolution: everything written from now on is newer than the marker
 load_before=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
 
-echo "+ ${pin[*]} ${bench_cmd[*]}" >&2
+echo "+ BENCH_CLOCK=$BENCH_CLOCK ${pin[*]} ${bench_cmd[*]}" >&2
 "${pin[@]}" "${bench_cmd[@]}"
 load_after=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
 
-reproduce="scripts/bench-micro.sh${*:+ $*}  # runs: ${pin[*]:+${pin[*]} }${bench_cmd[*]}"
+reproduce="scripts/bench-micro.sh${*:+ $*}  # runs: BENCH_CLOCK=$BENCH_CLOCK ${pin[*]:+${pin[*]} }${bench_cmd[*]}"
 
 python3 - "$criterion_dir" "$marker" "$out_dir" "$check" "$reproduce" "${pin[*]:-unpinned}" \
-    "$load_before" "$load_after" <<'PY'
+    "$load_before" "$load_after" "$BENCH_CLOCK" <<'PY'
 import datetime
 import json
 import os
@@ -66,7 +70,12 @@ import platform
 import subprocess
 import sys
 
-criterion_dir, marker, out_dir, check, reproduce, pinning, load_before, load_after = sys.argv[1:9]
+(criterion_dir, marker, out_dir, check, reproduce, pinning, load_before, load_after,
+ clock) = sys.argv[1:10]
+clock_text = {
+    "cpu": "CPU time of the benchmark thread (`BENCH_CLOCK=cpu`)",
+    "wall": "wall time (`BENCH_CLOCK=wall`)",
+}.get(clock, clock)
 since = os.path.getmtime(marker)
 
 # What each benchmark measures (shown beside its id).
@@ -249,6 +258,7 @@ meta = {
     "pinning": pinning,
     "command": reproduce,
     "loadavg_before_after": [load_before, load_after],
+    "clock": clock,
 }
 
 lines = []
@@ -283,8 +293,9 @@ report = f"""# httpcrypt-proto micro benchmarks
 - Date: {meta["date"]}
 - Machine: `{meta["machine"]}`, {meta["cpu"]} ({meta["cpus_online"]} CPUs online), pinned: `{pinning}`
 - Compiler: `{rustc}`
+- Clock: {clock_text}
 - Load average (1/5/15 min) before / after: {load_before} / {load_after}
-  (other work on the machine shows up as noise, mostly in the 1 MiB rows)
+  (other work on the machine still adds noise through shared caches, mostly in the 1 MiB rows)
 - Reproduce: `{reproduce}`
 - Criterion: median of 20 samples, 0.5 s warm-up, 2 s measurement per benchmark;
   MB/s = 10^6 bytes of payload per second. Raw numbers: `results.json`.

@@ -16,6 +16,10 @@
 //! - `inner`: parsing a typical 300-byte inner request head.
 //!
 //! `scripts/bench-micro.sh` runs this on one core and prints the table.
+//!
+//! The clock is wall time by default; `BENCH_CLOCK=cpu` measures this
+//! thread's CPU time instead (Linux), so that other work sharing the core
+//! (a build, another benchmark) stretches neither the samples nor the ratios.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -23,7 +27,8 @@ use std::time::{Duration, Instant};
 use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305};
 use chacha20poly1305::aead::{AeadInPlace, KeyInit};
 use chacha20poly1305::XChaCha20Poly1305;
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use criterion::measurement::{Measurement, ValueFormatter, WallTime};
+use criterion::{criterion_group, criterion_main, BatchSize, Bencher, Throughput};
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
@@ -36,6 +41,91 @@ use httpcrypt_proto::outer::Mount;
 use httpcrypt_proto::server::{self, Accept, Accepted, OuterRequest, ServerKeys};
 use httpcrypt_proto::stream::{Event, Opener, ResponseKey, Sealer, RECORD_OVERHEAD};
 use httpcrypt_proto::suite::{self, XChaCha, NONCE_LEN, TAG_LEN};
+
+/// The benchmarks' clock: wall time, or this thread's CPU time.
+struct Clock {
+    cpu: bool,
+}
+
+/// A reading of [`Clock`].
+enum Mark {
+    Wall(Instant),
+    Cpu(Duration),
+}
+
+type Criterion = criterion::Criterion<Clock>;
+
+impl Clock {
+    /// `BENCH_CLOCK=cpu` selects CPU time where the platform has it.
+    fn from_env() -> Self {
+        let cpu = std::env::var("BENCH_CLOCK").is_ok_and(|v| v == "cpu");
+        if cpu && thread_cpu_time().is_none() {
+            eprintln!("BENCH_CLOCK=cpu: no thread CPU clock here, using wall time");
+        }
+        Clock {
+            cpu: cpu && thread_cpu_time().is_some(),
+        }
+    }
+
+    fn read(&self) -> Mark {
+        match self.cpu.then(thread_cpu_time).flatten() {
+            Some(t) => Mark::Cpu(t),
+            None => Mark::Wall(Instant::now()),
+        }
+    }
+
+    fn since(&self, mark: Mark) -> Duration {
+        match mark {
+            Mark::Wall(t) => t.elapsed(),
+            Mark::Cpu(t) => thread_cpu_time()
+                .expect("the CPU clock read before reads again")
+                .saturating_sub(t),
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn thread_cpu_time() -> Option<Duration> {
+    use rustix::time::{clock_gettime, ClockId};
+    let t = clock_gettime(ClockId::ThreadCPUTime);
+    Some(Duration::new(t.tv_sec as u64, t.tv_nsec as u32))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn thread_cpu_time() -> Option<Duration> {
+    None
+}
+
+impl Measurement for Clock {
+    type Intermediate = Mark;
+    type Value = Duration;
+
+    fn start(&self) -> Mark {
+        self.read()
+    }
+    fn end(&self, mark: Mark) -> Duration {
+        self.since(mark)
+    }
+    fn add(&self, a: &Duration, b: &Duration) -> Duration {
+        *a + *b
+    }
+    fn zero(&self) -> Duration {
+        Duration::ZERO
+    }
+    fn to_f64(&self, value: &Duration) -> f64 {
+        value.as_nanos() as f64
+    }
+    fn formatter(&self) -> &dyn ValueFormatter {
+        // Both clocks count nanoseconds: format them like wall time.
+        WallTime.formatter()
+    }
+}
+
+/// The clock for timing inside `iter_custom` (the same one criterion uses).
+fn clock() -> &'static Clock {
+    static CLOCK: std::sync::OnceLock<Clock> = std::sync::OnceLock::new();
+    CLOCK.get_or_init(Clock::from_env)
+}
 
 /// Record sizes measured, with the label used in group names.
 const SIZES: &[(usize, &str)] = &[
@@ -227,7 +317,7 @@ fn open(c: &mut Criterion) {
                             rec.clear();
                             twin.seal(&plaintext, rec).expect("record is in range");
                         }
-                        let t = Instant::now();
+                        let t = clock().read();
                         for rec in &records[..n] {
                             opener.receive(rec).expect("stream is open");
                             match opener.next_event().expect("record verifies") {
@@ -237,7 +327,7 @@ fn open(c: &mut Criterion) {
                                 other => panic!("expected data, got {other:?}"),
                             }
                         }
-                        total += t.elapsed();
+                        total += clock().since(t);
                         left -= n;
                     }
                     total
@@ -346,11 +436,11 @@ fn batched_in_place(
             buf.clear();
             buf.extend_from_slice(ct);
         }
-        let t = Instant::now();
+        let t = clock().read();
         for buf in &mut bufs[..n] {
             op(buf);
         }
-        total += t.elapsed();
+        total += clock().since(t);
         left -= n;
     }
     total
@@ -461,7 +551,7 @@ fn server(c: &mut Criterion) {
     let mut i = 0usize;
     let mut rsp_n0 = [7u8; NONCE_LEN];
 
-    let mut first_request = |derive_x25519: bool, b: &mut criterion::Bencher<'_>| {
+    let mut first_request = |derive_x25519: bool, b: &mut Bencher<'_, Clock>| {
         b.iter(|| {
             let (p, outer) = (&pool[i % POOL], &outers[i % POOL]);
             i = i.wrapping_add(1);
@@ -588,7 +678,8 @@ fn inner_parse(c: &mut Criterion) {
 }
 
 fn config() -> Criterion {
-    Criterion::default()
+    criterion::Criterion::default()
+        .with_measurement(Clock::from_env())
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2))
         .sample_size(20)

@@ -51,8 +51,11 @@ pub async fn run<S>(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()>
 where
-    S: tower::Service<Request<Incoming>, Response = Response<HcBody>, Error = BoxError>
-        + Clone
+    S: tower::Service<
+            Request<Incoming>,
+            Response = Response<HcBody>,
+            Error = std::convert::Infallible,
+        > + Clone
         + Send
         + 'static,
     S::Future: Send + 'static,

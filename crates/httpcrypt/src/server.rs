@@ -4,6 +4,7 @@
 //! to the wrapped service, and seals its response as it streams (spec §4,
 //! §6, §8, §11). Wire logic is `httpcrypt_proto::server`; this is the driver.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -164,19 +165,39 @@ where
     RB::Error: Into<BoxError>,
 {
     type Response = Response<HcBody>;
-    type Error = BoxError;
-    type Future = BoxFuture<Result<Response<HcBody>, BoxError>>;
+    /// Every failure becomes a response (sealed where a session key exists),
+    /// so the layer fits `axum::Router::layer` and `axum::serve`.
+    type Error = Infallible;
+    type Future = BoxFuture<Result<Response<HcBody>, Infallible>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        // Readiness is awaited per request on a clone (`oneshot`), so an
+        // inner error becomes that request's 500 instead of a dead service.
+        Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        // Drive the clone that was polled ready; keep a fresh one for next time.
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
+        let inner = self.inner.clone();
         let shared = self.shared.clone();
-        Box::pin(handle(shared, inner, req))
+        Box::pin(async move {
+            Ok(match handle(shared, inner, req).await {
+                Ok(r) => r,
+                Err(e) => failure_response(&e),
+            })
+        })
+    }
+}
+
+/// The answer when a request fails outside the protocol (slow or broken
+/// client, failing application) before a sealed answer was possible.
+fn failure_response(e: &BoxError) -> Response<HcBody> {
+    match e.downcast_ref::<Error>() {
+        Some(Error::Timeout) => plain(StatusCode::REQUEST_TIMEOUT, "request body timed out\n"),
+        Some(Error::Transport(_)) => plain(StatusCode::BAD_REQUEST, "request body failed\n"),
+        _ => {
+            tracing::warn!(error = %e, "service failed");
+            plain(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n")
+        }
     }
 }
 
@@ -422,7 +443,29 @@ where
         }
         Err(e) => return Ok(inner_problem(accepted.into_response_key(), &e, now)),
     };
-    let rsp = inner.oneshot_call(inner_req).await.map_err(Into::into)?;
+    let rsp = match inner.oneshot_call(inner_req).await {
+        Ok(r) => r,
+        Err(e) => {
+            let e: BoxError = e.into();
+            tracing::warn!(error = %e, "service failed on a sealed request");
+            let head = ResponseHead::new(500, "Internal Server Error");
+            let mut n0 = [0u8; 24];
+            OsRng.fill_bytes(&mut n0);
+            let mut out = Vec::new();
+            return match core::seal_response(
+                accepted.into_response_key(),
+                n0,
+                &head,
+                b"",
+                now,
+                DEFAULT_RECORD,
+                &mut out,
+            ) {
+                Ok(()) => Ok(sealed_outer(full(out))),
+                Err(_) => Ok(plain(StatusCode::INTERNAL_SERVER_ERROR, "sealing failed\n")),
+            };
+        }
+    };
     let failure = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
     if let Some(e) = failure {
         if e == httpcrypt_proto::Error::BodyTooLarge {
