@@ -80,6 +80,15 @@ struct ServerOpts {
     /// Most concurrent connections.
     #[arg(long, default_value_t = 1024)]
     max_connections: usize,
+    /// Largest outer request body (or decoded GET query) in bytes; above it 413.
+    #[arg(long, default_value_t = httpcrypt::proto::Limits::default().max_body)]
+    max_body: usize,
+    /// Seconds a client may take to send a complete request head.
+    #[arg(long, default_value_t = 10)]
+    header_timeout: u64,
+    /// Seconds a request body may stall before the request fails.
+    #[arg(long, default_value_t = 30)]
+    body_timeout: u64,
 }
 
 #[derive(Args)]
@@ -187,6 +196,7 @@ where
     let svc = tower::Layer::layer(&layer, svc);
     let listen = httpcrypt::runtime::ListenOptions {
         max_connections: opts.max_connections,
+        header_timeout: Duration::from_secs(opts.header_timeout.max(1)),
         ..Default::default()
     };
     httpcrypt::runtime::run(listener, svc, listen, async {
@@ -215,6 +225,11 @@ async fn prepare(
             Some(httpcrypt::proto::replay::DEFAULT_WINDOW)
         },
         tickets: !opts.no_tickets,
+        limits: httpcrypt::proto::Limits {
+            max_body: opts.max_body,
+            ..Default::default()
+        },
+        body_timeout: Duration::from_secs(opts.body_timeout.max(1)),
         ..Default::default()
     };
     let listener = httpcrypt::runtime::bind(opts.listen).await?;

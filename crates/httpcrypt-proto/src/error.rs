@@ -100,7 +100,7 @@ pub enum Error {
     /// An rspamd `Key` header is malformed.
     #[error("malformed rspamd Key header")]
     BadKeyHeader,
-    /// An rspamd keypair file is malformed.
+    /// A key file (rspamd keypair, fleet ratchet state) is malformed.
     #[error("malformed keypair file")]
     BadKeypair,
     /// The `Random` token does not verify.

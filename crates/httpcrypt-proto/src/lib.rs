@@ -18,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub mod b64;
+pub mod cache;
 pub mod cert;
 pub mod client;
 pub mod dns;
@@ -26,6 +27,7 @@ pub mod inner;
 pub mod keys;
 pub mod limits;
 pub mod outer;
+pub mod ratchet;
 pub mod replay;
 pub mod rspamd;
 pub mod server;
