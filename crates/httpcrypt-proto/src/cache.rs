@@ -9,7 +9,7 @@
 //! collisions. Entries die with their kid ([`SessionCache::purge`]).
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
+use std::hash::BuildHasher;
 
 use siphasher::sip::SipHasher13;
 
