@@ -6,8 +6,9 @@
 #
 # Usage: scripts/bench-micro.sh [--check] [criterion args...]
 #   --check          exit 1 if a ratio misses its target
-#   criterion args   e.g. a filter (`seal_16KiB`); the ratios then show only
-#                    what was measured in this run
+#   criterion args   e.g. a filter (`seal_16KiB`): the table and ratios then
+#                    show only what this run measured, and the report files
+#                    are left as they are
 # Environment:
 #   BENCH_CPU    core to pin to (default 1, or 0 on a single-CPU machine)
 #   BENCH_CLOCK  cpu (default): the benchmark thread's CPU time, so other work
@@ -62,7 +63,7 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
 reproduce="scripts/bench-micro.sh${*:+ $*}  # runs: BENCH_CLOCK=$BENCH_CLOCK ${pin[*]:+${pin[*]} }${bench_cmd[*]}"
 
 python3 - "$criterion_dir" "$marker" "$out_dir" "$check" "$reproduce" "${pin[*]:-unpinned}" \
-    "$load_before" "$load_after" "$BENCH_CLOCK" <<'PY'
+    "$load_before" "$load_after" "$BENCH_CLOCK" "$#" <<'PY'
 import datetime
 import json
 import os
@@ -71,7 +72,8 @@ import subprocess
 import sys
 
 (criterion_dir, marker, out_dir, check, reproduce, pinning, load_before, load_after,
- clock) = sys.argv[1:10]
+ clock, n_args) = sys.argv[1:11]
+partial = n_args != "0"
 clock_text = {
     "cpu": "CPU time of the benchmark thread (`BENCH_CLOCK=cpu`)",
     "wall": "wall time (`BENCH_CLOCK=wall`)",
@@ -84,6 +86,7 @@ NOTES = {
     "x25519/dalek_diffie_hellman": "X25519, same inputs, x25519-dalek `StaticSecret::diffie_hellman`",
     "kdf/session_key": "`KexSecret::session_key`: X25519 + HChaCha20",
     "kdf/hchacha20": "`suite::hchacha20` alone",
+    "kdf/key_id_sha3": "`KexPublic::kid`: SHA3-256 of a public key (key lookup by ID)",
     "sealer_in_place": "`Sealer::seal_in_place`, long-lived sealer",
     "sealer_vec": "`Sealer::seal` appending to a reused Vec (copies the plaintext)",
     "sealer_new_finish_in_place": "`Sealer::request` + `finish_in_place`: one-record stream incl. setup",
@@ -217,6 +220,12 @@ RATIOS = [
         "throughput(seal_16KiB/sealer_vec) / throughput(raw), the copying API",
     ),
     (
+        "open_1m_over_raw",
+        ratio(t("open_1MiB/raw_awslc_chacha20poly1305"), t("open_1MiB/opener")),
+        None,
+        "throughput(open_1MiB/opener) / throughput(raw): where the copy in `Opener::receive` shows",
+    ),
+    (
         "first_request_no_x25519_over_x25519",
         ratio(t("server/first_request_no_x25519"), t("x25519/agree_raw_awslc")),
         None,
@@ -309,31 +318,35 @@ baseline opens read fresh ciphertext from batches of about 256 KiB, copied untim
 ## Ratios (same run)
 
 {ratio_table}
-"""
 
-with open(os.path.join(out_dir, "REPORT.md"), "w") as f:
-    f.write(report)
-with open(os.path.join(out_dir, "results.json"), "w") as f:
-    json.dump(
-        {
-            "meta": meta,
-            "benchmarks": [
-                {k: v for k, v in b.items() if not k.startswith("_")}
-                for b in sorted(benches.values(), key=sort_key)
-            ],
-            "ratios": ratios_json,
-        },
-        f,
-        indent=2,
-    )
-    f.write("\n")
+Where the time goes (profiles, with the commands to redo them): `PROFILE.md`.
+"""
 
 print()
 print(table)
 print()
 print(ratio_table)
 print()
-print(f"wrote {os.path.relpath(os.path.join(out_dir, 'REPORT.md'))} and results.json")
+if partial:
+    print("filtered run: bench/micro/REPORT.md and results.json left as they were")
+else:
+    with open(os.path.join(out_dir, "REPORT.md"), "w") as f:
+        f.write(report)
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
+        json.dump(
+            {
+                "meta": meta,
+                "benchmarks": [
+                    {k: v for k, v in b.items() if not k.startswith("_")}
+                    for b in sorted(benches.values(), key=sort_key)
+                ],
+                "ratios": ratios_json,
+            },
+            f,
+            indent=2,
+        )
+        f.write("\n")
+    print(f"wrote {os.path.relpath(os.path.join(out_dir, 'REPORT.md'))} and results.json")
 if missed:
     print("targets missed: " + ", ".join(missed), file=sys.stderr)
     if check == "1":

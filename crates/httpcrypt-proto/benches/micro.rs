@@ -3,7 +3,8 @@
 //! Groups (directory names under `target/criterion/`):
 //! - `x25519`: one agreement with a reusable secret, aws-lc-rs (ours) and
 //!   x25519-dalek on the same inputs;
-//! - `kdf`: the session key (X25519 + HChaCha20) and HChaCha20 alone;
+//! - `kdf`: the session key (X25519 + HChaCha20), HChaCha20 alone, and a
+//!   key ID (SHA3-256 of a public key);
 //! - `seal_<size>` / `open_<size>`: one record of 100 B, 1 KiB, 16 KiB and
 //!   1 MiB through `stream::Sealer` / `stream::Opener`, beside raw aws-lc-rs
 //!   ChaCha20-Poly1305, our `suite::XChaCha` and RustCrypto's
@@ -188,6 +189,10 @@ fn kdf(c: &mut Criterion) {
     });
     g.bench_function("hchacha20", |b| {
         b.iter(|| black_box(suite::hchacha20(black_box(&shared), &[0u8; 16])))
+    });
+    // On every request's path: `ServerKeys` finds the key by its ID.
+    g.bench_function("key_id_sha3", |b| {
+        b.iter(|| black_box(black_box(&peer).kid()))
     });
     g.finish();
 }

@@ -123,15 +123,14 @@ pub trait Head: Sized {
 
 /// Checks that shared by request and response heads: CRLF line ends only.
 fn check_line_ends(head: &[u8]) -> Result<()> {
-    for (i, &b) in head.iter().enumerate() {
-        let ok = match b {
-            b'\n' => i > 0 && head[i - 1] == b'\r',
-            b'\r' => head.get(i + 1) == Some(&b'\n'),
-            _ => true,
-        };
-        if !ok {
+    // Every CR is followed by LF and every LF preceded by CR.
+    let mut i = 0;
+    while let Some(off) = head[i..].iter().position(|b| *b == b'\r' || *b == b'\n') {
+        let at = i + off;
+        if head[at] == b'\n' || head.get(at + 1) != Some(&b'\n') {
             return Err(Error::MalformedInner);
         }
+        i = at + 2;
     }
     if head.first().is_some_and(|b| b.is_ascii_whitespace()) {
         return Err(Error::MalformedInner);
@@ -143,11 +142,10 @@ fn convert_fields(raw: &[httparse::Header<'_>]) -> Result<Vec<Field>> {
     let mut fields = Vec::with_capacity(raw.len());
     let mut content_length = 0;
     for h in raw {
-        let lower = h.name.to_ascii_lowercase();
-        if FORBIDDEN.contains(&lower.as_str()) {
+        if FORBIDDEN.iter().any(|f| h.name.eq_ignore_ascii_case(f)) {
             return Err(Error::ForbiddenHeader);
         }
-        if lower == "content-length" {
+        if h.name.eq_ignore_ascii_case("content-length") {
             content_length += 1;
             if content_length > 1 || parse_content_length(h.value).is_none() {
                 return Err(Error::ContentLengthMismatch);
@@ -166,6 +164,22 @@ fn parse_content_length(v: &[u8]) -> Option<u64> {
     std::str::from_utf8(v).ok()?.parse().ok()
 }
 
+/// Field slots kept on the stack; larger limits use the heap.
+const STACK_FIELDS: usize = 100;
+
+fn field_storage<'s, 'h>(
+    stack: &'s mut [httparse::Header<'h>; STACK_FIELDS],
+    heap: &'s mut Vec<httparse::Header<'h>>,
+    n: usize,
+) -> &'s mut [httparse::Header<'h>] {
+    if n <= STACK_FIELDS {
+        &mut stack[..n]
+    } else {
+        heap.resize(n, httparse::EMPTY_HEADER);
+        &mut heap[..]
+    }
+}
+
 fn map_parse_error(e: httparse::Error) -> Error {
     match e {
         httparse::Error::TooManyHeaders => Error::InnerHeadTooLarge,
@@ -176,8 +190,9 @@ fn map_parse_error(e: httparse::Error) -> Error {
 impl Head for RequestHead {
     fn parse(head: &[u8], limits: &Limits) -> Result<Self> {
         check_line_ends(head)?;
-        let mut storage = vec![httparse::EMPTY_HEADER; limits.max_inner_fields];
-        let mut req = httparse::Request::new(&mut storage);
+        let mut stack = [httparse::EMPTY_HEADER; STACK_FIELDS];
+        let mut heap = Vec::new();
+        let mut req = httparse::Request::new(field_storage(&mut stack, &mut heap, limits.max_inner_fields));
         match req.parse(head).map_err(map_parse_error)? {
             httparse::Status::Complete(n) if n == head.len() => {}
             _ => return Err(Error::MalformedInner),
@@ -203,8 +218,9 @@ impl Head for RequestHead {
 impl Head for ResponseHead {
     fn parse(head: &[u8], limits: &Limits) -> Result<Self> {
         check_line_ends(head)?;
-        let mut storage = vec![httparse::EMPTY_HEADER; limits.max_inner_fields];
-        let mut rsp = httparse::Response::new(&mut storage);
+        let mut stack = [httparse::EMPTY_HEADER; STACK_FIELDS];
+        let mut heap = Vec::new();
+        let mut rsp = httparse::Response::new(field_storage(&mut stack, &mut heap, limits.max_inner_fields));
         match rsp.parse(head).map_err(map_parse_error)? {
             httparse::Status::Complete(n) if n == head.len() => {}
             _ => return Err(Error::MalformedInner),

@@ -20,6 +20,8 @@ pub struct ServerKey {
     pub secret: KexSecret,
     /// Its certificate (validity decides expiry).
     pub cert: KeyCert,
+    /// The key ID, computed once (it is looked up on every request).
+    pub kid: KeyId,
 }
 
 /// The keys a server currently accepts: kex keys and ticket keys.
@@ -37,7 +39,8 @@ impl ServerKeys {
 
     /// Adds a kex key.
     pub fn add_key(&mut self, secret: KexSecret, cert: KeyCert) {
-        self.keys.push(ServerKey { secret, cert });
+        let kid = cert.kid();
+        self.keys.push(ServerKey { secret, cert, kid });
     }
 
     /// Adds a ticket key valid through `expires` (unix seconds).
@@ -77,7 +80,7 @@ impl ServerKeys {
     pub fn key(&self, kid: &KeyId, now: u64) -> Option<&ServerKey> {
         self.keys
             .iter()
-            .find(|k| now <= u64::from(k.cert.not_after) && k.cert.kid() == *kid)
+            .find(|k| now <= u64::from(k.cert.not_after) && k.kid == *kid)
     }
 
     /// The newest ticket key (for issuing), if any is unexpired.

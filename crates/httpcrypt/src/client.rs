@@ -496,7 +496,7 @@ impl Client {
             let bytes = Limited::new(body, 64 * 1024)
                 .collect()
                 .await
-                .map_err(|e| from_box(e))?
+                .map_err(from_box)?
                 .to_bytes();
             let p = outer::parse_problem(&bytes).ok();
             if p.as_ref()

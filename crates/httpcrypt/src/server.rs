@@ -263,6 +263,48 @@ fn inner_problem(key: ResponseKey, err: &httpcrypt_proto::Error, now: u64) -> Re
     }
 }
 
+/// The outer HTTP limits of spec §11.6 that hyper leaves to us: request
+/// line (414), header section (431), transfer codings other than chunked
+/// (501). hyper itself refuses heads beyond the listener's hard limit.
+fn outer_http_limits(parts: &http::request::Parts, limits: &Limits) -> Option<Response<HcBody>> {
+    let uri = &parts.uri;
+    let target = uri.path_and_query().map_or(1, |p| p.as_str().len())
+        + uri.scheme_str().map_or(0, |s| s.len() + "://".len())
+        + uri.authority().map_or(0, |a| a.as_str().len());
+    // method SP target SP "HTTP/1.1"
+    let line = parts.method.as_str().len() + 1 + target + 9;
+    let refusal = if line > limits.max_request_line {
+        Some((StatusCode::URI_TOO_LONG, "request line too long\n"))
+    } else if parts
+        .headers
+        .iter()
+        .map(|(n, v)| n.as_str().len() + 2 + v.len() + 2)
+        .sum::<usize>()
+        > limits.max_header_section
+    {
+        Some((
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "header section too large\n",
+        ))
+    } else {
+        let mut codings = parts.headers.get_all(header::TRANSFER_ENCODING).iter();
+        match (codings.next(), codings.next()) {
+            (None, _) => None,
+            (Some(te), None) if te.as_bytes().trim_ascii().eq_ignore_ascii_case(b"chunked") => {
+                None
+            }
+            _ => Some((StatusCode::NOT_IMPLEMENTED, "transfer coding not implemented\n")),
+        }
+    };
+    refusal.map(|(status, text)| {
+        // The body was not read: the connection cannot carry another request.
+        let mut r = plain(status, text);
+        r.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        r
+    })
+}
+
 fn header_fields(map: &HeaderMap) -> Vec<Field> {
     map.iter()
         .map(|(n, v)| Field::new(n.as_str(), v.as_bytes()))
@@ -286,6 +328,9 @@ where
     let cfg = &shared.config;
     let now = unix_now();
     let (parts, body) = req.into_parts();
+    if let Some(refusal) = outer_http_limits(&parts, &cfg.limits) {
+        return Ok(refusal);
+    }
     let target = parts
         .uri
         .path_and_query()
@@ -340,15 +385,11 @@ where
             };
         }
         Ok(Accept::Options) => {
-            let (certs, age) = shared.keys.with(|k| {
-                (
-                    httpcrypt_proto::cert::format_cert_list(
-                        &k.certs(now).into_iter().cloned().collect::<Vec<_>>(),
-                    ),
-                    (),
+            let certs = shared.keys.with(|k| {
+                httpcrypt_proto::cert::format_cert_list(
+                    &k.certs(now).into_iter().cloned().collect::<Vec<_>>(),
                 )
             });
-            let _ = age;
             let mut r = Response::new(full(certs));
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
@@ -443,7 +484,17 @@ where
         }
         Err(e) => return Ok(inner_problem(accepted.into_response_key(), &e, now)),
     };
-    let rsp = match inner.oneshot_call(inner_req).await {
+    let rsp = inner.oneshot_call(inner_req).await;
+    // A body failure is often why the service failed (a gateway's upstream
+    // request dies with it): report the protocol error it really is.
+    let failure = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if let Some(e) = failure {
+        if e == httpcrypt_proto::Error::BodyTooLarge {
+            return Ok(outer_problem(&e, &[]));
+        }
+        return Ok(inner_problem(accepted.into_response_key(), &e, now));
+    }
+    let rsp = match rsp {
         Ok(r) => r,
         Err(e) => {
             let e: BoxError = e.into();
@@ -466,13 +517,6 @@ where
             };
         }
     };
-    let failure = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
-    if let Some(e) = failure {
-        if e == httpcrypt_proto::Error::BodyTooLarge {
-            return Ok(outer_problem(&e, &[]));
-        }
-        return Ok(inner_problem(accepted.into_response_key(), &e, now));
-    }
     // Extra inner response fields: ticket and token.
     let mut extra = Vec::new();
     if cfg.tickets {
@@ -557,18 +601,22 @@ where
     let status = parts.status;
     let mut head = ResponseHead::new(status.as_u16(), status.canonical_reason().unwrap_or(""));
     let exact = body.size_hint().exact();
+    // A streamed body (a file, say) still has the length the application
+    // declared; the client checks it against what arrives (spec §4.3).
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     for (n, v) in parts.headers.iter() {
         if HOP.contains(n) || n.as_str() == "keep-alive" || n == header::CONTENT_LENGTH {
             continue;
         }
         head.fields.push(Field::new(n.as_str(), v.as_bytes()));
     }
-    if exact.is_some() || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
-        if let Some(len) = exact {
-            if status != StatusCode::NO_CONTENT && status != StatusCode::NOT_MODIFIED {
-                head.fields
-                    .push(Field::new("Content-Length", len.to_string()));
-            }
+    if let Some(len) = exact.or(declared) {
+        if status != StatusCode::NO_CONTENT && status != StatusCode::NOT_MODIFIED {
+            head.fields
+                .push(Field::new("Content-Length", len.to_string()));
         }
     }
     if inner::field(&head.fields, "date").is_none() {
