@@ -51,6 +51,8 @@ pub struct FetchArgs {
     /// Print the inner response status and fields before the body.
     #[arg(short = 'i', long = "include")]
     pub include: bool,
+    #[command(flatten)]
+    pub discovery: crate::dns::DiscoveryOpts,
 }
 
 pub fn client_for(a: &FetchArgs) -> Result<httpcrypt::Client> {
@@ -65,7 +67,7 @@ pub fn client_for(a: &FetchArgs) -> Result<httpcrypt::Client> {
         .map(httpcrypt::proto::IdentityPublic::from_b64)
         .transpose()
         .context("--identity")?;
-    Ok(httpcrypt::Client::new(httpcrypt::ClientConfig {
+    let mut config = httpcrypt::ClientConfig {
         mount: httpcrypt::proto::outer::Mount::new(&a.mount)?,
         identity,
         proxy,
@@ -76,7 +78,9 @@ pub fn client_for(a: &FetchArgs) -> Result<httpcrypt::Client> {
             httpcrypt::KeyPolicy::FreshPerRequest
         },
         ..Default::default()
-    }))
+    };
+    a.discovery.apply(&mut config)?;
+    Ok(httpcrypt::Client::new(config))
 }
 
 pub fn build_request(a: &FetchArgs) -> Result<http::request::Builder> {
@@ -116,6 +120,13 @@ pub async fn run(a: FetchArgs) -> Result<i32> {
         }
     };
     if a.verbose {
+        if let Some(source) = a
+            .url
+            .authority()
+            .and_then(|au| client.key_source(au.as_str()))
+        {
+            eprintln!("* server key from {source}");
+        }
         if let Some(x) = rsp.extensions().get::<OuterExchange>() {
             show_outer(x);
         }

@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 mod demo;
+mod dns;
 mod fetch;
 
 #[derive(Parser)]
@@ -38,6 +39,8 @@ enum Cmd {
     Certs(CertsArgs),
     /// Run a local server on temporary keys and show encrypted fetches.
     Demo(demo::DemoArgs),
+    /// Publish keys in the DNS: zone-file lines, RFC 2136 updates, an authoritative server.
+    Dns(dns::DnsArgs),
 }
 
 #[derive(Args)]
@@ -89,6 +92,8 @@ struct ServerOpts {
     /// Seconds a request body may stall before the request fails.
     #[arg(long, default_value_t = 30)]
     body_timeout: u64,
+    #[command(flatten)]
+    publish: dns::PublishOpts,
 }
 
 #[derive(Args)]
@@ -119,6 +124,8 @@ struct CertsArgs {
     /// Pinned identity key (base64url): only certificates it signed count.
     #[arg(long)]
     identity: Option<String>,
+    #[command(flatten)]
+    discovery: dns::DiscoveryOpts,
 }
 
 fn main() {
@@ -177,6 +184,7 @@ async fn run(cmd: Cmd) -> Result<i32> {
         Cmd::Fetch(a) => fetch::run(a).await,
         Cmd::Certs(a) => certs(a).await,
         Cmd::Demo(a) => demo::run(a).await,
+        Cmd::Dns(a) => dns::run(a).await,
     }
 }
 
@@ -233,6 +241,13 @@ async fn prepare(
         ..Default::default()
     };
     let listener = httpcrypt::runtime::bind(opts.listen).await?;
+    dns::start_publisher(
+        &opts.publish,
+        &opts.keys,
+        &keys,
+        opts.rotation.max(1),
+        listener.local_addr()?.port(),
+    )?;
     eprintln!(
         "httpcrypt: listening on http://{} (identity {identity})",
         listener.local_addr()?
@@ -256,21 +271,43 @@ async fn certs(a: CertsArgs) -> Result<i32> {
         .map(httpcrypt::proto::IdentityPublic::from_b64)
         .transpose()
         .context("--identity")?;
-    let client = httpcrypt::Client::new(httpcrypt::ClientConfig {
+    let mut config = httpcrypt::ClientConfig {
         mount: httpcrypt::proto::outer::Mount::new(&a.mount)?,
         identity,
         ..Default::default()
-    });
+    };
+    a.discovery.apply(&mut config)?;
+    let dns = config.discovery.is_some();
+    let client = httpcrypt::Client::new(config);
     let authority = a
         .url
         .authority()
         .context("URL needs a host")?
         .as_str()
         .to_string();
-    let certs = client
-        .refresh_certs(a.url.scheme_str().unwrap_or("http"), &authority)
-        .await?;
+    let scheme = a.url.scheme_str().unwrap_or("http");
     let now = httpcrypt::keystore::unix_now();
+    if dns {
+        let (keys, source) = client.refresh_keys(scheme, &authority).await?;
+        println!("source {source}");
+        for k in &keys {
+            let state = if k.is_valid_at(now) {
+                "valid"
+            } else {
+                "not valid now"
+            };
+            println!(
+                "serial {} kid {} valid {}..{} ({state}, {}s left)",
+                k.serial,
+                k.kid().to_b64(),
+                k.not_before,
+                k.not_after,
+                u64::from(k.not_after).saturating_sub(now)
+            );
+        }
+        return Ok(0);
+    }
+    let certs = client.refresh_certs(scheme, &authority).await?;
     for c in &certs {
         let state = if c.is_valid_at(now) {
             "valid"

@@ -241,6 +241,10 @@ where
                 return Ok(h);
             }
             if self.done {
+                // The stream is judged before the inner parse (spec §11.4): a
+                // stream cut short is `truncated`, a complete one `malformed_inner`.
+                let mut parts = (self.opener.take(), self.decoder.take());
+                finish_parts(&mut parts, &mut self.head, &mut self.ready)?;
                 return Err(httpcrypt_proto::Error::MalformedInner.into());
             }
             match std::future::poll_fn(|cx| self.poll_outer(cx)).await {

@@ -29,7 +29,9 @@ pub struct ListenOptions {
     pub max_connections: usize,
     /// Longest wait for a complete request head.
     pub header_timeout: Duration,
-    /// Outer head limit (request line and fields), bytes.
+    /// Hard limit on an outer head (request line and fields), bytes: above
+    /// it hyper answers 431 without calling the service. The finer limits of
+    /// spec §11.6 (414, 431) are the layer's, so this sits above their sum.
     pub max_head: usize,
 }
 
@@ -38,7 +40,7 @@ impl Default for ListenOptions {
         ListenOptions {
             max_connections: 1024,
             header_timeout: Duration::from_secs(10),
-            max_head: 64 * 1024,
+            max_head: 16 * 1024 + 64 * 1024 + 1024,
         }
     }
 }
@@ -88,6 +90,7 @@ where
                 .timer(TokioTimer::new())
                 .header_read_timeout(opts.header_timeout)
                 .keep_alive(true)
+                .max_header_size(opts.max_head)
                 .max_buf_size(opts.max_head.max(8192));
             if let Err(e) = builder
                 .serve_connection(TokioIo::new(stream), hyper_svc)

@@ -290,10 +290,11 @@ fn outer_http_limits(parts: &http::request::Parts, limits: &Limits) -> Option<Re
         let mut codings = parts.headers.get_all(header::TRANSFER_ENCODING).iter();
         match (codings.next(), codings.next()) {
             (None, _) => None,
-            (Some(te), None) if te.as_bytes().trim_ascii().eq_ignore_ascii_case(b"chunked") => {
-                None
-            }
-            _ => Some((StatusCode::NOT_IMPLEMENTED, "transfer coding not implemented\n")),
+            (Some(te), None) if te.as_bytes().trim_ascii().eq_ignore_ascii_case(b"chunked") => None,
+            _ => Some((
+                StatusCode::NOT_IMPLEMENTED,
+                "transfer coding not implemented\n",
+            )),
         }
     };
     refusal.map(|(status, text)| {
