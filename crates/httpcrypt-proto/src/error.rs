@@ -82,6 +82,10 @@ pub enum Error {
     /// The request was seen before.
     #[error("replayed request")]
     Replay,
+    /// A side-effecting request without a valid `Random` token, on a server
+    /// that demands one (spec §8, RFC 8470 semantics).
+    #[error("token required")]
+    TokenRequired,
     /// The strike register is full; the request cannot be checked now.
     #[error("replay register full")]
     Overloaded,
@@ -142,6 +146,8 @@ pub mod problem_type {
     pub const REPLAY: &str = "urn:httpcrypt:replay";
     /// Missing or out-of-window `Date`.
     pub const STALE: &str = "urn:httpcrypt:stale";
+    /// A side-effecting request needs a `Random` token first (project addition, spec/httpcrypt.md §8).
+    pub const TOKEN_REQUIRED: &str = "urn:httpcrypt:token-required";
     /// The server cannot check freshness now (project addition, spec/httpcrypt.md §8).
     pub const OVERLOADED: &str = "urn:httpcrypt:overloaded";
 }
@@ -173,6 +179,7 @@ impl Error {
             Error::BadDate => "bad_date",
             Error::Stale => "stale",
             Error::Replay => "replay",
+            Error::TokenRequired => "token_required",
             Error::Overloaded => "overloaded",
             Error::BadCertificate => "bad_certificate",
             Error::BadSignature => "bad_signature",
@@ -214,6 +221,7 @@ impl Error {
             | Error::BadDate => (400, t::MALFORMED, Scope::Inner),
             Error::Stale => (425, t::STALE, Scope::Inner),
             Error::Replay => (425, t::REPLAY, Scope::Inner),
+            Error::TokenRequired => (425, t::TOKEN_REQUIRED, Scope::Inner),
             Error::Overloaded => (503, t::OVERLOADED, Scope::Inner),
             Error::BadBase32
             | Error::BadCertificate
@@ -256,6 +264,7 @@ impl Error {
         Error::BadDate,
         Error::Stale,
         Error::Replay,
+        Error::TokenRequired,
         Error::Overloaded,
         Error::BadCertificate,
         Error::BadSignature,

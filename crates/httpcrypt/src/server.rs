@@ -19,6 +19,7 @@ use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
 use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
 use httpcrypt_proto::outer::{self, Mount};
+use httpcrypt_proto::cache::SessionCache;
 use httpcrypt_proto::replay::{self, StrikeRegister};
 use httpcrypt_proto::server::{self as core, Accept, Accepted, OuterRequest};
 use httpcrypt_proto::stream::{ResponseKey, Sealer};
@@ -29,6 +30,7 @@ use rand_core::{OsRng, RngCore};
 use crate::body::{FailureSlot, OpenBody, SealBody, DEFAULT_RECORD};
 use crate::error::{BoxError, Error};
 use crate::keystore::{unix_now, LiveKeys};
+use crate::strikes::{LocalStrikes, StrikeStore};
 
 /// Body type of requests handed to the wrapped service and of responses.
 pub type HcBody = UnsyncBoxBody<Bytes, BoxError>;
@@ -63,6 +65,11 @@ pub struct ServerConfig {
     pub token_secret: Option<[u8; 32]>,
     /// Longest wait for the next piece of a request body.
     pub body_timeout: Duration,
+    /// Session cache capacity (entries); 0 turns the cache off (spec §7.1).
+    pub session_cache: usize,
+    /// Demand a valid `Random` token before side-effecting methods (spec §8):
+    /// without one the answer is inner 425 `token-required`, carrying a token.
+    pub require_token: bool,
 }
 
 impl Default for ServerConfig {
@@ -79,6 +86,8 @@ impl Default for ServerConfig {
             tickets: true,
             token_secret: Some(token),
             body_timeout: Duration::from_secs(30),
+            session_cache: 65_536,
+            require_token: false,
         }
     }
 }
@@ -95,7 +104,10 @@ pub struct Encrypted {
 struct Shared {
     config: ServerConfig,
     keys: LiveKeys,
-    strikes: Mutex<StrikeRegister>,
+    strikes: Arc<dyn StrikeStore>,
+    cache: Option<Mutex<SessionCache>>,
+    /// When the cache was last purged of expired kids (unix seconds).
+    purged: std::sync::atomic::AtomicU64,
 }
 
 /// The tower layer.
@@ -118,13 +130,60 @@ impl HttpCryptLayer {
         let mut seed = [0u8; 16];
         OsRng.fill_bytes(&mut seed);
         let window = config.freshness.unwrap_or(replay::DEFAULT_WINDOW);
+        let strikes = Arc::new(LocalStrikes::new(StrikeRegister::new(window, config.strike_capacity, seed)));
+        Self::with_strikes(keys, config, strikes)
+    }
+
+    /// A layer whose strike register is `strikes` (e.g. Redis shared by a fleet).
+    pub fn with_strikes(keys: LiveKeys, config: ServerConfig, strikes: Arc<dyn StrikeStore>) -> Self {
+        let mut seed = [0u8; 16];
+        OsRng.fill_bytes(&mut seed);
+        let cache = (config.session_cache > 0).then(|| Mutex::new(SessionCache::new(config.session_cache, seed)));
         HttpCryptLayer {
             shared: Arc::new(Shared {
-                strikes: Mutex::new(StrikeRegister::new(window, config.strike_capacity, seed)),
+                strikes,
+                cache,
+                purged: std::sync::atomic::AtomicU64::new(0),
                 config,
                 keys,
             }),
         }
+    }
+
+    /// Session-cache (hits, misses) so far.
+    pub fn cache_stats(&self) -> (u64, u64) {
+        self.shared
+            .cache
+            .as_ref()
+            .map_or((0, 0), |c| c.lock().unwrap_or_else(|p| p.into_inner()).stats())
+    }
+}
+
+impl Shared {
+    /// The session key for a fresh-key request: from the cache, or one X25519.
+    fn derive(&self, sk: &core::ServerKey, peer: &httpcrypt_proto::KexPublic) -> Result<httpcrypt_proto::SessionKey, httpcrypt_proto::Error> {
+        let Some(cache) = &self.cache else {
+            return sk.secret.session_key(peer);
+        };
+        if let Some(k) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&sk.kid, peer) {
+            return Ok(k);
+        }
+        let k = sk.secret.session_key(peer)?;
+        cache.lock().unwrap_or_else(|p| p.into_inner()).insert(&sk.kid, peer, k.clone());
+        Ok(k)
+    }
+
+    /// Drops cached keys of expired kids (at most every few seconds), so a
+    /// key's cache entries are zeroized with it (spec §6).
+    fn purge_cache(&self, now: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let Some(cache) = &self.cache else { return };
+        if now < self.purged.load(Relaxed) + 5 {
+            return;
+        }
+        self.purged.store(now, Relaxed);
+        let live: Vec<httpcrypt_proto::KeyId> = self.keys.with(|k| k.keys().iter().filter(|x| now <= u64::from(x.cert.not_after)).map(|x| x.kid).collect());
+        cache.lock().unwrap_or_else(|p| p.into_inner()).purge(|kid| live.contains(kid));
     }
 }
 
@@ -252,8 +311,14 @@ impl FromStaticLower for HeaderName {
 
 /// A sealed inner error (spec §4.4): only the client holding `k` can read it.
 fn inner_problem(key: ResponseKey, err: &httpcrypt_proto::Error, now: u64) -> Response<HcBody> {
-    let (head, body) = core::problem_response(err)
+    inner_problem_with(key, err, now, Vec::new())
+}
+
+/// [`inner_problem`] with extra inner fields (a ticket, a token).
+fn inner_problem_with(key: ResponseKey, err: &httpcrypt_proto::Error, now: u64, extra: Vec<Field>) -> Response<HcBody> {
+    let (mut head, body) = core::problem_response(err)
         .unwrap_or_else(|| (ResponseHead::new(500, "Internal Server Error"), Vec::new()));
+    head.fields.extend(extra);
     let mut n0 = [0u8; 24];
     OsRng.fill_bytes(&mut n0);
     let mut out = Vec::new();
@@ -368,7 +433,8 @@ where
     };
     let decision = shared
         .keys
-        .with(|keys| core::accept(keys, &cfg.mount, &outer_req, &cfg.limits, now));
+        .with(|keys| core::accept_with(keys, &cfg.mount, &outer_req, &cfg.limits, now, |sk, peer| shared.derive(sk, peer)));
+    shared.purge_cache(now);
     let accepted = match decision {
         Err(e) => {
             let certs = shared.keys.with(|k| k.cert_lines(now));
@@ -464,17 +530,35 @@ where
     };
     // Freshness and replay (spec §8): first error wins after stream and parse.
     if let Some(window) = cfg.freshness {
-        let checked =
-            replay::check_date(inner::field(&head.fields, "date"), now, window).and_then(|date| {
-                let mut strikes = shared.strikes.lock().unwrap_or_else(|p| p.into_inner());
-                strikes.check(&accepted.kid, &accepted.n0, date, now)
-            });
+        let checked = match replay::check_date(inner::field(&head.fields, "date"), now, window) {
+            Ok(date) => shared.strikes.check(&accepted.kid, &accepted.n0, date, now).await,
+            Err(e) => Err(e),
+        };
         if let Err(e) = checked {
             return Ok(inner_problem(accepted.into_response_key(), &e, now));
         }
     }
     let client_random =
         inner::field(&head.fields, token::CLIENT_RANDOM_FIELD).map(token::parse_client_random);
+    // Extra inner response fields: a ticket and the token.
+    let mut extra = Vec::new();
+    if cfg.tickets {
+        if let Some(t) = issue_ticket(&shared, &accepted, now) {
+            extra.push(Field::new(httpcrypt_proto::ticket::TICKET_FIELD, t));
+        }
+    }
+    if let (Some(Ok(cr)), Some(secret)) = (&client_random, cfg.token_secret) {
+        extra.push(Field::new(token::RANDOM_FIELD, token::format_random(&secret, accepted.session_key(), cr)));
+    }
+    if cfg.require_token && !is_safe(&head.method) {
+        let valid = cfg.token_secret.is_some_and(|secret| {
+            inner::field(&head.fields, token::RANDOM_FIELD)
+                .is_some_and(|v| token::verify_random(&secret, accepted.session_key(), v).is_ok())
+        });
+        if !valid {
+            return Ok(inner_problem_with(accepted.into_response_key(), &httpcrypt_proto::Error::TokenRequired, now, extra));
+        }
+    }
     let inner_req = match build_inner_request(&parts, &head, opened.boxed_unsync()) {
         Ok(mut r) => {
             r.extensions_mut().insert(Encrypted {
@@ -518,19 +602,6 @@ where
             };
         }
     };
-    // Extra inner response fields: ticket and token.
-    let mut extra = Vec::new();
-    if cfg.tickets {
-        if let Some(t) = issue_ticket(&shared, &accepted, now) {
-            extra.push(Field::new(httpcrypt_proto::ticket::TICKET_FIELD, t));
-        }
-    }
-    if let (Some(Ok(cr)), Some(secret)) = (client_random, cfg.token_secret) {
-        extra.push(Field::new(
-            token::RANDOM_FIELD,
-            token::format_random(&secret, accepted.session_key(), &cr),
-        ));
-    }
     Ok(seal_response(
         cfg.record_size,
         accepted.into_response_key(),
@@ -538,6 +609,11 @@ where
         extra,
         now,
     ))
+}
+
+/// Methods without side effects (RFC 9110 §9.2.1), which need no token.
+fn is_safe(method: &str) -> bool {
+    matches!(method, "GET" | "HEAD" | "OPTIONS" | "TRACE")
 }
 
 fn issue_ticket(shared: &Shared, accepted: &Accepted, now: u64) -> Option<String> {
