@@ -6,8 +6,10 @@
 # Installs what is missing (the nightly toolchain, cargo-fuzz), builds all
 # targets once (release, debug assertions and overflow checks on, ASan), then
 # runs each target on a throw-away copy of its checked-in seeds
-# (fuzz/seeds/<target>/), so the tree stays clean. Prints a summary table and
-# exits non-zero if any target crashed, hung or failed to run.
+# (fuzz/seeds/<target>/) and of the reproducers of crashes found before
+# (fuzz/artifacts-found/<target>/), so the tree stays clean. Prints a
+# summary table and exits non-zero if any target crashed, hung or failed to
+# run. Bounded: one build, then at most SECONDS + 120 s per target.
 #
 # A crashing input is kept where cargo-fuzz puts it, fuzz/artifacts/<target>/
 # (git-ignored), next to the run's log. Reproduce with
@@ -74,6 +76,7 @@ fi
 max_len_for() {
     case "$1" in
         stream_open | outer_request) echo 4096 ;;
+        tlsa) echo 2304 ;; # past tlsa::MAX_DER
         inner_message) echo 2048 ;;
         cookie_scan | cert | replay | rspamd_key_header | rspamd_keypair) echo 1024 ;;
         *) echo 256 ;;
@@ -83,6 +86,7 @@ dict_for() {
     case "$1" in
         inner_message | outer_request | cookie_scan | cert) echo "$fuzz_dir/dicts/http.dict" ;;
         rspamd_*) echo "$fuzz_dir/dicts/rspamd.dict" ;;
+        tlsa) echo "$fuzz_dir/dicts/der.dict" ;;
         *) echo "" ;;
     esac
 }
@@ -101,9 +105,13 @@ failed=0
 for t in "${targets[@]}"; do
     corpus="$work/corpus/$t"
     mkdir -p "$corpus" "$fuzz_dir/artifacts/$t"
-    if [ -d "$fuzz_dir/seeds/$t" ]; then
-        cp "$fuzz_dir/seeds/$t/"* "$corpus/" 2>/dev/null || true
-    fi
+    # Seeds, plus the reproducers of crashes found earlier (regression inputs:
+    # libFuzzer runs the whole corpus before mutating it).
+    for d in "$fuzz_dir/seeds/$t" "$fuzz_dir/artifacts-found/$t"; do
+        if [ -d "$d" ]; then
+            cp "$d/"* "$corpus/" 2>/dev/null || true
+        fi
+    done
     seeds=$(find "$corpus" -type f | wc -l)
     args=(
         -max_total_time="$secs"
@@ -115,7 +123,7 @@ for t in "${targets[@]}"; do
     dict="$(dict_for "$t")"
     [ -n "$dict" ] && args+=(-dict="$dict")
     runlog="$work/$t.log"
-    log "running $t for ${secs}s ($seeds seeds)"
+    log "running $t for ${secs}s ($seeds seed and regression inputs)"
     start=$(date +%s)
     rc=0
     # The outer timeout bounds a target that stops answering (startup, a hang
@@ -136,6 +144,11 @@ for t in "${targets[@]}"; do
         elif grep -q -e '^==[0-9]*== *ERROR' -e 'ERROR: libFuzzer' -e 'panicked at' "$runlog"; then
             artifact="$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$runlog" | tail -n 1)"
             result="CRASH ${artifact#"$fuzz_dir/"}"
+            for known in "$fuzz_dir/artifacts-found/$t/"*; do
+                if [ -f "$artifact" ] && [ -f "$known" ] && cmp -s "$artifact" "$known"; then
+                    result="CRASH (known, not fixed yet: ${known#"$fuzz_dir/"})"
+                fi
+            done
         else
             result="error (exit $rc)"
         fi

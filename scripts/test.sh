@@ -22,6 +22,7 @@ cargo fmt --all -- --check
 step "clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+bash scripts/install-test-deps.sh
 step "tests"
 cargo test --workspace --locked
 

@@ -19,7 +19,7 @@ use httpcrypt_proto::outer::{self, Mount};
 use httpcrypt_proto::rspamd::{self, base32, keypair, Client};
 use httpcrypt_proto::stream::{ResponseKey, Sealer};
 use httpcrypt_proto::ticket::TicketContents;
-use httpcrypt_proto::{b64, dns, replay, token};
+use httpcrypt_proto::{b64, dns, replay, tlsa, token};
 
 struct Seeds {
     root: PathBuf,
@@ -310,6 +310,34 @@ fn certs(s: &mut Seeds) {
     s.put("cert", "text-forever", other.to_text().as_bytes());
 }
 
+fn tlsa_seeds(s: &mut Seeds) {
+    let id = fx::identity();
+    let der = tlsa::encode(&id, &fx::server_cert());
+    s.put(
+        "tlsa",
+        "server-cert",
+        &[&[3, 0, 0], der.as_slice()].concat(),
+    );
+    let forever = KeyCert::sign(
+        &id,
+        7,
+        0,
+        u32::MAX,
+        *KexSecret::from_bytes([8; 32]).public(),
+    );
+    let der = tlsa::encode(&id, &forever);
+    s.put(
+        "tlsa",
+        "generalized-time",
+        &[&[3, 0, 0], der.as_slice()].concat(),
+    );
+    s.put(
+        "tlsa",
+        "other-usage",
+        &[&[3, 1, 1], der.as_slice()].concat(),
+    );
+}
+
 fn ticket(s: &mut Seeds) {
     let tk = fx::ticket_key();
     let t = tk.seal(
@@ -473,6 +501,7 @@ fn main() {
     cookie_scan(&mut s);
     inner_message(&mut s);
     certs(&mut s);
+    tlsa_seeds(&mut s);
     ticket(&mut s);
     tokens(&mut s);
     b64_seeds(&mut s);

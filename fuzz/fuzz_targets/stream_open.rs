@@ -7,16 +7,18 @@
 //! - mode bit 2: `max_record = usize::MAX` (the opener clamps it) instead of the u16;
 //! - mode bit 3: instead of opening, seal the bytes with `Sealer` (pieces
 //!   as records, bit 4 makes response records CLEAR) and check the round
-//!   trip and that a flipped bit (at `max_record` % len) is refused.
+//!   trip and that a flipped bit (at the u16 % len) is refused.
 //!
-//! Asserts: no panic; errors are stream errors (never `ClearInRequest` on a
-//! response, never `Data` with `clear` on a request); the record sequence
-//! is the same for any split and any event-pull schedule; the plaintext is
-//! `open_all`'s.
+//! Asserts: no panic; the record limit is `max_record` clamped to
+//! `RECORD_FLOOR..=RECORD_CEILING` and judged on the header alone; errors
+//! are stream errors (never `ClearInRequest` on a response, never `Data`
+//! with `clear` on a request); the record sequence is the same for any
+//! split and any event-pull schedule; the plaintext is `open_all`'s.
 
 #![no_main]
 
 use httpcrypt_fuzz::{open_pieces, session_key, split, Input, Record, REQUEST_N0, STREAM_ERRORS};
+use httpcrypt_proto::limits::{RECORD_CEILING, RECORD_FLOOR};
 use httpcrypt_proto::stream::{self, Opener, ResponseKey, Sealer, RECORD_OVERHEAD};
 use httpcrypt_proto::Error;
 use libfuzzer_sys::fuzz_target;
@@ -115,13 +117,6 @@ fn seal_round_trip(response: bool, clear: bool, plan: u32, flip: usize, plaintex
     );
     let opened = open_pieces(opener(response, largest), &[&out], true);
     assert_eq!(opened.as_ref(), Ok(&expected), "seal/open round trip");
-    // A record one byte over the receiver's limit is refused before its payload.
-    if largest > 0 {
-        assert_eq!(
-            stream::open_all(opener(response, largest - 1), &out),
-            Err(Error::RecordTooLarge)
-        );
-    }
     // Every bit is authenticated.
     let mut bad = out.clone();
     let i = flip % bad.len();
@@ -129,6 +124,22 @@ fn seal_round_trip(response: bool, clear: bool, plan: u32, flip: usize, plaintex
     let r = stream::open_all(opener(response, largest), &bad);
     assert!(r.is_err(), "flipped bit {i} accepted");
     httpcrypt_fuzz::assert_errors(&r, STREAM_ERRORS);
+}
+
+/// The receiver's limit is `max_record` clamped to `RECORD_FLOOR..=RECORD_CEILING`
+/// (spec §3), and a header is judged before its payload is awaited (spec §11):
+/// one byte over is `record_too_large` at once, the limit itself waits.
+fn check_limit(response: bool, max_record: usize) {
+    let limit = max_record.clamp(RECORD_FLOOR, RECORD_CEILING);
+    for (len, want) in [(limit, Ok(None)), (limit + 1, Err(Error::RecordTooLarge))] {
+        let mut o = opener(response, max_record);
+        if response {
+            o.receive(&[0; 24]).expect("nonce");
+        }
+        o.receive(&(len as u32).to_be_bytes()).expect("header");
+        assert_eq!(o.next_event(), want, "record of {len} under limit {limit}");
+        assert!(!o.is_complete());
+    }
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -147,5 +158,6 @@ fuzz_target!(|data: &[u8]| {
     } else {
         usize::from(max16)
     };
+    check_limit(response, max_record);
     open_and_compare(response, mode & 2 != 0, max_record, plan, bytes);
 });

@@ -688,6 +688,15 @@ fn inner_parse(c: &mut Criterion) {
     g.finish();
 }
 
+/// How a benchmark obtains the session key for a fresh-key request.
+type Derive<'a> = Box<
+    dyn FnMut(
+            &httpcrypt_proto::server::ServerKey,
+            &httpcrypt_proto::KexPublic,
+        ) -> httpcrypt_proto::Result<SessionKey>
+        + 'a,
+>;
+
 fn resumption(c: &mut Criterion) {
     use httpcrypt_proto::cache::SessionCache;
     use httpcrypt_proto::ticket::{TicketContents, TicketKey};
@@ -695,7 +704,13 @@ fn resumption(c: &mut Criterion) {
     let identity = IdentityKey::from_seed(bytes32(&mut r));
     let server_secret = KexSecret::from_bytes(bytes32(&mut r));
     let not_before = (NOW - 3600) as u32;
-    let cert = KeyCert::sign(&identity, 1, not_before, not_before + 7 * 86400, *server_secret.public());
+    let cert = KeyCert::sign(
+        &identity,
+        1,
+        not_before,
+        not_before + 7 * 86400,
+        *server_secret.public(),
+    );
     let mut keys = ServerKeys::new();
     keys.add_key(server_secret, cert.clone());
     let tk = TicketKey::new(httpcrypt_proto::KeyId([9; 10]), bytes32(&mut r));
@@ -709,24 +724,50 @@ fn resumption(c: &mut Criterion) {
     let rsp_body = [b'y'; 100];
 
     // Pools of prepared requests: fresh keys, reused keys (cache), tickets.
-    let clients: Vec<KexSecret> = (0..POOL).map(|_| KexSecret::from_bytes(bytes32(&mut r))).collect();
+    let clients: Vec<KexSecret> = (0..POOL)
+        .map(|_| KexSecret::from_bytes(bytes32(&mut r)))
+        .collect();
     let mk = |cred: ClientCredential<'_>, r: &mut ChaCha20Rng| {
         let mut n0 = [0u8; NONCE_LEN];
         r.fill_bytes(&mut n0);
         let prep = PreparedRequest::new(&cert, cred, n0, "", "").expect("valid credential");
-        let stream = prep.seal_message(&head, &body, 16 * 1024).expect("message seals");
-        Prepared { target: mount.nonce_path(&n0), cookie: prep.cookie().to_string(), stream, n0, key: prep.session_key().clone() }
+        let stream = prep
+            .seal_message(&head, &body, 16 * 1024)
+            .expect("message seals");
+        Prepared {
+            target: mount.nonce_path(&n0),
+            cookie: prep.cookie().to_string(),
+            stream,
+            n0,
+            key: prep.session_key().clone(),
+        }
     };
-    let keyed: Vec<Prepared> = clients.iter().map(|c| mk(ClientCredential::Key(c), &mut r)).collect();
+    let keyed: Vec<Prepared> = clients
+        .iter()
+        .map(|c| mk(ClientCredential::Key(c), &mut r))
+        .collect();
     let tickets: Vec<(httpcrypt_proto::ticket::Ticket, SessionKey)> = keyed
         .iter()
         .map(|p| {
             let mut n = [0u8; NONCE_LEN];
             r.fill_bytes(&mut n);
-            (tk.seal(&TicketContents { key: p.key.clone(), kid: cert.kid(), expiry: cert.not_after }, n), p.key.clone())
+            (
+                tk.seal(
+                    &TicketContents {
+                        key: p.key.clone(),
+                        kid: cert.kid(),
+                        expiry: cert.not_after,
+                    },
+                    n,
+                ),
+                p.key.clone(),
+            )
         })
         .collect();
-    let ticketed: Vec<Prepared> = tickets.iter().map(|(t, k)| mk(ClientCredential::Ticket(t, k), &mut r)).collect();
+    let ticketed: Vec<Prepared> = tickets
+        .iter()
+        .map(|(t, k)| mk(ClientCredential::Ticket(t, k), &mut r))
+        .collect();
     let mut cache = SessionCache::new(4 * POOL, [5; 16]);
     for (c, p) in clients.iter().zip(&keyed) {
         cache.insert(&cert.kid(), c.public(), p.key.clone());
@@ -734,7 +775,7 @@ fn resumption(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("resumption");
     let mut out = Vec::with_capacity(1024);
-    let mut run = |name: &str, pool: &[Prepared], mut derive: Box<dyn FnMut(&httpcrypt_proto::server::ServerKey, &httpcrypt_proto::KexPublic) -> httpcrypt_proto::Result<SessionKey> + '_>| {
+    let mut run = |name: &str, pool: &[Prepared], mut derive: Derive<'_>| {
         let outers: Vec<OuterRequest<'_>> = pool.iter().map(Prepared::outer).collect();
         let mut i = 0usize;
         g.bench_function(name, |b| {
@@ -742,16 +783,37 @@ fn resumption(c: &mut Criterion) {
                 let p = &pool[i % POOL];
                 let outer = &outers[i % POOL];
                 i += 1;
-                let acc = unwrap_request(server::accept_with(&keys, &mount, outer, &limits, NOW, &mut derive));
-                let (h, b2) = server::open_request(&acc, &p.stream, &limits).expect("request opens");
+                let acc = unwrap_request(server::accept_with(
+                    &keys,
+                    &mount,
+                    outer,
+                    &limits,
+                    NOW,
+                    &mut derive,
+                ));
+                let (h, b2) =
+                    server::open_request(&acc, &p.stream, &limits).expect("request opens");
                 black_box((&h, &b2));
                 out.clear();
-                server::seal_response(acc.into_response_key(), p.n0, &rsp_head, &rsp_body, NOW, 16 * 1024, &mut out).expect("seals");
+                server::seal_response(
+                    acc.into_response_key(),
+                    p.n0,
+                    &rsp_head,
+                    &rsp_body,
+                    NOW,
+                    16 * 1024,
+                    &mut out,
+                )
+                .expect("seals");
                 black_box(out.len())
             })
         });
     };
-    run("fresh_key", &keyed, Box::new(|sk, peer| sk.secret.session_key(peer)));
+    run(
+        "fresh_key",
+        &keyed,
+        Box::new(|sk, peer| sk.secret.session_key(peer)),
+    );
     run(
         "cache_hit",
         &keyed,
@@ -760,7 +822,11 @@ fn resumption(c: &mut Criterion) {
             None => sk.secret.session_key(peer),
         }),
     );
-    run("ticket", &ticketed, Box::new(|_, _| panic!("tickets need no key agreement")));
+    run(
+        "ticket",
+        &ticketed,
+        Box::new(|_, _| panic!("tickets need no key agreement")),
+    );
     g.finish();
 }
 
@@ -779,18 +845,26 @@ fn strikes(c: &mut Criterion) {
             n0[..8].copy_from_slice(&count.to_le_bytes());
             count += 1;
             let _ = black_box(j);
-            reg.check(&kid, &n0, start + sec, start + sec).expect("fresh");
+            reg.check(&kid, &n0, start + sec, start + sec)
+                .expect("fresh");
         }
     }
     let entries = reg.len();
     let bytes = reg.memory_bytes();
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/criterion/strikes");
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/criterion/strikes");
     let _ = std::fs::create_dir_all(&dir);
     let _ = std::fs::write(
         dir.join("memory.json"),
-        format!("{{\"entries\": {entries}, \"bytes\": {bytes}, \"bytes_per_entry\": {:.2}}}\n", bytes as f64 / entries as f64),
+        format!(
+            "{{\"entries\": {entries}, \"bytes\": {bytes}, \"bytes_per_entry\": {:.2}}}\n",
+            bytes as f64 / entries as f64
+        ),
     );
-    eprintln!("strike register: {entries} entries, {bytes} bytes, {:.2} bytes/entry", bytes as f64 / entries as f64);
+    eprintln!(
+        "strike register: {entries} entries, {bytes} bytes, {:.2} bytes/entry",
+        bytes as f64 / entries as f64
+    );
     let now = start + WINDOW;
     let mut g = c.benchmark_group("strikes");
     g.bench_function("check_3M", |b| {

@@ -125,6 +125,57 @@ impl KeyCert {
     }
 }
 
+/// A server key as a client uses it, whichever form it arrived in: a
+/// [`KeyCert`] (TXT, AAAA, `OPTIONS`, an `unknown-key` problem) or a TLSA
+/// X.509 certificate ([`crate::tlsa::TlsaCert`]). It carries no signature:
+/// in authenticated mode the form's own signature is checked *before* a
+/// `DiscoveredKey` is made from it (spec §6.7), so holding one means "this
+/// key passed the checks the client's mode requires".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiscoveredKey {
+    /// Increases with every new key.
+    pub serial: u32,
+    /// First valid second (unix time).
+    pub not_before: u32,
+    /// Last valid second (inclusive).
+    pub not_after: u32,
+    /// The server's X25519 key.
+    pub kex_public: KexPublic,
+}
+
+impl DiscoveredKey {
+    /// Whether `now` lies in `[not_before, not_after]` (both ends included).
+    pub fn is_valid_at(&self, now: u64) -> bool {
+        u64::from(self.not_before) <= now && now <= u64::from(self.not_after)
+    }
+
+    /// The key ID.
+    pub fn kid(&self) -> KeyId {
+        self.kex_public.kid()
+    }
+}
+
+impl From<&KeyCert> for DiscoveredKey {
+    fn from(c: &KeyCert) -> Self {
+        DiscoveredKey {
+            serial: c.serial,
+            not_before: c.not_before,
+            not_after: c.not_after,
+            kex_public: c.kex_public,
+        }
+    }
+}
+
+/// The key to use at `now` among already-checked keys: valid, highest
+/// serial, and on equal serials the later `not_before` (the rule of
+/// [`choose`] without the signature step). `not_valid` if none is valid.
+pub fn choose_key(keys: &[DiscoveredKey], now: u64) -> Result<&DiscoveredKey> {
+    keys.iter()
+        .filter(|k| k.is_valid_at(now))
+        .max_by_key(|k| (k.serial, k.not_before))
+        .ok_or(Error::NotValid)
+}
+
 fn signed_message(bytes: &[u8; CERT_LEN]) -> Vec<u8> {
     [CONTEXT, &bytes[..SIGNED_LEN]].concat()
 }
@@ -229,6 +280,10 @@ mod tests {
         );
         let tie = vec![cert(&id, 5, 10, 100), cert(&id, 5, 20, 100)];
         assert_eq!(choose(&tie, 30, None).unwrap().not_before, 20);
+        let keys: Vec<DiscoveredKey> = certs.iter().chain(&tie).map(DiscoveredKey::from).collect();
+        assert_eq!(choose_key(&keys[..3], 60).unwrap().serial, 2);
+        assert_eq!(choose_key(&keys, 30).unwrap().not_before, 20);
+        assert_eq!(choose_key(&keys, 301), Err(Error::NotValid));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use crate::cert::KeyCert;
 use crate::error::Result;
 use crate::inner::{self, RequestHead, ResponseHead};
-use crate::keys::{KexSecret, SessionKey};
+use crate::keys::{KexPublic, KexSecret, SessionKey};
 use crate::limits::Limits;
 use crate::outer::{self, Form, Mount};
 use crate::stream::{self, Opener, Sealer};
@@ -39,11 +39,23 @@ impl PreparedRequest {
         name_pad: &str,
         value_pad: &str,
     ) -> Result<Self> {
+        Self::for_key(&cert.kex_public, credential, n0, name_pad, value_pad)
+    }
+
+    /// As [`PreparedRequest::new`], for a server key known without its
+    /// 118-byte certificate (a TLSA-derived [`crate::DiscoveredKey`], spec §6.3).
+    pub fn for_key(
+        server: &KexPublic,
+        credential: ClientCredential<'_>,
+        n0: [u8; NONCE_LEN],
+        name_pad: &str,
+        value_pad: &str,
+    ) -> Result<Self> {
         let (key, cookie) = match credential {
             ClientCredential::Key(secret) => {
-                let key = secret.session_key(&cert.kex_public)?;
+                let key = secret.session_key(server)?;
                 let cookie =
-                    outer::format_cookie(&cert.kid(), &secret.public().0, name_pad, value_pad)?;
+                    outer::format_cookie(&server.kid(), &secret.public().0, name_pad, value_pad)?;
                 (key, cookie)
             }
             ClientCredential::Ticket(ticket, key) => {

@@ -192,7 +192,11 @@ impl Head for RequestHead {
         check_line_ends(head)?;
         let mut stack = [httparse::EMPTY_HEADER; STACK_FIELDS];
         let mut heap = Vec::new();
-        let mut req = httparse::Request::new(field_storage(&mut stack, &mut heap, limits.max_inner_fields));
+        let mut req = httparse::Request::new(field_storage(
+            &mut stack,
+            &mut heap,
+            limits.max_inner_fields,
+        ));
         match req.parse(head).map_err(map_parse_error)? {
             httparse::Status::Complete(n) if n == head.len() => {}
             _ => return Err(Error::MalformedInner),
@@ -220,7 +224,11 @@ impl Head for ResponseHead {
         check_line_ends(head)?;
         let mut stack = [httparse::EMPTY_HEADER; STACK_FIELDS];
         let mut heap = Vec::new();
-        let mut rsp = httparse::Response::new(field_storage(&mut stack, &mut heap, limits.max_inner_fields));
+        let mut rsp = httparse::Response::new(field_storage(
+            &mut stack,
+            &mut heap,
+            limits.max_inner_fields,
+        ));
         match rsp.parse(head).map_err(map_parse_error)? {
             httparse::Status::Complete(n) if n == head.len() => {}
             _ => return Err(Error::MalformedInner),

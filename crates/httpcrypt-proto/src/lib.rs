@@ -11,7 +11,8 @@
 //! - [`inner`]: the inner HTTP/1.1 message, its limits and header reconstruction;
 //! - [`outer`]: what middleboxes see: nonce path, cookie, outer heads, problems;
 //! - [`server`] and [`client`]: the two ends of one exchange;
-//! - [`cert`] and [`dns`]: key certificates and their DNS record forms;
+//! - [`cert`], [`dns`] and [`tlsa`]: key certificates and their DNS record forms
+//!   (TXT, AAAA, identity TXT; TLSA X.509);
 //! - [`ticket`], [`token`], [`replay`]: resumption and replay defence;
 //! - [`rspamd`]: the rspamd compatibility profile.
 #![forbid(unsafe_code)]
@@ -34,9 +35,10 @@ pub mod server;
 pub mod stream;
 pub mod suite;
 pub mod ticket;
+pub mod tlsa;
 pub mod token;
 
-pub use cert::KeyCert;
+pub use cert::{DiscoveredKey, KeyCert};
 pub use error::{Error, Problem, Result, Scope};
 pub use keys::{IdentityKey, IdentityPublic, KexPublic, KexSecret, KeyId, SessionKey};
 pub use limits::Limits;

@@ -138,7 +138,10 @@ impl StrikeRegister {
             return Err(Error::Overloaded);
         }
         let forget_after = date.saturating_add(self.window);
-        let until = (forget_after / self.granularity + 1) * self.granularity;
+        // Saturating: a date near the end of time must not wrap to an early expiry.
+        let until = (forget_after / self.granularity)
+            .saturating_add(1)
+            .saturating_mul(self.granularity);
         let idx = match self.buckets.iter().position(|b| b.until >= until) {
             Some(i) if self.buckets[i].until == until => i,
             Some(i) => {
@@ -208,5 +211,23 @@ mod tests {
         r.expire(1000 + 60 + 8);
         assert_eq!(r.len(), 0);
         r.check(&kid, &[1; 24], 1070, 1070).unwrap();
+    }
+
+    #[test]
+    fn dates_near_the_end_of_time_do_not_wrap() {
+        let mut r = StrikeRegister::new(60, 1, [0; 16]);
+        r.check(&KeyId([0; 10]), &[0; 24], u64::MAX - 60, u64::MAX)
+            .unwrap();
+        assert_eq!(
+            r.check(&KeyId([0; 10]), &[0; 24], u64::MAX - 60, u64::MAX),
+            Err(Error::Replay)
+        );
+        let mut r = StrikeRegister::new(5, 10, [0; 16]);
+        r.check(&KeyId([0; 10]), &[0; 24], u64::MAX, u64::MAX)
+            .unwrap();
+        assert_eq!(
+            r.check(&KeyId([0; 10]), &[0; 24], u64::MAX, u64::MAX),
+            Err(Error::Replay)
+        );
     }
 }

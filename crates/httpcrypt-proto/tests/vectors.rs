@@ -13,7 +13,7 @@ use httpcrypt_proto::outer::{self, Credential, Form, IdKind, Mount, Route};
 use httpcrypt_proto::server::{self, Accept, OuterRequest, ServerKeys};
 use httpcrypt_proto::stream::{self, Event, Opener, ResponseKey, Sealer};
 use httpcrypt_proto::ticket::{Ticket, TicketContents, TicketKey};
-use httpcrypt_proto::{b64, dns, replay, token, Error, Limits};
+use httpcrypt_proto::{b64, dns, replay, tlsa, token, Error, Limits};
 use serde_json::{json, Value};
 
 mod common;
@@ -244,6 +244,45 @@ fn run(case: &Value) -> Result<Value, Error> {
                 })
                 .collect();
             Ok(json!({"cert": hex::encode(dns::parse_aaaa(&addrs)?.encode())}))
+        }
+        "tlsa" => {
+            let id = IdentityKey::from_seed(arr(i, "identity_seed"));
+            let c = KeyCert::sign(
+                &id,
+                u(i, "serial") as u32,
+                u(i, "not_before") as u32,
+                u(i, "not_after") as u32,
+                KexPublic(arr(i, "kex_public")),
+            );
+            let der = tlsa::encode(&id, &c);
+            // What was encoded reads back and verifies.
+            let t = tlsa::decode(&der)?;
+            t.verify(&id.public())?;
+            assert_eq!(t.key(), httpcrypt_proto::DiscoveredKey::from(&c));
+            Ok(json!({"der": hex::encode(&der), "rdata": tlsa::format_rdata(&der)}))
+        }
+        "tlsa_read" => {
+            let t = tlsa::parse_record(
+                u(i, "usage") as u8,
+                u(i, "selector") as u8,
+                u(i, "matching") as u8,
+                &hx(i, "data"),
+            )?;
+            if i.get("identity_public").is_some() {
+                t.verify(&IdentityPublic::from_bytes(&arr(i, "identity_public"))?)?;
+            }
+            Ok(
+                json!({"serial": t.serial, "not_before": t.not_before, "not_after": t.not_after, "kex_public": hex::encode(t.kex_public.0)}),
+            )
+        }
+        "txt" => {
+            let joined: Vec<u8> = i["strings"]
+                .as_array()
+                .expect("strings")
+                .iter()
+                .flat_map(|x| hex::decode(x.as_str().expect("str")).expect("hex"))
+                .collect();
+            Ok(json!({"cert": hex::encode(dns::parse_txt(&joined)?.encode())}))
         }
         "identity_txt" => Ok(
             json!({"identity_public": hex::encode(dns::parse_identity_txt(s(i, "text").as_bytes())?.to_bytes())}),

@@ -1,5 +1,5 @@
-//! [`Client`]: HTTPCrypt over hyper. Finds the server's certificates
-//! (`OPTIONS {mount}/`, or a [`Discovery`] hook such as DNS), encrypts the
+//! [`Client`]: HTTPCrypt over hyper. Finds the server's keys (a
+//! [`Discovery`] hook such as DNS, then `OPTIONS {mount}/`), encrypts the
 //! very first request, streams bodies both ways, and retries once on
 //! `unknown-key` and once on `stale` (spec §11). It never hands
 //! unauthenticated bytes to its caller: a non-200 outer answer is an error.
@@ -15,7 +15,7 @@ use http::{Method, Request, Response, StatusCode, Uri};
 use http_body::Body;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Empty, Full, Limited};
-use httpcrypt_proto::cert::{self, KeyCert};
+use httpcrypt_proto::cert::{self, DiscoveredKey, KeyCert};
 use httpcrypt_proto::client::{fits_get_form, ClientCredential, PreparedRequest};
 use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
 use httpcrypt_proto::outer::{self, Mount};
@@ -33,13 +33,75 @@ use crate::keystore::unix_now;
 type OuterBody = UnsyncBoxBody<Bytes, BoxError>;
 /// The body of a decrypted response.
 pub type ResponseBody = UnsyncBoxBody<Bytes, BoxError>;
-type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+/// A boxed, sendable future (the [`Discovery`] hook returns one).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// A source of certificates for an authority (`host[:port]`), used before
-/// falling back to `OPTIONS`. DNS discovery plugs in here.
+/// Where the keys of a host came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeySource {
+    /// TXT at `_httpcrypt.{host}` (spec §6.1).
+    DnsTxt,
+    /// The AAAA chunk set at `_httpcrypt.{host}` (spec §6.2).
+    DnsAaaa,
+    /// TLSA at `_{port}._tcp.{host}` (spec §6.3).
+    DnsTlsa,
+    /// `OPTIONS {mount}/` (spec §6.5).
+    Options,
+    /// The `certs` of an `unknown-key` problem (spec §4.4).
+    UnknownKey,
+}
+
+impl KeySource {
+    /// A short name: `dns-txt`, `dns-aaaa`, `dns-tlsa`, `options`, `unknown-key`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            KeySource::DnsTxt => "dns-txt",
+            KeySource::DnsAaaa => "dns-aaaa",
+            KeySource::DnsTlsa => "dns-tlsa",
+            KeySource::Options => "options",
+            KeySource::UnknownKey => "unknown-key",
+        }
+    }
+}
+
+impl std::fmt::Display for KeySource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a [`Discovery`] found for a host.
+#[derive(Debug, Clone, Default)]
+pub struct Discovered {
+    /// Usable keys, already checked for the client's mode: in
+    /// authenticated mode every one verified under `identity`. Empty when
+    /// nothing usable was found (the client then falls back to `OPTIONS`).
+    pub keys: Vec<DiscoveredKey>,
+    /// The form they came in; `None` when `keys` is empty.
+    pub source: Option<KeySource>,
+    /// Seconds the answer may be reused (the records' remaining TTL).
+    pub ttl: u64,
+    /// The identity the keys were checked under: the pinned one, or one
+    /// whose `_httpcrypt-id` record the resolver validated with DNSSEC
+    /// (spec §6.4). The client then verifies its `OPTIONS` fallback and
+    /// `unknown-key` certificates under it too.
+    pub identity: Option<IdentityPublic>,
+    /// Why methods failed or were skipped, for error messages and logs.
+    pub detail: String,
+}
+
+/// A source of keys for an authority (`host[:port]`), used before falling
+/// back to `OPTIONS`. DNS discovery ([`crate::dns::DnsDiscovery`]) plugs in here.
 pub trait Discovery: Send + Sync + std::fmt::Debug {
-    /// Certificates for `authority`, or an error to fall back to `OPTIONS`.
-    fn discover<'a>(&'a self, authority: &'a str) -> BoxFuture<'a, Result<Vec<KeyCert>, Error>>;
+    /// Keys for `authority`. `pinned` is the client's configured identity
+    /// (authenticated mode); the discovery must return only keys that
+    /// verified under it, or under a DNSSEC-validated identity it reports in
+    /// [`Discovered::identity`]. An error means the lookup itself failed.
+    fn discover<'a>(
+        &'a self,
+        authority: &'a str,
+        pinned: Option<&'a IdentityPublic>,
+    ) -> BoxFuture<'a, Result<Discovered, Error>>;
 }
 
 /// Which client key pair a request uses.
@@ -70,8 +132,18 @@ pub struct ClientConfig {
     pub record_size: usize,
     /// Limits on the server's (hostile) responses.
     pub limits: Limits,
-    /// Certificate discovery tried before `OPTIONS`.
+    /// Key discovery tried before `OPTIONS`.
     pub discovery: Option<Arc<dyn Discovery>>,
+    /// Fall back to `OPTIONS {mount}/` when discovery finds nothing usable.
+    pub options_fallback: bool,
+    /// Authenticated mode without a pinned `identity`: keys count only when
+    /// they verify under an identity the discovery validated with DNSSEC
+    /// (spec §6.4, §6.7); without one every request fails with
+    /// [`Error::NoIdentity`].
+    pub require_identity: bool,
+    /// Resolves host names for connections (e.g. through the same DNS
+    /// server as discovery); `None` uses the system resolver.
+    pub resolver: Option<Arc<dyn crate::connect::Resolve>>,
 }
 
 impl Default for ClientConfig {
@@ -86,6 +158,9 @@ impl Default for ClientConfig {
             record_size: DEFAULT_RECORD,
             limits: Limits::default(),
             discovery: None,
+            options_fallback: true,
+            require_identity: false,
+            resolver: None,
         }
     }
 }
@@ -109,7 +184,11 @@ pub struct OuterExchange {
 
 #[derive(Default)]
 struct HostState {
-    certs: Vec<KeyCert>,
+    keys: Vec<DiscoveredKey>,
+    source: Option<KeySource>,
+    /// A DNSSEC-validated identity learnt by discovery (the pinned one,
+    /// if any, lives in the configuration and takes precedence).
+    identity: Option<IdentityPublic>,
     fetched: u64,
     max_age: u64,
     key: Option<Arc<KexSecret>>,
@@ -142,8 +221,8 @@ enum Outcome {
 impl Client {
     /// A client with `config`.
     pub fn new(config: ClientConfig) -> Self {
-        let http =
-            HyperClient::builder(TokioExecutor::new()).build(Connector::new(config.proxy.clone()));
+        let http = HyperClient::builder(TokioExecutor::new())
+            .build(Connector::new(config.proxy.clone()).with_resolver(config.resolver.clone()));
         Client {
             http,
             config: Arc::new(config),
@@ -161,90 +240,152 @@ impl Client {
         f(hosts.entry(authority.to_string()).or_default())
     }
 
-    /// Fetches the certificates of `authority` by `OPTIONS {mount}/` (or the
-    /// discovery hook), checks them in authenticated mode, and caches them.
+    /// The identity keys of `authority` must verify under, if any: the
+    /// pinned one, else one discovery validated with DNSSEC.
+    fn identity_for(&self, authority: &str) -> Option<IdentityPublic> {
+        self.config
+            .identity
+            .or_else(|| self.host(authority, |h| h.identity))
+    }
+
+    /// Where the cached keys of `authority` came from.
+    pub fn key_source(&self, authority: &str) -> Option<KeySource> {
+        self.host(authority, |h| h.source)
+    }
+
+    /// The keys cached for `authority`.
+    pub fn cached_keys(&self, authority: &str) -> Vec<DiscoveredKey> {
+        self.host(authority, |h| h.keys.clone())
+    }
+
+    /// Finds the keys of `authority`: the discovery hook first (DNS: TXT,
+    /// AAAA, TLSA), then, unless turned off, `OPTIONS {mount}/`. Checks them
+    /// in authenticated mode and caches them for the records' TTL or the
+    /// `max-age`.
+    pub async fn refresh_keys(
+        &self,
+        scheme: &str,
+        authority: &str,
+    ) -> Result<(Vec<DiscoveredKey>, KeySource), Error> {
+        let now = unix_now();
+        if let Some(d) = &self.config.discovery {
+            let why = match d.discover(authority, self.config.identity.as_ref()).await {
+                Ok(found) => {
+                    if self.config.identity.is_none() && found.identity.is_some() {
+                        self.host(authority, |h| h.identity = found.identity);
+                    }
+                    // Keys checked under no identity do not count in
+                    // authenticated mode.
+                    let trusted = !self.config.require_identity || found.identity.is_some();
+                    match (found.source, cert::choose_key(&found.keys, now)) {
+                        (Some(source), Ok(_)) if trusted => {
+                            self.host(authority, |h| {
+                                h.keys = found.keys.clone();
+                                h.source = Some(source);
+                                h.fetched = now;
+                                h.max_age = found.ttl.max(1);
+                            });
+                            return Ok((found.keys, source));
+                        }
+                        _ => found.detail,
+                    }
+                }
+                Err(e) => e.to_string(),
+            };
+            tracing::debug!(%authority, reason = %why, "DNS discovery found no usable key");
+            if self.config.require_identity && self.identity_for(authority).is_none() {
+                return Err(Error::NoIdentity);
+            }
+            if !self.config.options_fallback {
+                return Err(Error::Dns(format!("{authority}: {why}")));
+            }
+        }
+        if self.config.require_identity && self.identity_for(authority).is_none() {
+            return Err(Error::NoIdentity);
+        }
+        let certs = self.refresh_certs(scheme, authority).await?;
+        Ok((
+            certs.iter().map(DiscoveredKey::from).collect(),
+            KeySource::Options,
+        ))
+    }
+
+    /// Fetches the certificates of `authority` by `OPTIONS {mount}/` only,
+    /// checks them in authenticated mode (pinned or DNSSEC-learnt
+    /// identity), and caches them.
     pub async fn refresh_certs(
         &self,
         scheme: &str,
         authority: &str,
     ) -> Result<Vec<KeyCert>, Error> {
         let now = unix_now();
-        let mut found = None;
-        let mut max_age = 0;
-        if let Some(d) = &self.config.discovery {
-            match d.discover(authority).await {
-                Ok(c) if !c.is_empty() => found = Some(c),
-                Ok(_) => {}
-                Err(e) => tracing::debug!(error = %e, "discovery failed; falling back to OPTIONS"),
-            }
+        let uri: Uri = format!("{scheme}://{authority}{}", self.config.mount.options_path())
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| Error::Config(e.to_string()))?;
+        let req = Request::builder()
+            .method(Method::OPTIONS)
+            .uri(uri)
+            .body(Empty::new().map_err(|never| match never {}).boxed_unsync())
+            .map_err(|e| Error::Config(e.to_string()))?;
+        let rsp = self.http.request(req).await?;
+        if rsp.status() != StatusCode::OK {
+            return Err(Error::Refused {
+                status: rsp.status().as_u16(),
+                type_uri: String::new(),
+            });
         }
-        let certs = match found {
-            Some(c) => c,
-            None => {
-                let uri: Uri =
-                    format!("{scheme}://{authority}{}", self.config.mount.options_path())
-                        .parse()
-                        .map_err(|e: http::uri::InvalidUri| Error::Config(e.to_string()))?;
-                let req = Request::builder()
-                    .method(Method::OPTIONS)
-                    .uri(uri)
-                    .body(Empty::new().map_err(|never| match never {}).boxed_unsync())
-                    .map_err(|e| Error::Config(e.to_string()))?;
-                let rsp = self.http.request(req).await?;
-                if rsp.status() != StatusCode::OK {
-                    return Err(Error::Refused {
-                        status: rsp.status().as_u16(),
-                        type_uri: String::new(),
-                    });
-                }
-                max_age = rsp
-                    .headers()
-                    .get(header::CACHE_CONTROL)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| {
-                        v.split(',')
-                            .find_map(|d| d.trim().strip_prefix("max-age=")?.parse().ok())
-                    })
-                    .unwrap_or(0);
-                let body = Limited::new(rsp.into_body(), 64 * 1024)
-                    .collect()
-                    .await
-                    .map_err(Error::Transport)?
-                    .to_bytes();
-                cert::parse_cert_list(&body)?
-            }
-        };
-        // Authenticated mode keeps only certificates the pinned identity signed.
-        let certs: Vec<KeyCert> = match &self.config.identity {
+        let max_age = rsp
+            .headers()
+            .get(header::CACHE_CONTROL)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                v.split(',')
+                    .find_map(|d| d.trim().strip_prefix("max-age=")?.parse().ok())
+            })
+            // max-age=0 (a rotation is due) means "ask again soon", not "keep
+            // forever" as a missing max-age does (spec §6.5, §6.6).
+            .map_or(0, |age: u64| age.max(1));
+        let body = Limited::new(rsp.into_body(), 64 * 1024)
+            .collect()
+            .await
+            .map_err(Error::Transport)?
+            .to_bytes();
+        let certs = cert::parse_cert_list(&body)?;
+        let identity = self.identity_for(authority);
+        if identity.is_none() && self.config.require_identity {
+            return Err(Error::NoIdentity);
+        }
+        // `bad_signature` when valid certificates exist but none verifies.
+        cert::choose(&certs, now, identity.as_ref())?;
+        // Authenticated mode keeps only certificates the identity signed.
+        let certs: Vec<KeyCert> = match &identity {
             Some(id) => certs.into_iter().filter(|c| c.verify(id).is_ok()).collect(),
             None => certs,
         };
-        cert::choose(&certs, now, self.config.identity.as_ref())?;
         self.host(authority, |h| {
-            h.certs = certs.clone();
+            h.keys = certs.iter().map(DiscoveredKey::from).collect();
+            h.source = Some(KeySource::Options);
             h.fetched = now;
             h.max_age = max_age;
         });
         Ok(certs)
     }
 
-    async fn current_cert(&self, scheme: &str, authority: &str) -> Result<KeyCert, Error> {
+    async fn current_key(&self, scheme: &str, authority: &str) -> Result<DiscoveredKey, Error> {
         let now = unix_now();
         let cached = self.host(authority, |h| {
             let fresh = h.max_age == 0 || now < h.fetched + h.max_age;
             if fresh {
-                cert::choose(&h.certs, now, self.config.identity.as_ref())
-                    .ok()
-                    .cloned()
+                cert::choose_key(&h.keys, now).ok().copied()
             } else {
                 None
             }
         });
-        if let Some(c) = cached {
-            return Ok(c);
+        if let Some(k) = cached {
+            return Ok(k);
         }
-        let certs = self.refresh_certs(scheme, authority).await?;
-        Ok(cert::choose(&certs, now, self.config.identity.as_ref())?.clone())
+        let (keys, _) = self.refresh_keys(scheme, authority).await?;
+        Ok(*cert::choose_key(&keys, now)?)
     }
 
     /// Sends a request whose body is in memory; retries once on
@@ -300,7 +441,7 @@ impl Client {
             .authority()
             .map(|a| a.as_str().to_string())
             .ok_or_else(|| Error::Config("the request URI needs a host".into()))?;
-        let cert = self.current_cert(&scheme, &authority).await?;
+        let server_key = self.current_key(&scheme, &authority).await?;
         let now = unix_now();
 
         // Credential: a ticket for this kid, or a key pair per the policy.
@@ -329,8 +470,8 @@ impl Client {
         };
         let mut n0 = [0u8; 24];
         OsRng.fill_bytes(&mut n0);
-        let prepared = PreparedRequest::new(
-            &cert,
+        let prepared = PreparedRequest::for_key(
+            &server_key.kex_public,
             cred,
             n0,
             &outer::random_pad(&mut OsRng),
@@ -453,19 +594,22 @@ impl Client {
                             .collect()
                     })
                     .unwrap_or_default();
-                let certs: Vec<KeyCert> = match &self.config.identity {
+                let identity = self.identity_for(&authority);
+                let certs: Vec<KeyCert> = match &identity {
                     Some(id) => certs.into_iter().filter(|c| c.verify(id).is_ok()).collect(),
+                    None if self.config.require_identity => Vec::new(),
                     None => certs,
                 };
-                let usable =
-                    cert::choose(&certs, unix_now(), self.config.identity.as_ref()).is_ok();
+                let usable = cert::choose(&certs, unix_now(), identity.as_ref()).is_ok();
                 self.host(&authority, |h| {
                     h.ticket = None;
                     if usable {
-                        h.certs = certs;
+                        h.keys = certs.iter().map(DiscoveredKey::from).collect();
+                        h.source = Some(KeySource::UnknownKey);
                         h.fetched = unix_now();
                     } else {
-                        h.certs.clear();
+                        // Stale keys: the retry goes through discovery again.
+                        h.keys.clear();
                     }
                 });
                 return Ok(Outcome::RetryUnknownKey);

@@ -1,8 +1,12 @@
 //! The client's connector: direct TCP, or every connection to an HTTP
 //! forward proxy, which then receives absolute-form request targets.
+//! Host names go to the system resolver unless a [`Resolve`] is given
+//! (e.g. the DNS server that discovery uses).
 
 use std::future::Future;
+use std::net::IpAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::Uri;
@@ -12,11 +16,21 @@ use tokio::net::TcpStream;
 
 use crate::error::BoxError;
 
+/// Resolves a host name to addresses for a connection.
+pub trait Resolve: Send + Sync + std::fmt::Debug {
+    /// The addresses of `host`, best first.
+    fn resolve<'a>(
+        &'a self,
+        host: &'a str,
+    ) -> Pin<Box<dyn Future<Output = Result<Vec<IpAddr>, BoxError>> + Send + 'a>>;
+}
+
 /// Connects directly, or always to `proxy`.
 #[derive(Debug, Clone)]
 pub struct Connector {
     http: HttpConnector,
     proxy: Option<Uri>,
+    resolver: Option<Arc<dyn Resolve>>,
 }
 
 impl Connector {
@@ -25,7 +39,17 @@ impl Connector {
         let mut http = HttpConnector::new();
         http.set_nodelay(true);
         http.enforce_http(true);
-        Connector { http, proxy }
+        Connector {
+            http,
+            proxy,
+            resolver: None,
+        }
+    }
+
+    /// Resolves host names with `resolver` instead of the system's.
+    pub fn with_resolver(mut self, resolver: Option<Arc<dyn Resolve>>) -> Self {
+        self.resolver = resolver;
+        self
     }
 }
 
@@ -82,9 +106,28 @@ impl tower::Service<Uri> for Connector {
     fn call(&mut self, dst: Uri) -> Self::Future {
         let proxied = self.proxy.is_some();
         let target = self.proxy.clone().unwrap_or(dst);
-        let fut = self.http.call(target);
+        let mut http = self.http.clone();
+        let resolver = self.resolver.clone();
         Box::pin(async move {
-            let io = fut.await?;
+            let target = match (&resolver, target.host()) {
+                (Some(r), Some(host)) if host.parse::<IpAddr>().is_err() => {
+                    let host = host.trim_end_matches('.');
+                    let addr = *r
+                        .resolve(host)
+                        .await?
+                        .first()
+                        .ok_or_else(|| format!("{host}: no address"))?;
+                    let port = target.port_u16().unwrap_or(80);
+                    let ip = match addr {
+                        IpAddr::V4(a) => a.to_string(),
+                        IpAddr::V6(a) => format!("[{a}]"),
+                    };
+                    // The Host field is set from the request, not from this URI.
+                    format!("http://{ip}:{port}/").parse::<Uri>()?
+                }
+                _ => target,
+            };
+            let io = tower::Service::call(&mut http, target).await?;
             Ok(Stream { io, proxied })
         })
     }

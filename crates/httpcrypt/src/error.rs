@@ -28,6 +28,14 @@ pub enum Error {
     /// Local file or socket error.
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
+    /// DNS publication or discovery failed (the message says which method
+    /// failed and why).
+    #[error("dns: {0}")]
+    Dns(String),
+    /// Authenticated mode without a pinned identity, and no identity
+    /// validated with DNSSEC was found (spec §6.4).
+    #[error("authenticated mode: no pinned identity and no DNSSEC-validated _httpcrypt-id record")]
+    NoIdentity,
     /// The key store or configuration is unusable.
     #[error("configuration: {0}")]
     Config(String),

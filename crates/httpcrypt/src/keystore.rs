@@ -198,6 +198,11 @@ impl KeyStore {
         self.identity.public()
     }
 
+    /// The identity key itself (signs TLSA certificates, spec §6.3).
+    pub fn identity_key(&self) -> &IdentityKey {
+        &self.identity
+    }
+
     /// Whether this is a static-key directory.
     pub fn is_static(&self) -> bool {
         self.static_mode
@@ -252,11 +257,14 @@ impl KeyStore {
 }
 
 /// The keys a running server uses, shared between the rotation task and
-/// the request handlers.
+/// the request handlers (and DNS publication, which [`LiveKeys::subscribe`]s
+/// to changes).
 #[derive(Debug, Clone, Default)]
 pub struct LiveKeys {
     keys: Arc<RwLock<ServerKeys>>,
     next_rotation: Arc<std::sync::atomic::AtomicU64>,
+    /// Bumped whenever a key is added or removed.
+    changes: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl LiveKeys {
@@ -271,6 +279,26 @@ impl LiveKeys {
         let expires = u64::from(epoch.cert.not_after);
         k.add_key(epoch.secret, epoch.cert);
         k.add_ticket_key(epoch.ticket, expires);
+        drop(k);
+        self.changes.send_modify(|n| *n += 1);
+    }
+
+    /// Whether a key with this certificate's key ID is held.
+    pub fn holds(&self, cert: &KeyCert) -> bool {
+        self.with(|k| k.keys().iter().any(|x| x.cert.kid() == cert.kid()))
+    }
+
+    /// The certificates of every key held (expired ones are gone after
+    /// [`LiveKeys::remove_expired`]), lowest serial first.
+    pub fn certs(&self) -> Vec<KeyCert> {
+        let mut v: Vec<KeyCert> = self.with(|k| k.keys().iter().map(|x| x.cert.clone()).collect());
+        v.sort_by_key(|c| (c.serial, c.not_before));
+        v
+    }
+
+    /// A receiver that sees a new value whenever a key is added or removed.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// Runs `f` with read access to the keys.
@@ -280,10 +308,14 @@ impl LiveKeys {
 
     /// Drops (zeroizes) expired keys.
     pub fn remove_expired(&self, now: u64) {
-        self.keys
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove_expired(now);
+        let mut k = self.keys.write().unwrap_or_else(|p| p.into_inner());
+        let before = k.keys().len();
+        k.remove_expired(now);
+        let removed = k.keys().len() != before;
+        drop(k);
+        if removed {
+            self.changes.send_modify(|n| *n += 1);
+        }
     }
 
     /// Seconds until the next rotation (86400 when there is none).
@@ -341,6 +373,36 @@ pub fn start(store: KeyStore, period: Duration) -> Result<LiveKeys, Error> {
             task_keys.remove_expired(now);
             let _ = store.load(now);
             task_keys.set_next_rotation(now + period.as_secs());
+        }
+    });
+    Ok(live)
+}
+
+/// A read-only [`LiveKeys`] that follows a key directory another process
+/// rotates (for `httpcrypt dns serve`): re-reads it every `interval`,
+/// adding new epochs and dropping expired ones. Never creates keys.
+pub fn follow(store: KeyStore, interval: Duration) -> Result<LiveKeys, Error> {
+    let live = LiveKeys::new();
+    let load = |live: &LiveKeys, store: &KeyStore| -> Result<(), Error> {
+        let now = unix_now();
+        for e in store.load(now)? {
+            if !live.holds(&e.cert) {
+                live.add(e);
+            }
+        }
+        live.remove_expired(now);
+        Ok(())
+    };
+    load(&live, &store)?;
+    let task_keys = live.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if let Err(e) = load(&task_keys, &store) {
+                tracing::warn!(error = %e, "re-reading the key directory failed");
+            }
         }
     });
     Ok(live)

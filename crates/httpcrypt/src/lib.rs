@@ -5,6 +5,8 @@
 //! - [`Client`]: an HTTPCrypt client over hyper, with certificate discovery,
 //!   retries, forward proxies and streaming bodies;
 //! - [`keystore`]: keys on disk, and the rotation that keeps them fresh;
+//! - [`dns`]: publishing keys in DNS (zone lines, RFC 2136 updates, an
+//!   embedded authoritative server) and discovering them;
 //! - [`runtime`]: the listeners behind `httpcrypt serve` and `httpcrypt gateway`.
 //!
 //! All wire-format logic lives in [`httpcrypt_proto`]; this crate drives it.
@@ -14,10 +16,12 @@
 pub mod body;
 pub mod client;
 pub mod connect;
+pub mod dns;
 pub mod error;
 pub mod keystore;
 pub mod runtime;
 pub mod server;
+pub mod strikes;
 
 pub use client::{Client, ClientConfig, KeyPolicy};
 pub use error::{BoxError, Error};

@@ -17,9 +17,9 @@ use http::{Method, Request, Response, StatusCode, Uri};
 use http_body::Body;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
+use httpcrypt_proto::cache::SessionCache;
 use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
 use httpcrypt_proto::outer::{self, Mount};
-use httpcrypt_proto::cache::SessionCache;
 use httpcrypt_proto::replay::{self, StrikeRegister};
 use httpcrypt_proto::server::{self as core, Accept, Accepted, OuterRequest};
 use httpcrypt_proto::stream::{ResponseKey, Sealer};
@@ -130,15 +130,24 @@ impl HttpCryptLayer {
         let mut seed = [0u8; 16];
         OsRng.fill_bytes(&mut seed);
         let window = config.freshness.unwrap_or(replay::DEFAULT_WINDOW);
-        let strikes = Arc::new(LocalStrikes::new(StrikeRegister::new(window, config.strike_capacity, seed)));
+        let strikes = Arc::new(LocalStrikes::new(StrikeRegister::new(
+            window,
+            config.strike_capacity,
+            seed,
+        )));
         Self::with_strikes(keys, config, strikes)
     }
 
     /// A layer whose strike register is `strikes` (e.g. Redis shared by a fleet).
-    pub fn with_strikes(keys: LiveKeys, config: ServerConfig, strikes: Arc<dyn StrikeStore>) -> Self {
+    pub fn with_strikes(
+        keys: LiveKeys,
+        config: ServerConfig,
+        strikes: Arc<dyn StrikeStore>,
+    ) -> Self {
         let mut seed = [0u8; 16];
         OsRng.fill_bytes(&mut seed);
-        let cache = (config.session_cache > 0).then(|| Mutex::new(SessionCache::new(config.session_cache, seed)));
+        let cache = (config.session_cache > 0)
+            .then(|| Mutex::new(SessionCache::new(config.session_cache, seed)));
         HttpCryptLayer {
             shared: Arc::new(Shared {
                 strikes,
@@ -152,24 +161,34 @@ impl HttpCryptLayer {
 
     /// Session-cache (hits, misses) so far.
     pub fn cache_stats(&self) -> (u64, u64) {
-        self.shared
-            .cache
-            .as_ref()
-            .map_or((0, 0), |c| c.lock().unwrap_or_else(|p| p.into_inner()).stats())
+        self.shared.cache.as_ref().map_or((0, 0), |c| {
+            c.lock().unwrap_or_else(|p| p.into_inner()).stats()
+        })
     }
 }
 
 impl Shared {
     /// The session key for a fresh-key request: from the cache, or one X25519.
-    fn derive(&self, sk: &core::ServerKey, peer: &httpcrypt_proto::KexPublic) -> Result<httpcrypt_proto::SessionKey, httpcrypt_proto::Error> {
+    fn derive(
+        &self,
+        sk: &core::ServerKey,
+        peer: &httpcrypt_proto::KexPublic,
+    ) -> Result<httpcrypt_proto::SessionKey, httpcrypt_proto::Error> {
         let Some(cache) = &self.cache else {
             return sk.secret.session_key(peer);
         };
-        if let Some(k) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&sk.kid, peer) {
+        if let Some(k) = cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&sk.kid, peer)
+        {
             return Ok(k);
         }
         let k = sk.secret.session_key(peer)?;
-        cache.lock().unwrap_or_else(|p| p.into_inner()).insert(&sk.kid, peer, k.clone());
+        cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(&sk.kid, peer, k.clone());
         Ok(k)
     }
 
@@ -182,8 +201,17 @@ impl Shared {
             return;
         }
         self.purged.store(now, Relaxed);
-        let live: Vec<httpcrypt_proto::KeyId> = self.keys.with(|k| k.keys().iter().filter(|x| now <= u64::from(x.cert.not_after)).map(|x| x.kid).collect());
-        cache.lock().unwrap_or_else(|p| p.into_inner()).purge(|kid| live.contains(kid));
+        let live: Vec<httpcrypt_proto::KeyId> = self.keys.with(|k| {
+            k.keys()
+                .iter()
+                .filter(|x| now <= u64::from(x.cert.not_after))
+                .map(|x| x.kid)
+                .collect()
+        });
+        cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .purge(|kid| live.contains(kid));
     }
 }
 
@@ -315,7 +343,12 @@ fn inner_problem(key: ResponseKey, err: &httpcrypt_proto::Error, now: u64) -> Re
 }
 
 /// [`inner_problem`] with extra inner fields (a ticket, a token).
-fn inner_problem_with(key: ResponseKey, err: &httpcrypt_proto::Error, now: u64, extra: Vec<Field>) -> Response<HcBody> {
+fn inner_problem_with(
+    key: ResponseKey,
+    err: &httpcrypt_proto::Error,
+    now: u64,
+    extra: Vec<Field>,
+) -> Response<HcBody> {
     let (mut head, body) = core::problem_response(err)
         .unwrap_or_else(|| (ResponseHead::new(500, "Internal Server Error"), Vec::new()));
     head.fields.extend(extra);
@@ -431,9 +464,16 @@ where
         content_length,
         has_body: chunked || content_length.is_some_and(|l| l > 0),
     };
-    let decision = shared
-        .keys
-        .with(|keys| core::accept_with(keys, &cfg.mount, &outer_req, &cfg.limits, now, |sk, peer| shared.derive(sk, peer)));
+    let decision = shared.keys.with(|keys| {
+        core::accept_with(
+            keys,
+            &cfg.mount,
+            &outer_req,
+            &cfg.limits,
+            now,
+            |sk, peer| shared.derive(sk, peer),
+        )
+    });
     shared.purge_cache(now);
     let accepted = match decision {
         Err(e) => {
@@ -531,7 +571,12 @@ where
     // Freshness and replay (spec §8): first error wins after stream and parse.
     if let Some(window) = cfg.freshness {
         let checked = match replay::check_date(inner::field(&head.fields, "date"), now, window) {
-            Ok(date) => shared.strikes.check(&accepted.kid, &accepted.n0, date, now).await,
+            Ok(date) => {
+                shared
+                    .strikes
+                    .check(&accepted.kid, &accepted.n0, date, now)
+                    .await
+            }
             Err(e) => Err(e),
         };
         if let Err(e) = checked {
@@ -548,7 +593,10 @@ where
         }
     }
     if let (Some(Ok(cr)), Some(secret)) = (&client_random, cfg.token_secret) {
-        extra.push(Field::new(token::RANDOM_FIELD, token::format_random(&secret, accepted.session_key(), cr)));
+        extra.push(Field::new(
+            token::RANDOM_FIELD,
+            token::format_random(&secret, accepted.session_key(), cr),
+        ));
     }
     if cfg.require_token && !is_safe(&head.method) {
         let valid = cfg.token_secret.is_some_and(|secret| {
@@ -556,7 +604,12 @@ where
                 .is_some_and(|v| token::verify_random(&secret, accepted.session_key(), v).is_ok())
         });
         if !valid {
-            return Ok(inner_problem_with(accepted.into_response_key(), &httpcrypt_proto::Error::TokenRequired, now, extra));
+            return Ok(inner_problem_with(
+                accepted.into_response_key(),
+                &httpcrypt_proto::Error::TokenRequired,
+                now,
+                extra,
+            ));
         }
     }
     let inner_req = match build_inner_request(&parts, &head, opened.boxed_unsync()) {

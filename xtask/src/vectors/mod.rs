@@ -13,6 +13,7 @@ use rand_chacha::ChaCha20Rng;
 use serde_json::{json, Value};
 
 mod certs;
+mod dns;
 mod exchange;
 mod messages;
 mod resumption;
@@ -132,6 +133,7 @@ pub fn generate() -> Vec<Case> {
     all.extend(streams::cases());
     all.extend(exchange::cases());
     all.extend(certs::cases());
+    all.extend(dns::cases());
     all.extend(resumption::cases());
     all.extend(rspamd::cases());
     let mut names = BTreeSet::new();

@@ -1,0 +1,94 @@
+//! Fleet mode: several instances behind one name decrypt each other's
+//! clients because they derive every epoch's keys from a shared ratchet
+//! (`httpcrypt_proto::ratchet`) instead of drawing them at random. Each
+//! instance advances its own copy of the state file and overwrites it, so
+//! the seeds of past epochs are gone from every disk (forward secrecy).
+//!
+//! `DIR/fleet` holds `hc1-ratchet ORIGIN PERIOD SKEW EPOCH SEED`; create it
+//! once with [`init`] (`httpcrypt fleet init`) and copy the key directory
+//! (identity key and fleet file) to every instance before starting them.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use httpcrypt_proto::ratchet::{EpochKeys, Ratchet};
+use httpcrypt_proto::IdentityKey;
+use rand_core::{OsRng, RngCore};
+use zeroize::Zeroizing;
+
+use crate::error::Error;
+use crate::keystore::{unix_now, Epoch, LiveKeys, DEFAULT_SKEW};
+
+/// Name of the ratchet state file in a key directory.
+pub const FLEET_FILE: &str = "fleet";
+
+/// Creates `dir/fleet` with a fresh seed, epochs of `period` from `origin`.
+pub fn init(dir: &Path, period: Duration, origin: u64) -> Result<PathBuf, Error> {
+    let path = dir.join(FLEET_FILE);
+    if path.exists() {
+        return Err(Error::Config(format!("{} exists; refusing to replace a fleet seed", path.display())));
+    }
+    let mut seed = Zeroizing::new([0u8; 32]);
+    OsRng.fill_bytes(&mut seed[..]);
+    let secs = period.as_secs().max(1);
+    let epoch = unix_now().saturating_sub(origin) / secs;
+    let r = Ratchet::new(origin, secs, DEFAULT_SKEW, epoch, *seed)?;
+    crate::keystore::write_secret(&path, r.to_text().as_bytes())?;
+    Ok(path)
+}
+
+fn to_epoch(k: EpochKeys) -> Epoch {
+    Epoch {
+        secret: k.secret,
+        cert: k.cert,
+        ticket: k.ticket,
+    }
+}
+
+fn advance(path: &Path, identity: &IdentityKey, now: u64) -> Result<(Vec<EpochKeys>, Ratchet), Error> {
+    let text = Zeroizing::new(std::fs::read_to_string(path)?);
+    let mut r = Ratchet::from_text(&text)?;
+    let keys = r.advance(now, identity);
+    crate::keystore::write_secret(path, r.to_text().as_bytes())?;
+    Ok((keys, r))
+}
+
+/// Loads the live epochs into `live` and spawns the task that advances the
+/// ratchet at every epoch boundary.
+pub fn start(path: PathBuf, identity: IdentityKey, live: LiveKeys) -> Result<LiveKeys, Error> {
+    let now = unix_now();
+    let (keys, r) = advance(&path, &identity, now)?;
+    let mut newest = keys.last().map(|k| k.epoch).unwrap_or(0);
+    for k in keys {
+        live.add(to_epoch(k));
+    }
+    let period = r.period();
+    let next = r.epoch_start(newest + 1);
+    live.set_next_rotation(next);
+    let task = live.clone();
+    tokio::spawn(async move {
+        let mut next = next;
+        loop {
+            let wait = next.saturating_sub(unix_now());
+            tokio::time::sleep(Duration::from_secs(wait) + Duration::from_millis(20)).await;
+            let now = unix_now();
+            match advance(&path, &identity, now) {
+                Ok((keys, r)) => {
+                    for k in keys.into_iter().filter(|k| k.epoch > newest) {
+                        newest = k.epoch;
+                        tracing::info!(epoch = k.epoch, kid = %k.cert.kid().to_b64(), "fleet epoch");
+                        task.add(to_epoch(k));
+                    }
+                    next = r.epoch_start(newest + 1);
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "fleet ratchet failed; keeping current keys");
+                    next = now + period;
+                }
+            }
+            task.remove_expired(now);
+            task.set_next_rotation(next);
+        }
+    });
+    Ok(live)
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the end-to-end tests need (DNS servers and
+# tools for crates/httpcrypt-cli/tests/dns.rs), only when one is missing.
+# Safe to run again: it does nothing when everything is there.
+set -euo pipefail
+
+# binary -> package
+need=(
+  "nsd:nsd"
+  "unbound:unbound"
+  "knotd:knot"
+  "kdig:knot-dnsutils"
+  "named:bind9"
+  "tsig-keygen:bind9"
+  "dig:dnsutils"
+  "ldns-signzone:ldnsutils"
+  "ldns-keygen:ldnsutils"
+)
+
+missing=()
+for entry in "${need[@]}"; do
+  bin=${entry%%:*}
+  pkg=${entry#*:}
+  if ! command -v "$bin" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$bin" ]; then
+    missing+=("$pkg")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "test dependencies: all present"
+  exit 0
+fi
+
+# Unique package names.
+mapfile -t pkgs < <(printf '%s\n' "${missing[@]}" | sort -u)
+echo "test dependencies: installing ${pkgs[*]}"
+SUDO=""
+if [ "$(id -u)" != "0" ]; then
+  SUDO="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+# The tests run the daemons themselves; keep the packages' own services
+# from starting where the init system would do it.
+$SUDO apt-get install -y -q --no-install-recommends "${pkgs[@]}"
