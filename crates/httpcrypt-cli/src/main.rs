@@ -39,8 +39,29 @@ enum Cmd {
     Certs(CertsArgs),
     /// Run a local server on temporary keys and show encrypted fetches.
     Demo(demo::DemoArgs),
+    /// Fleet mode: several instances that decrypt each other's clients.
+    #[command(subcommand)]
+    Fleet(FleetCmd),
     /// Publish keys in the DNS: zone-file lines, RFC 2136 updates, an authoritative server.
     Dns(dns::DnsArgs),
+}
+
+#[derive(Subcommand)]
+enum FleetCmd {
+    /// Add a shared key ratchet to a key directory; copy the directory to
+    /// every instance before starting them (then `serve`/`gateway` derive
+    /// their keys from it).
+    Init {
+        /// Key directory (see `httpcrypt keygen`).
+        #[arg(long)]
+        keys: PathBuf,
+        /// Rotation period R in seconds.
+        #[arg(long, default_value_t = 3600)]
+        period: u64,
+        /// Start of epoch 0 (unix seconds).
+        #[arg(long, default_value_t = 0)]
+        origin: u64,
+    },
 }
 
 #[derive(Args)]
@@ -92,6 +113,16 @@ struct ServerOpts {
     /// Seconds a request body may stall before the request fails.
     #[arg(long, default_value_t = 30)]
     body_timeout: u64,
+    /// Share the strike register through Redis (e.g. redis://127.0.0.1:6379/),
+    /// so a replay is refused fleet-wide, not just by this instance.
+    #[arg(long)]
+    redis: Option<String>,
+    /// Session-cache capacity in entries (0 turns it off).
+    #[arg(long, default_value_t = 65_536)]
+    session_cache: usize,
+    /// Demand a `Random` token before side-effecting methods (inner 425 otherwise).
+    #[arg(long)]
+    require_token: bool,
     #[command(flatten)]
     publish: dns::PublishOpts,
 }
@@ -184,6 +215,12 @@ async fn run(cmd: Cmd) -> Result<i32> {
         Cmd::Fetch(a) => fetch::run(a).await,
         Cmd::Certs(a) => certs(a).await,
         Cmd::Demo(a) => demo::run(a).await,
+        Cmd::Fleet(FleetCmd::Init { keys, period, origin }) => {
+            open_store(&keys)?;
+            let path = httpcrypt::fleet::init(&keys, Duration::from_secs(period.max(1)), origin)?;
+            println!("{}", path.display());
+            Ok(0)
+        }
         Cmd::Dns(a) => dns::run(a).await,
     }
 }
@@ -238,6 +275,8 @@ async fn prepare(
             ..Default::default()
         },
         body_timeout: Duration::from_secs(opts.body_timeout.max(1)),
+        session_cache: opts.session_cache,
+        require_token: opts.require_token,
         ..Default::default()
     };
     let listener = httpcrypt::runtime::bind(opts.listen).await?;
@@ -252,7 +291,17 @@ async fn prepare(
         "httpcrypt: listening on http://{} (identity {identity})",
         listener.local_addr()?
     );
-    Ok((httpcrypt::HttpCryptLayer::new(keys, config), listener))
+    let layer = match &opts.redis {
+        Some(url) => {
+            let window = config.freshness.unwrap_or(httpcrypt::proto::replay::DEFAULT_WINDOW);
+            let strikes = httpcrypt::strikes::RedisStrikes::connect(url, window)
+                .await
+                .with_context(|| format!("connecting to {url}"))?;
+            httpcrypt::HttpCryptLayer::with_strikes(keys, config, std::sync::Arc::new(strikes))
+        }
+        None => httpcrypt::HttpCryptLayer::new(keys, config),
+    };
+    Ok((layer, listener))
 }
 
 fn open_store(dir: &Path) -> Result<httpcrypt::keystore::KeyStore> {

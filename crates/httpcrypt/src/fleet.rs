@@ -58,7 +58,7 @@ fn advance(path: &Path, identity: &IdentityKey, now: u64) -> Result<(Vec<EpochKe
 pub fn start(path: PathBuf, identity: IdentityKey, live: LiveKeys) -> Result<LiveKeys, Error> {
     let now = unix_now();
     let (keys, r) = advance(&path, &identity, now)?;
-    let mut newest = keys.last().map(|k| k.epoch).unwrap_or(0);
+    let mut newest = keys.last().map_or(0, |k| k.epoch);
     for k in keys {
         live.add(to_epoch(k));
     }
@@ -74,7 +74,8 @@ pub fn start(path: PathBuf, identity: IdentityKey, live: LiveKeys) -> Result<Liv
             let now = unix_now();
             match advance(&path, &identity, now) {
                 Ok((keys, r)) => {
-                    for k in keys.into_iter().filter(|k| k.epoch > newest) {
+                    let seen = newest;
+                    for k in keys.into_iter().filter(|k| k.epoch > seen) {
                         newest = k.epoch;
                         tracing::info!(epoch = k.epoch, kid = %k.cert.kid().to_b64(), "fleet epoch");
                         task.add(to_epoch(k));

@@ -46,7 +46,7 @@ fn cfg(msg: impl Into<String>) -> Error {
     Error::Config(msg.into())
 }
 
-fn write_secret(path: &Path, contents: &[u8]) -> Result<(), Error> {
+pub(crate) fn write_secret(path: &Path, contents: &[u8]) -> Result<(), Error> {
     let tmp = path.with_extension("tmp");
     {
         let mut opts = std::fs::OpenOptions::new();
@@ -329,7 +329,7 @@ impl LiveKeys {
         }
     }
 
-    fn set_next_rotation(&self, t: u64) {
+    pub(crate) fn set_next_rotation(&self, t: u64) {
         self.next_rotation
             .store(t, std::sync::atomic::Ordering::Relaxed);
     }
@@ -337,7 +337,14 @@ impl LiveKeys {
 
 /// Loads a key store into [`LiveKeys`], making sure a current key exists,
 /// and (unless static) spawns the rotation task on the current tokio runtime.
+/// A directory with a fleet file derives its keys from the shared ratchet
+/// instead ([`crate::fleet`]; the period is then the fleet's).
 pub fn start(store: KeyStore, period: Duration) -> Result<LiveKeys, Error> {
+    let fleet = store.dir.join(crate::fleet::FLEET_FILE);
+    if fleet.exists() {
+        let identity = IdentityKey::from_seed(*store.identity.to_seed());
+        return crate::fleet::start(fleet, identity, LiveKeys::new());
+    }
     let live = LiveKeys::new();
     let now = unix_now();
     let epochs = store.load(now)?;

@@ -18,6 +18,7 @@ pub mod client;
 pub mod connect;
 pub mod dns;
 pub mod error;
+pub mod fleet;
 pub mod keystore;
 pub mod runtime;
 pub mod server;
