@@ -20,6 +20,7 @@ use httpcrypt_proto::client::{fits_get_form, ClientCredential, PreparedRequest};
 use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
 use httpcrypt_proto::outer::{self, Mount};
 use httpcrypt_proto::ticket::Ticket;
+use httpcrypt_proto::token;
 use httpcrypt_proto::{replay, IdentityPublic, KexSecret, Limits, SessionKey};
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::rt::TokioExecutor;
@@ -193,6 +194,8 @@ struct HostState {
     max_age: u64,
     key: Option<Arc<KexSecret>>,
     ticket: Option<(Ticket, SessionKey)>,
+    /// The last `Random` token the server gave, and the session key it is bound to.
+    token: Option<(Vec<u8>, SessionKey)>,
     clock_offset: i64,
 }
 
@@ -216,6 +219,13 @@ enum Outcome {
     Done(Response<ResponseBody>),
     RetryUnknownKey,
     RetryStale,
+    RetryToken,
+}
+
+/// Methods that may change state: they carry `Client-Random`, and a token
+/// when the server demands one (spec §8).
+fn is_unsafe(m: &Method) -> bool {
+    !matches!(*m, Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE)
 }
 
 impl Client {
@@ -395,6 +405,7 @@ impl Client {
         let (parts, body) = req.into_parts();
         let mut retried_key = false;
         let mut retried_stale = false;
+        let mut retried_token = false;
         let mut attempts = 0;
         loop {
             attempts += 1;
@@ -406,8 +417,10 @@ impl Client {
                 Outcome::Done(rsp) => return Ok(rsp),
                 Outcome::RetryUnknownKey if !retried_key => retried_key = true,
                 Outcome::RetryStale if !retried_stale => retried_stale = true,
+                Outcome::RetryToken if !retried_token => retried_token = true,
                 Outcome::RetryUnknownKey => return Err(httpcrypt_proto::Error::UnknownKey.into()),
                 Outcome::RetryStale => return Err(httpcrypt_proto::Error::Stale.into()),
+                Outcome::RetryToken => return Err(httpcrypt_proto::Error::TokenRequired.into()),
             }
         }
     }
@@ -425,6 +438,7 @@ impl Client {
             Outcome::Done(rsp) => Ok(rsp),
             Outcome::RetryUnknownKey => Err(httpcrypt_proto::Error::UnknownKey.into()),
             Outcome::RetryStale => Err(httpcrypt_proto::Error::Stale.into()),
+            Outcome::RetryToken => Err(httpcrypt_proto::Error::TokenRequired.into()),
         }
     }
 
@@ -505,6 +519,19 @@ impl Client {
                 head.fields
                     .push(Field::new("Content-Length", len.to_string()));
             }
+        }
+        if is_unsafe(&parts.method) {
+            // A token the server issued under this very session key proves
+            // an earlier round trip; a fresh Client-Random asks for the next.
+            let token = self.host(&authority, |h| h.token.clone());
+            if let Some((value, k)) = token {
+                if k == *prepared.session_key() {
+                    head.fields.push(Field::new(token::RANDOM_FIELD, value));
+                }
+            }
+            let mut cr = [0u8; 24];
+            OsRng.fill_bytes(&mut cr);
+            head.fields.push(Field::new(token::CLIENT_RANDOM_FIELD, httpcrypt_proto::b64::encode(&cr)));
         }
         let mut head_bytes = Vec::new();
         head.encode(&mut head_bytes);
@@ -634,6 +661,11 @@ impl Client {
                 self.host(&authority, |h| h.ticket = Some((t, k)));
             }
         }
+        if let Some(r) = inner::field(&inner_head.fields, token::RANDOM_FIELD) {
+            let k = prepared.session_key().clone();
+            let r = r.to_vec();
+            self.host(&authority, |h| h.token = Some((r, k)));
+        }
         let mut body: ResponseBody = opened.boxed_unsync();
         if inner_head.status == 425 {
             // Read the (small, authenticated) problem to tell stale from replay.
@@ -653,6 +685,11 @@ impl Client {
                     self.host(&authority, |h| h.clock_offset = server as i64 - local);
                 }
                 return Ok(Outcome::RetryStale);
+            }
+            if p.as_ref().is_some_and(|p| p.type_uri == httpcrypt_proto::error::problem_type::TOKEN_REQUIRED) {
+                // The answer carried a token (and a ticket, so the retry runs
+                // under the same session key the token is bound to).
+                return Ok(Outcome::RetryToken);
             }
             body = Full::new(bytes)
                 .map_err(|never| match never {})

@@ -20,7 +20,7 @@ use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
 use crate::error::BoxError;
-use crate::server::HcBody;
+use crate::server::{ConnKeys, HcBody};
 
 /// Connection-level settings.
 #[derive(Debug, Clone)]
@@ -84,7 +84,16 @@ where
         let svc = svc.clone();
         let opts = opts.clone();
         tokio::spawn(async move {
-            let hyper_svc = hyper::service::service_fn(move |req| svc.clone().oneshot(req));
+            // The layer notes here the key expiry of every request on this
+            // connection; once all of them have expired the connection is
+            // closed (after any request in flight), so no idle keep-alive
+            // connection outlives the keys it was used with (spec §6).
+            let conn_keys = ConnKeys::default();
+            let noted = conn_keys.clone();
+            let hyper_svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+                req.extensions_mut().insert(noted.clone());
+                svc.clone().oneshot(req)
+            });
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder
                 .timer(TokioTimer::new())
@@ -92,10 +101,22 @@ where
                 .keep_alive(true)
                 .max_header_size(opts.max_head)
                 .max_buf_size(opts.max_head.max(8192));
-            if let Err(e) = builder
-                .serve_connection(TokioIo::new(stream), hyper_svc)
-                .await
-            {
+            let conn = builder.serve_connection(TokioIo::new(stream), hyper_svc);
+            tokio::pin!(conn);
+            let mut closing = false;
+            let result = loop {
+                tokio::select! {
+                    r = conn.as_mut() => break r,
+                    _ = tokio::time::sleep(Duration::from_secs(1)), if !closing => {
+                        if conn_keys.expired(crate::keystore::unix_now()) {
+                            tracing::debug!(%peer, "closing a connection whose keys expired");
+                            conn.as_mut().graceful_shutdown();
+                            closing = true;
+                        }
+                    }
+                }
+            };
+            if let Err(e) = result {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
             drop(permit);

@@ -92,6 +92,28 @@ impl Default for ServerConfig {
     }
 }
 
+/// The latest key expiry (`not_after`) of the requests a connection carried,
+/// shared between the listener (which closes the connection once it has
+/// passed) and the layer (which notes each request's key).
+#[derive(Debug, Clone, Default)]
+pub struct ConnKeys(Arc<std::sync::atomic::AtomicU64>);
+
+impl ConnKeys {
+    /// Notes a request under a key valid through `not_after`.
+    pub fn note(&self, not_after: u64) {
+        self.0.fetch_max(not_after, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether the connection carried HTTPCrypt requests and all their keys
+    /// have expired at `now`.
+    pub fn expired(&self, now: u64) -> bool {
+        match self.0.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => false,
+            t => now > t,
+        }
+    }
+}
+
 /// Facts about an HTTPCrypt request, put in the inner request's extensions.
 #[derive(Debug, Clone)]
 pub struct Encrypted {
@@ -520,6 +542,11 @@ where
         Ok(Accept::NotFound) => return Ok(plain(StatusCode::NOT_FOUND, "not found\n")),
         Ok(Accept::Request(a)) => a,
     };
+    if let Some(conn) = parts.extensions.get::<ConnKeys>() {
+        if let Some(not_after) = shared.keys.with(|k| k.key(&accepted.kid, now).map(|sk| sk.cert.not_after)) {
+            conn.note(u64::from(not_after));
+        }
+    }
     serve_sealed(shared.clone(), inner, parts, body, accepted, now).await
 }
 
