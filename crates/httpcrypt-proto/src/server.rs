@@ -128,6 +128,90 @@ pub struct OuterRequest<'a> {
     pub has_body: bool,
 }
 
+/// An outer request parsed from raw HTTP/1.1 bytes (httparse), owning its
+/// parts: for simple servers, tools and tests that have the bytes at hand
+/// (a hyper server builds an [`OuterRequest`] from its own parse instead).
+/// Only `Content-Length` framing is understood; `body` is everything after
+/// the head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedOuter {
+    /// Method.
+    pub method: String,
+    /// Request target as received.
+    pub target: String,
+    /// The `Host` field value.
+    pub host: Option<Vec<u8>>,
+    /// Every `Cookie` field value.
+    pub cookies: Vec<Vec<u8>>,
+    /// The declared Content-Length, if any.
+    pub content_length: Option<u64>,
+    /// The bytes after the head.
+    pub body: Vec<u8>,
+}
+
+impl ParsedOuter {
+    /// Parses a complete request head (up to 64 fields) and takes the rest as
+    /// the body; `None` for bytes that are not one.
+    pub fn parse(bytes: &[u8]) -> Option<Self> {
+        let mut storage = [httparse::EMPTY_HEADER; 64];
+        let mut req = httparse::Request::new(&mut storage);
+        let httparse::Status::Complete(n) = req.parse(bytes).ok()? else {
+            return None;
+        };
+        let find = |name: &str| {
+            req.headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case(name))
+                .map(|h| h.value.to_vec())
+        };
+        Some(ParsedOuter {
+            method: req.method?.to_string(),
+            target: req.path?.to_string(),
+            host: find("host"),
+            cookies: req
+                .headers
+                .iter()
+                .filter(|h| h.name.eq_ignore_ascii_case("cookie"))
+                .map(|h| h.value.to_vec())
+                .collect(),
+            content_length: find("content-length")
+                .and_then(|v| std::str::from_utf8(&v).ok()?.parse().ok()),
+            body: bytes[n..].to_vec(),
+        })
+    }
+
+    /// The view [`accept`] judges.
+    pub fn as_request(&self) -> OuterRequest<'_> {
+        OuterRequest {
+            method: &self.method,
+            target: &self.target,
+            host: self.host.as_deref(),
+            cookies: self.cookies.iter().map(Vec::as_slice).collect(),
+            content_length: self.content_length,
+            has_body: !self.body.is_empty(),
+        }
+    }
+}
+
+/// Accepts, opens and parses a complete outer request held in memory: the
+/// whole server side of one exchange for callers that have the bytes.
+pub fn serve_bytes(
+    keys: &ServerKeys,
+    mount: &Mount,
+    limits: &Limits,
+    now: u64,
+    outer: &[u8],
+) -> Result<Option<(Accepted, RequestHead, Vec<u8>)>> {
+    let o = ParsedOuter::parse(outer).ok_or(Error::Truncated)?;
+    match accept(keys, mount, &o.as_request(), limits, now)? {
+        Accept::Request(a) => {
+            let (head, body) = open_request(&a, &o.body, limits)?;
+            Ok(Some((a, head, body)))
+        }
+        _ => Ok(None),
+    }
+}
+
 /// How to answer an outer request.
 #[derive(Debug)]
 pub enum Accept {

@@ -8,15 +8,12 @@ use httpcrypt_proto::client::{ClientCredential, PreparedRequest};
 use httpcrypt_proto::inner::{self, Field, InnerEvent, RequestHead, ResponseHead};
 use httpcrypt_proto::outer::{self, Form, Mount};
 use httpcrypt_proto::replay::{self, StrikeRegister};
-use httpcrypt_proto::server::{self, Accept, Accepted, OuterRequest, ServerKeys};
+use httpcrypt_proto::server::{self, Accept, Accepted, ParsedOuter, ServerKeys};
 use httpcrypt_proto::stream::Event;
 use httpcrypt_proto::ticket::{Ticket, TicketContents, TicketKey};
 use httpcrypt_proto::{token, Error, IdentityKey, KexSecret, Limits, SessionKey};
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
-
-mod common;
-use common::parse_outer;
 
 const T0: u64 = 1_800_000_000;
 const R: u64 = 3600;
@@ -68,15 +65,8 @@ impl Server {
         rng: &mut ChaCha20Rng,
         chunk: usize,
     ) -> (u16, Vec<u8>) {
-        let o = parse_outer(wire);
-        let req = OuterRequest {
-            method: &o.method,
-            target: &o.target,
-            host: o.host.as_deref(),
-            cookies: o.cookies.iter().map(Vec::as_slice).collect(),
-            content_length: o.content_length,
-            has_body: !o.body.is_empty(),
-        };
+        let o = ParsedOuter::parse(wire).expect("a complete request");
+        let req = o.as_request();
         let accepted = match server::accept(&self.keys, &self.mount, &req, &Limits::default(), now)
         {
             Ok(Accept::Request(a)) => a,
@@ -357,15 +347,8 @@ fn tickets_resume_without_key_agreement_and_die_with_their_kid() {
     client.ticket = Some((ticket, prepared.session_key().clone()));
     // With the ticket the server needs no X25519: accept_with's agreement hook must not run.
     let (prepared, wire) = client.request(&mut rng, T0 + 5, "/t2", b"abc", true, &[]);
-    let o = parse_outer(&wire);
-    let req = OuterRequest {
-        method: &o.method,
-        target: &o.target,
-        host: o.host.as_deref(),
-        cookies: o.cookies.iter().map(Vec::as_slice).collect(),
-        content_length: o.content_length,
-        has_body: true,
-    };
+    let o = ParsedOuter::parse(&wire).expect("a complete request");
+    let req = o.as_request();
     let accepted = match server::accept_with(
         &server.keys,
         &server.mount,

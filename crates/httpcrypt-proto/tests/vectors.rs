@@ -10,7 +10,7 @@ use httpcrypt_proto::client::{ClientCredential, PreparedRequest};
 use httpcrypt_proto::inner::{self, RequestHead, ResponseHead};
 use httpcrypt_proto::keys::{IdentityKey, IdentityPublic, KexPublic, KexSecret, KeyId, SessionKey};
 use httpcrypt_proto::outer::{self, Credential, Form, IdKind, Mount, Route};
-use httpcrypt_proto::server::{self, Accept, OuterRequest, ServerKeys};
+use httpcrypt_proto::server::{self, ServerKeys};
 use httpcrypt_proto::stream::{self, Event, Opener, ResponseKey, Sealer};
 use httpcrypt_proto::ticket::{Ticket, TicketContents, TicketKey};
 use httpcrypt_proto::{b64, dns, replay, tlsa, token, Error, Limits};
@@ -500,7 +500,7 @@ fn ticket_key(v: &Value) -> TicketKey {
     TicketKey::new(KeyId(arr(v, "tid")), arr(v, "key"))
 }
 
-/// The server's handling of outer request bytes (HTTP parsing is test-side).
+/// The server's handling of outer request bytes.
 fn serve(
     keys: &ServerKeys,
     mount: &Mount,
@@ -508,22 +508,8 @@ fn serve(
     now: u64,
     outer_bytes: &[u8],
 ) -> Result<(server::Accepted, RequestHead, Vec<u8>), Error> {
-    let o = parse_outer(outer_bytes);
-    let req = OuterRequest {
-        method: &o.method,
-        target: &o.target,
-        host: o.host.as_deref(),
-        cookies: o.cookies.iter().map(Vec::as_slice).collect(),
-        content_length: o.content_length,
-        has_body: !o.body.is_empty(),
-    };
-    match server::accept(keys, mount, &req, limits, now)? {
-        Accept::Request(a) => {
-            let (head, body) = server::open_request(&a, &o.body, limits)?;
-            Ok((a, head, body))
-        }
-        other => panic!("not an HTTPCrypt request: {other:?}"),
-    }
+    let served = server::serve_bytes(keys, mount, limits, now, outer_bytes)?;
+    Ok(served.expect("vector requests are under the mount"))
 }
 
 fn inner_limits(i: &Value) -> Limits {

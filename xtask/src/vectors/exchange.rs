@@ -5,7 +5,7 @@
 use httpcrypt_proto::client::{ClientCredential, PreparedRequest};
 use httpcrypt_proto::inner::RequestHead;
 use httpcrypt_proto::outer::{Form, Mount};
-use httpcrypt_proto::server::{self, Accept, OuterRequest, ServerKeys};
+use httpcrypt_proto::server::{self, ServerKeys};
 use httpcrypt_proto::stream::{self, Sealer};
 use httpcrypt_proto::ticket::{TicketContents, TicketKey};
 use httpcrypt_proto::{
@@ -70,46 +70,6 @@ impl Server {
     }
 }
 
-/// The parts of an outer request the server judges (test-side HTTP parsing).
-pub struct Outer {
-    pub method: String,
-    pub target: String,
-    pub host: Option<Vec<u8>>,
-    pub cookies: Vec<Vec<u8>>,
-    pub content_length: Option<u64>,
-    pub body: Vec<u8>,
-}
-
-/// Splits an outer request into the parts the server judges.
-pub fn parse_outer(bytes: &[u8]) -> Outer {
-    let mut storage = [httparse::EMPTY_HEADER; 32];
-    let mut req = httparse::Request::new(&mut storage);
-    let n = match req.parse(bytes).expect("vector outer requests parse") {
-        httparse::Status::Complete(n) => n,
-        httparse::Status::Partial => panic!("partial outer request"),
-    };
-    let find = |name: &str| {
-        req.headers
-            .iter()
-            .find(|h| h.name.eq_ignore_ascii_case(name))
-            .map(|h| h.value.to_vec())
-    };
-    Outer {
-        method: req.method.unwrap_or_default().to_string(),
-        target: req.path.unwrap_or_default().to_string(),
-        host: find("host"),
-        cookies: req
-            .headers
-            .iter()
-            .filter(|h| h.name.eq_ignore_ascii_case("cookie"))
-            .map(|h| h.value.to_vec())
-            .collect(),
-        content_length: find("content-length")
-            .and_then(|v| std::str::from_utf8(&v).ok()?.parse().ok()),
-        body: bytes[n..].to_vec(),
-    }
-}
-
 /// Runs the server on outer request bytes: accept, open, parse.
 pub fn serve(
     keys: &ServerKeys,
@@ -118,22 +78,7 @@ pub fn serve(
     now: u64,
     outer: &[u8],
 ) -> Result<(server::Accepted, RequestHead, Vec<u8>), Error> {
-    let o = parse_outer(outer);
-    let req = OuterRequest {
-        method: &o.method,
-        target: &o.target,
-        host: o.host.as_deref(),
-        cookies: o.cookies.iter().map(Vec::as_slice).collect(),
-        content_length: o.content_length,
-        has_body: !o.body.is_empty(),
-    };
-    match server::accept(keys, mount, &req, limits, now)? {
-        Accept::Request(a) => {
-            let (head, inner_body) = server::open_request(&a, &o.body, limits)?;
-            Ok((a, head, inner_body))
-        }
-        other => panic!("not an HTTPCrypt request: {other:?}"),
-    }
+    server::serve_bytes(keys, mount, limits, now, outer)?.ok_or(Error::BadNoncePath)
 }
 
 struct Built {

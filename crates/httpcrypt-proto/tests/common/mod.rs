@@ -1,5 +1,5 @@
-//! Helpers shared by the integration tests: JSON field access, feeding
-//! input at every split, test-side parsing of outer HTTP requests.
+//! Helpers shared by the integration tests: JSON field access and feeding
+//! input at every split.
 #![allow(dead_code)]
 
 pub mod rspamd;
@@ -44,45 +44,5 @@ pub fn for_every_split(input: &[u8], mut f: impl FnMut(&[&[u8]])) {
     for at in (0..=input.len()).step_by(step.max(1)) {
         let (a, b) = input.split_at(at);
         f(&[a, b]);
-    }
-}
-
-/// The parts of an outer HTTP/1.1 request the server judges.
-pub struct Outer {
-    pub method: String,
-    pub target: String,
-    pub host: Option<Vec<u8>>,
-    pub cookies: Vec<Vec<u8>>,
-    pub content_length: Option<u64>,
-    pub body: Vec<u8>,
-}
-
-/// Parses an outer request with httparse (the IO side's job in production).
-pub fn parse_outer(bytes: &[u8]) -> Outer {
-    let mut storage = [httparse::EMPTY_HEADER; 64];
-    let mut req = httparse::Request::new(&mut storage);
-    let n = match req.parse(bytes).expect("outer request parses") {
-        httparse::Status::Complete(n) => n,
-        httparse::Status::Partial => panic!("partial outer request"),
-    };
-    let find = |name: &str| {
-        req.headers
-            .iter()
-            .find(|h| h.name.eq_ignore_ascii_case(name))
-            .map(|h| h.value.to_vec())
-    };
-    Outer {
-        method: req.method.unwrap_or_default().to_string(),
-        target: req.path.unwrap_or_default().to_string(),
-        host: find("host"),
-        cookies: req
-            .headers
-            .iter()
-            .filter(|h| h.name.eq_ignore_ascii_case("cookie"))
-            .map(|h| h.value.to_vec())
-            .collect(),
-        content_length: find("content-length")
-            .and_then(|v| std::str::from_utf8(&v).ok()?.parse().ok()),
-        body: bytes[n..].to_vec(),
     }
 }
