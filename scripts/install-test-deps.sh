@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the end-to-end tests need (DNS servers and
-# tools for crates/httpcrypt-cli/tests/dns.rs), only when one is missing.
+# tools for crates/httpcrypt-cli/tests/dns.rs; Redis and faketime for
+# tests/resumption.rs), only when one is missing.
 # Safe to run again: it does nothing when everything is there.
 set -euo pipefail
 
@@ -15,6 +16,8 @@ need=(
   "dig:dnsutils"
   "ldns-signzone:ldnsutils"
   "ldns-keygen:ldnsutils"
+  "redis-server:redis-server"
+  "faketime:faketime"
 )
 
 missing=()

@@ -473,11 +473,16 @@ fn discovery_through_nsd_and_unbound() {
     fetch_ok(ub, &url("tlsa"), &["--discovery", "dns"], "dns-tlsa");
     fetch_ok(ub, &url("none"), &["--discovery", "auto"], "options");
     // Authenticated with a pinned identity: TXT and TLSA signatures verify.
-    fetch_ok(ub, &url("all"), &["--identity", &identity], "dns-txt");
+    fetch_ok(
+        ub,
+        &url("all"),
+        &[&format!("--identity={identity}")],
+        "dns-txt",
+    );
     fetch_ok(
         ub,
         &url("tlsa"),
-        &["--identity", &identity, "--discovery", "dns"],
+        &[&format!("--identity={identity}"), "--discovery", "dns"],
         "dns-tlsa",
     );
     // DNS only, and DNS has nothing: a clear error, no fallback.
@@ -495,7 +500,12 @@ fn discovery_through_nsd_and_unbound() {
     // Opportunistic mode does not check signatures: the flipped TLSA still
     // names the right key. Authenticated mode refuses it and falls back.
     fetch_ok(ub, &url("badtlsa"), &["--discovery", "dns"], "dns-tlsa");
-    fetch_ok(ub, &url("badtlsa"), &["--identity", &identity], "options");
+    fetch_ok(
+        ub,
+        &url("badtlsa"),
+        &[&format!("--identity={identity}")],
+        "options",
+    );
     let r = addr(ub).to_string();
     let certs = |h: &str, extra: &[&str]| {
         let u = format!("http://{h}.hc.test:{port}/");
@@ -510,10 +520,11 @@ fn discovery_through_nsd_and_unbound() {
         "{}",
         text(&o.stdout)
     );
+    let pin = format!("--identity={identity}");
     for (host, extra, want) in [
         (
             "badtlsa",
-            vec!["--identity", identity.as_str()],
+            vec![pin.as_str()],
             &[
                 "dns-tlsa: no usable record (",
                 "bad_signature",

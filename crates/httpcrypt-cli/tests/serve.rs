@@ -380,11 +380,18 @@ fn static_keys_serve_and_identities_are_checked() {
         .map(|e| e.unwrap().file_name())
         .collect();
     // The right identity: fetch works, certs verifies.
-    let out = fetch(&["--identity", &site.identity, &site.url("/hello.txt")]);
+    let out = fetch(&[
+        &format!("--identity={}", site.identity),
+        &site.url("/hello.txt"),
+    ]);
     assert!(out.status.success(), "{}", out.stderr_text());
     assert_eq!(out.stdout, site.file("hello.txt"));
     let out = common::run(
-        &["certs", &site.url("/"), "--identity", &site.identity],
+        &[
+            "certs",
+            &site.url("/"),
+            &format!("--identity={}", site.identity),
+        ],
         Duration::from_secs(30),
     );
     assert!(out.status.success(), "{}", out.stderr_text());
@@ -411,13 +418,14 @@ fn static_keys_serve_and_identities_are_checked() {
     // Another identity: certs and fetch both fail, and fetch prints nothing.
     let other = common::keygen(&site.dir.path().join("other"), false);
     let out = common::run(
-        &["certs", &site.url("/"), "--identity", &other],
+        &["certs", &site.url("/"), &format!("--identity={other}")],
         Duration::from_secs(30),
     );
     assert!(!out.status.success(), "{}", out.stdout_text());
+    let pin = format!("--identity={other}");
     for args in [
-        vec!["--identity", other.as_str(), "/hello.txt"],
-        vec!["--identity", other.as_str(), "--no-get-form", "/big.bin"],
+        vec![pin.as_str(), "/hello.txt"],
+        vec![pin.as_str(), "--no-get-form", "/big.bin"],
     ] {
         let url = site.url(args[args.len() - 1]);
         let mut all = args[..args.len() - 1].to_vec();

@@ -14,7 +14,7 @@ use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Uri};
 use http_body::Body;
 use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Empty, Full, Limited};
+use http_body_util::{BodyExt, Empty, Full};
 use httpcrypt_proto::cert::{self, DiscoveredKey, KeyCert};
 use httpcrypt_proto::client::{fits_get_form, ClientCredential, PreparedRequest};
 use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
@@ -222,10 +222,34 @@ enum Outcome {
     RetryToken,
 }
 
+/// Reads a whole body of at most `limit` bytes. (A hand-written loop: the
+/// `Limited` + `collect` combinators make the caller's future unusable
+/// with `tokio::spawn` through a higher-ranked `From` bound.)
+async fn read_limited<B>(mut body: B, limit: usize) -> Result<Bytes, Error>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    let mut out = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| from_box(e.into()))?;
+        if let Ok(data) = frame.into_data() {
+            if out.len() + data.len() > limit {
+                return Err(httpcrypt_proto::Error::BodyTooLarge.into());
+            }
+            out.extend_from_slice(&data);
+        }
+    }
+    Ok(Bytes::from(out))
+}
+
 /// Methods that may change state: they carry `Client-Random`, and a token
 /// when the server demands one (spec §8).
 fn is_unsafe(m: &Method) -> bool {
-    !matches!(*m, Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE)
+    !matches!(
+        *m,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
+    )
 }
 
 impl Client {
@@ -355,11 +379,7 @@ impl Client {
             // max-age=0 (a rotation is due) means "ask again soon", not "keep
             // forever" as a missing max-age does (spec §6.5, §6.6).
             .map_or(0, |age: u64| age.max(1));
-        let body = Limited::new(rsp.into_body(), 64 * 1024)
-            .collect()
-            .await
-            .map_err(Error::Transport)?
-            .to_bytes();
+        let body = read_limited(rsp.into_body(), 64 * 1024).await?;
         let certs = cert::parse_cert_list(&body)?;
         let identity = self.identity_for(authority);
         if identity.is_none() && self.config.require_identity {
@@ -413,7 +433,7 @@ impl Client {
                 .map_err(|never| match never {})
                 .boxed_unsync();
             let r = Request::from_parts(parts.clone(), b);
-            match self.send_once(r, attempts).await? {
+            match self.send_once(r, attempts, retried_stale).await? {
                 Outcome::Done(rsp) => return Ok(rsp),
                 Outcome::RetryUnknownKey if !retried_key => retried_key = true,
                 Outcome::RetryStale if !retried_stale => retried_stale = true,
@@ -434,7 +454,7 @@ impl Client {
         B::Error: Into<BoxError>,
     {
         let req = req.map(|b| b.map_err(Into::into).boxed_unsync());
-        match self.send_once(req, 1).await? {
+        match self.send_once(req, 1, false).await? {
             Outcome::Done(rsp) => Ok(rsp),
             Outcome::RetryUnknownKey => Err(httpcrypt_proto::Error::UnknownKey.into()),
             Outcome::RetryStale => Err(httpcrypt_proto::Error::Stale.into()),
@@ -442,7 +462,14 @@ impl Client {
         }
     }
 
-    async fn send_once(&self, req: Request<OuterBody>, attempts: u32) -> Result<Outcome, Error> {
+    /// One attempt. `own_date`: after a `stale` answer the client's
+    /// corrected clock replaces any `Date` the caller set.
+    async fn send_once(
+        &self,
+        req: Request<OuterBody>,
+        attempts: u32,
+        own_date: bool,
+    ) -> Result<Outcome, Error> {
         let (parts, body) = req.into_parts();
         let scheme = parts.uri.scheme_str().unwrap_or("http").to_string();
         if scheme != "http" {
@@ -497,7 +524,10 @@ impl Client {
         let mut head = RequestHead::new(parts.method.as_str(), target);
         let mut has_host = false;
         for (n, v) in &parts.headers {
-            if inner::FORBIDDEN.contains(&n.as_str()) || n == header::CONTENT_LENGTH {
+            if inner::FORBIDDEN.contains(&n.as_str())
+                || n == header::CONTENT_LENGTH
+                || (own_date && n == header::DATE)
+            {
                 continue;
             }
             has_host |= n == header::HOST;
@@ -507,7 +537,7 @@ impl Client {
             head.fields
                 .insert(0, Field::new("Host", authority.as_str()));
         }
-        if !parts.headers.contains_key(header::DATE) {
+        if own_date || !parts.headers.contains_key(header::DATE) {
             head.fields.push(Field::new(
                 "Date",
                 replay::format_date(now.saturating_add_signed(offset)),
@@ -531,7 +561,10 @@ impl Client {
             }
             let mut cr = [0u8; 24];
             OsRng.fill_bytes(&mut cr);
-            head.fields.push(Field::new(token::CLIENT_RANDOM_FIELD, httpcrypt_proto::b64::encode(&cr)));
+            head.fields.push(Field::new(
+                token::CLIENT_RANDOM_FIELD,
+                httpcrypt_proto::b64::encode(&cr),
+            ));
         }
         let mut head_bytes = Vec::new();
         head.encode(&mut head_bytes);
@@ -545,11 +578,7 @@ impl Client {
                 fits_get_form(&self.config.mount, head_bytes.len() + l as usize + 64)
             });
         let mut outer_req = if use_get {
-            let plain = Limited::new(body, 4096)
-                .collect()
-                .await
-                .map_err(Error::Transport)?
-                .to_bytes();
+            let plain = read_limited(body, 4096).await?;
             let mut all = head_bytes;
             all.extend_from_slice(&plain);
             let mut stream = Vec::new();
@@ -602,11 +631,7 @@ impl Client {
         let (rparts, rbody) = rsp.into_parts();
         if rparts.status != StatusCode::OK {
             // Unauthenticated: only hints for a retry, never data.
-            let body = Limited::new(rbody, 64 * 1024)
-                .collect()
-                .await
-                .map(|b| b.to_bytes())
-                .unwrap_or_default();
+            let body = read_limited(rbody, 64 * 1024).await.unwrap_or_default();
             let problem = outer::parse_problem(&body).ok();
             let type_uri = problem
                 .as_ref()
@@ -669,11 +694,7 @@ impl Client {
         let mut body: ResponseBody = opened.boxed_unsync();
         if inner_head.status == 425 {
             // Read the (small, authenticated) problem to tell stale from replay.
-            let bytes = Limited::new(body, 64 * 1024)
-                .collect()
-                .await
-                .map_err(from_box)?
-                .to_bytes();
+            let bytes = read_limited(body, 64 * 1024).await?;
             let p = outer::parse_problem(&bytes).ok();
             if p.as_ref()
                 .is_some_and(|p| p.type_uri == httpcrypt_proto::error::problem_type::STALE)
@@ -686,7 +707,9 @@ impl Client {
                 }
                 return Ok(Outcome::RetryStale);
             }
-            if p.as_ref().is_some_and(|p| p.type_uri == httpcrypt_proto::error::problem_type::TOKEN_REQUIRED) {
+            if p.as_ref()
+                .is_some_and(|p| p.type_uri == httpcrypt_proto::error::problem_type::TOKEN_REQUIRED)
+            {
                 // The answer carried a token (and a ticket, so the retry runs
                 // under the same session key the token is bound to).
                 return Ok(Outcome::RetryToken);

@@ -26,7 +26,10 @@ pub const FLEET_FILE: &str = "fleet";
 pub fn init(dir: &Path, period: Duration, origin: u64) -> Result<PathBuf, Error> {
     let path = dir.join(FLEET_FILE);
     if path.exists() {
-        return Err(Error::Config(format!("{} exists; refusing to replace a fleet seed", path.display())));
+        return Err(Error::Config(format!(
+            "{} exists; refusing to replace a fleet seed",
+            path.display()
+        )));
     }
     let mut seed = Zeroizing::new([0u8; 32]);
     OsRng.fill_bytes(&mut seed[..]);
@@ -45,12 +48,23 @@ fn to_epoch(k: EpochKeys) -> Epoch {
     }
 }
 
-fn advance(path: &Path, identity: &IdentityKey, now: u64) -> Result<(Vec<EpochKeys>, Ratchet), Error> {
+fn advance(
+    path: &Path,
+    identity: &IdentityKey,
+    now: u64,
+) -> Result<(Vec<EpochKeys>, Ratchet), Error> {
     let text = Zeroizing::new(std::fs::read_to_string(path)?);
     let mut r = Ratchet::from_text(&text)?;
     let keys = r.advance(now, identity);
     crate::keystore::write_secret(path, r.to_text().as_bytes())?;
     Ok((keys, r))
+}
+
+/// Time left until unix second `t` (zero if it has passed).
+fn until(t: u64) -> Duration {
+    let at = std::time::UNIX_EPOCH + Duration::from_secs(t);
+    at.duration_since(std::time::SystemTime::now())
+        .unwrap_or_default()
 }
 
 /// Loads the live epochs into `live` and spawns the task that advances the
@@ -69,8 +83,10 @@ pub fn start(path: PathBuf, identity: IdentityKey, live: LiveKeys) -> Result<Liv
     tokio::spawn(async move {
         let mut next = next;
         loop {
-            let wait = next.saturating_sub(unix_now());
-            tokio::time::sleep(Duration::from_secs(wait) + Duration::from_millis(20)).await;
+            // To the millisecond: instances that woke up to a whole second
+            // late would advertise the new epoch's key while others still
+            // refuse it (spec §6.7).
+            tokio::time::sleep(until(next) + Duration::from_millis(20)).await;
             let now = unix_now();
             match advance(&path, &identity, now) {
                 Ok((keys, r)) => {

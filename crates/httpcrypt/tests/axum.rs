@@ -63,6 +63,18 @@ async fn axum_app_behind_the_layer() {
         "{body:?}"
     );
 
+    // The client's future can run on its own task (it is Send + 'static).
+    let c2 = client.clone();
+    let spawned = tokio::spawn(async move {
+        c2.send(
+            http::Request::get(format!("http://{addr}/hello"))
+                .body(Bytes::new())
+                .unwrap(),
+        )
+        .await
+    });
+    assert_eq!(spawned.await.unwrap().unwrap().status(), 200);
+
     // An unknown inner route is the router's 404, sealed.
     let rsp = client
         .send(

@@ -56,6 +56,17 @@ impl Proc {
             .unwrap_or_else(|| panic!("no {field} in /proc status"))
     }
 
+    /// CPU time used so far (user + system, all threads), in clock ticks
+    /// (`utime + stime` of `/proc/PID/stat`; USER_HZ is 100 on Linux).
+    pub fn cpu_ticks(&self) -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap();
+        // The command name may hold spaces; fields resume after its ')'.
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // Fields 14 and 15 of the whole line are 12 and 13 after the name.
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    }
+
     /// Resets the peak RSS (`VmHWM`) to the current RSS; false if refused.
     pub fn reset_peak_rss(&self) -> bool {
         std::fs::write(format!("/proc/{}/clear_refs", self.pid()), b"5").is_ok()
@@ -74,7 +85,11 @@ impl Drop for Proc {
 
 /// Starts `cmd`, collects its stderr, and waits until a line of stdout or
 /// stderr yields an address through `find`.
-fn spawn_listening(mut cmd: Command, name: &str, find: fn(&str) -> Option<SocketAddr>) -> Proc {
+fn spawn_listening(
+    mut cmd: Command,
+    name: &str,
+    find: impl Fn(&str) -> Option<SocketAddr> + Clone + Send + 'static,
+) -> Proc {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -97,7 +112,7 @@ fn spawn_listening(mut cmd: Command, name: &str, find: fn(&str) -> Option<Socket
     .into_iter()
     .flatten()
     {
-        let (tx, log) = (tx.clone(), log.clone());
+        let (tx, log, find) = (tx.clone(), log.clone(), find.clone());
         std::thread::spawn(move || {
             for line in BufReader::new(pipe).lines() {
                 let Ok(line) = line else { break };
@@ -156,7 +171,15 @@ pub fn keygen(dir: &Path, static_key: bool) -> String {
 
 /// `httpcrypt serve` on a free loopback port.
 pub fn serve(keys: &Path, root: &Path, extra: &[&str]) -> Proc {
+    serve_env(&[], keys, root, extra)
+}
+
+/// `httpcrypt serve` with extra environment variables (e.g. `LD_PRELOAD`
+/// of libfaketime: a wrapper process would fork, and its child outlive
+/// the guard).
+pub fn serve_env(env: &[(&str, &str)], keys: &Path, root: &Path, extra: &[&str]) -> Proc {
     let mut cmd = Command::new(BIN);
+    cmd.envs(env.iter().copied());
     cmd.args(["serve", "--listen", "127.0.0.1:0", "--keys"])
         .arg(keys)
         .arg("--root")
@@ -185,6 +208,47 @@ pub fn upstream() -> Proc {
         let port: u16 = line.strip_prefix("PORT ")?.trim().parse().ok()?;
         Some(SocketAddr::from(([127, 0, 0, 1], port)))
     })
+}
+
+/// A throwaway `redis-server` on a free loopback port: no persistence,
+/// killed on drop.
+pub fn redis_server() -> Proc {
+    // Redis cannot be told to pick a port itself; a port just freed by the
+    // kernel is free with overwhelming likelihood.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut cmd = Command::new("redis-server");
+    cmd.args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+        .args([
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--protected-mode",
+            "yes",
+        ])
+        .args(["--daemonize", "no", "--logfile", ""]);
+    spawn_listening(cmd, "redis-server", move |line| {
+        line.contains("Ready to accept connections").then_some(addr)
+    })
+}
+
+/// Copies a directory tree (a key directory for another fleet instance).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
 }
 
 /// A finished command.
@@ -549,12 +613,49 @@ impl Sealed {
         }
     }
 
+    /// A new nonce with `credential` (a kept key pair, a ticket) against `cert`.
+    pub fn with_credential(
+        cert: &KeyCert,
+        credential: ClientCredential<'_>,
+        mount: &Mount,
+    ) -> Sealed {
+        let mut n0 = [0u8; 24];
+        OsRng.fill_bytes(&mut n0);
+        let prepared = PreparedRequest::new(
+            cert,
+            credential,
+            n0,
+            &outer::random_pad(&mut OsRng),
+            &outer::random_pad(&mut OsRng),
+        )
+        .unwrap();
+        Sealed {
+            prepared,
+            mount: mount.clone(),
+        }
+    }
+
     /// The sealed stream of an inner request with a `Date` of `date` (unix
     /// seconds) and `body` (with its Content-Length).
     pub fn stream(&self, method: &str, target: &str, date: u64, body: &[u8]) -> Vec<u8> {
+        self.stream_with(method, target, date, &[], body)
+    }
+
+    /// As [`Sealed::stream`], with `fields` after the `Date`.
+    pub fn stream_with(
+        &self,
+        method: &str,
+        target: &str,
+        date: u64,
+        fields: &[(&str, &str)],
+        body: &[u8],
+    ) -> Vec<u8> {
         let mut head = RequestHead::new(method, target);
         head.fields
             .push(Field::new("Date", replay::format_date(date)));
+        for (n, v) in fields {
+            head.fields.push(Field::new(*n, *v));
+        }
         if !body.is_empty() {
             head.fields
                 .push(Field::new("Content-Length", body.len().to_string()));
