@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the end-to-end tests need (DNS servers and
 # tools for crates/httpcrypt-cli/tests/dns.rs; Redis and faketime for
-# tests/resumption.rs), only when one is missing.
+# tests/resumption.rs; rspamd for tests/rspamd.rs; squid, tinyproxy, haproxy,
+# nginx and varnish for tests/proxies.rs), only when one is missing.
 # Safe to run again: it does nothing when everything is there.
 set -euo pipefail
 
@@ -18,6 +19,16 @@ need=(
   "ldns-keygen:ldnsutils"
   "redis-server:redis-server"
   "faketime:faketime"
+  # tests/rspamd.rs: a real rspamd 3.4, rspamc and rspamadm
+  "rspamd:rspamd"
+  "rspamc:rspamd"
+  "rspamadm:rspamd"
+  # tests/proxies.rs: forward, reverse and caching proxies
+  "squid:squid"
+  "tinyproxy:tinyproxy"
+  "haproxy:haproxy"
+  "nginx:nginx"
+  "varnishd:varnish"
 )
 
 missing=()

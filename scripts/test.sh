@@ -26,6 +26,9 @@ bash scripts/install-test-deps.sh
 step "tests"
 cargo test --workspace --locked
 
+step "benchmark harness smoke run (bench/run --smoke)"
+bash bench/run --smoke
+
 if [ "${FUZZ_SECONDS:-30}" != "0" ]; then
   step "fuzz smoke (${FUZZ_SECONDS:-30} s per target)"
   bash scripts/fuzz-smoke.sh "${FUZZ_SECONDS:-30}"

@@ -51,6 +51,13 @@ pub struct FetchArgs {
     /// Print the inner response status and fields before the body.
     #[arg(short = 'i', long = "include")]
     pub include: bool,
+    /// Protocol: HTTPCrypt v1, or rspamd's (as `rspamc --key`).
+    #[arg(long, value_enum, default_value = "v1")]
+    pub profile: crate::rspamd::Profile,
+    /// rspamd profile: the server's public key (rspamd base32, what
+    /// `rspamc --key` takes) or its `rspamadm keypair` file.
+    #[arg(long)]
+    pub server_key: Option<String>,
     #[command(flatten)]
     pub discovery: crate::dns::DiscoveryOpts,
 }
@@ -137,6 +144,29 @@ pub async fn run(a: FetchArgs) -> Result<i32> {
         }
         eprintln!("<");
     }
+    // A protocol failure the server reported inside (sealed, so authentic)
+    // is a failure of the fetch, not a document to print.
+    let is_problem = rsp
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes() == httpcrypt::proto::outer::PROBLEM_TYPE.as_bytes());
+    let mut rsp = rsp;
+    if is_problem {
+        let (parts, body) = rsp.into_parts();
+        let bytes = http_body_util::Limited::new(body, 64 * 1024)
+            .collect()
+            .await
+            .map_err(httpcrypt::error::from_box)
+            .context("response body")?
+            .to_bytes();
+        refuse_inner_problem(parts.status, &parts.headers, Some(&bytes))?;
+        rsp = http::Response::from_parts(
+            parts,
+            http_body_util::Full::new(bytes)
+                .map_err(|never| match never {})
+                .boxed_unsync(),
+        );
+    }
     let mut out: Box<dyn Write + Send> = match &a.output {
         Some(p) => Box::new(std::io::BufWriter::new(
             std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
@@ -161,6 +191,33 @@ pub async fn run(a: FetchArgs) -> Result<i32> {
     }
     out.flush()?;
     Ok(0)
+}
+
+/// An error if the (authenticated) inner response is a problem document
+/// of the protocol itself (`urn:httpcrypt:…`: integrity, replay, stale, …)
+/// rather than an answer of the application.
+pub fn refuse_inner_problem(
+    status: http::StatusCode,
+    headers: &http::HeaderMap,
+    body: Option<&[u8]>,
+) -> Result<()> {
+    let is_problem = headers
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes() == httpcrypt::proto::outer::PROBLEM_TYPE.as_bytes());
+    if !is_problem {
+        return Ok(());
+    }
+    let Some(p) = body.and_then(|b| httpcrypt::proto::outer::parse_problem(b).ok()) else {
+        return Ok(());
+    };
+    if p.type_uri.starts_with("urn:httpcrypt:") {
+        bail!(
+            "the server reported a protocol failure (sealed, so it is the server's word): {} {}",
+            status.as_u16(),
+            p.type_uri
+        );
+    }
+    Ok(())
 }
 
 fn show_outer(x: &OuterExchange) {

@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand};
 mod demo;
 mod dns;
 mod fetch;
+mod rspamd;
 
 #[derive(Parser)]
 #[command(
@@ -66,9 +67,14 @@ enum FleetCmd {
 
 #[derive(Args)]
 struct KeygenArgs {
-    /// Key directory to create.
-    #[arg(long)]
-    dir: PathBuf,
+    /// Key directory to create (with `--format rspamd`: the directory for
+    /// `keypair.ucl`; without it the block goes to stdout).
+    #[arg(long, required_unless_present = "format")]
+    dir: Option<PathBuf>,
+    /// `httpcrypt`: a v1 key directory; `rspamd`: an `rspamadm keypair`
+    /// block for `--profile rspamd` and rspamd workers.
+    #[arg(long, value_enum)]
+    format: Option<rspamd::KeyFormat>,
     /// One long-lived kex key, no rotation (embedded use; no forward secrecy).
     #[arg(long = "static")]
     static_key: bool,
@@ -77,9 +83,18 @@ struct KeygenArgs {
 /// Options shared by `serve` and `gateway`.
 #[derive(Args, Clone)]
 struct ServerOpts {
-    /// Key directory (see `httpcrypt keygen`).
+    /// Key directory (see `httpcrypt keygen`); required by the v1 profile.
     #[arg(long)]
-    keys: PathBuf,
+    keys: Option<PathBuf>,
+    /// Protocol: HTTPCrypt v1, or rspamd's (answers `rspamc --key`).
+    #[arg(long, value_enum, default_value = "v1")]
+    profile: rspamd::Profile,
+    /// rspamd profile: an `rspamadm keypair` file (repeatable: several keys).
+    #[arg(long)]
+    keypair: Vec<PathBuf>,
+    /// rspamd profile: refuse plaintext requests instead of passing them on.
+    #[arg(long)]
+    encrypted_only: bool,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
@@ -192,8 +207,15 @@ fn main() {
 
 async fn run(cmd: Cmd) -> Result<i32> {
     match cmd {
+        Cmd::Keygen(a) if a.format == Some(rspamd::KeyFormat::Rspamd) => {
+            if a.static_key {
+                bail!("--static belongs to --format httpcrypt (an rspamd key pair never rotates)");
+            }
+            rspamd::keygen(a.dir.as_deref())
+        }
         Cmd::Keygen(a) => {
-            let store = httpcrypt::keystore::KeyStore::create(&a.dir, a.static_key)?;
+            let dir = a.dir.context("--dir is required")?;
+            let store = httpcrypt::keystore::KeyStore::create(&dir, a.static_key)?;
             println!("{}", store.identity().to_b64());
             Ok(0)
         }
@@ -202,6 +224,10 @@ async fn run(cmd: Cmd) -> Result<i32> {
                 bail!("--root {} is not a directory", a.root.display());
             }
             let svc = httpcrypt::runtime::static_files(&a.root);
+            if a.server.profile == rspamd::Profile::Rspamd {
+                rspamd::serve(&a.server, svc).await?;
+                return Ok(0);
+            }
             serve(&a.server, svc).await?;
             Ok(0)
         }
@@ -209,13 +235,23 @@ async fn run(cmd: Cmd) -> Result<i32> {
             if a.upstream.scheme_str() != Some("http") || a.upstream.authority().is_none() {
                 bail!("--upstream must be an http:// URL with a host");
             }
-            serve(&a.server, httpcrypt::runtime::Upstream::new(a.upstream)).await?;
+            let upstream = httpcrypt::runtime::Upstream::new(a.upstream);
+            if a.server.profile == rspamd::Profile::Rspamd {
+                rspamd::serve(&a.server, upstream).await?;
+                return Ok(0);
+            }
+            serve(&a.server, upstream).await?;
             Ok(0)
         }
+        Cmd::Fetch(a) if a.profile == rspamd::Profile::Rspamd => rspamd::fetch(&a).await,
         Cmd::Fetch(a) => fetch::run(a).await,
         Cmd::Certs(a) => certs(a).await,
         Cmd::Demo(a) => demo::run(a).await,
-        Cmd::Fleet(FleetCmd::Init { keys, period, origin }) => {
+        Cmd::Fleet(FleetCmd::Init {
+            keys,
+            period,
+            origin,
+        }) => {
             open_store(&keys)?;
             let path = httpcrypt::fleet::init(&keys, Duration::from_secs(period.max(1)), origin)?;
             println!("{}", path.display());
@@ -254,7 +290,14 @@ where
 async fn prepare(
     opts: &ServerOpts,
 ) -> Result<(httpcrypt::HttpCryptLayer, tokio::net::TcpListener)> {
-    let store = open_store(&opts.keys)?;
+    if !opts.keypair.is_empty() || opts.encrypted_only {
+        bail!("--keypair and --encrypted-only belong to --profile rspamd");
+    }
+    let dir = opts
+        .keys
+        .as_deref()
+        .context("--keys is required (a key directory from `httpcrypt keygen --dir`)")?;
+    let store = open_store(dir)?;
     let identity = store.identity().to_b64();
     let keys = httpcrypt::keystore::start(store, Duration::from_secs(opts.rotation.max(1)))?;
     let config = httpcrypt::ServerConfig {
@@ -282,7 +325,7 @@ async fn prepare(
     let listener = httpcrypt::runtime::bind(opts.listen).await?;
     dns::start_publisher(
         &opts.publish,
-        &opts.keys,
+        dir,
         &keys,
         opts.rotation.max(1),
         listener.local_addr()?.port(),
@@ -293,7 +336,9 @@ async fn prepare(
     );
     let layer = match &opts.redis {
         Some(url) => {
-            let window = config.freshness.unwrap_or(httpcrypt::proto::replay::DEFAULT_WINDOW);
+            let window = config
+                .freshness
+                .unwrap_or(httpcrypt::proto::replay::DEFAULT_WINDOW);
             let strikes = httpcrypt::strikes::RedisStrikes::connect(url, window)
                 .await
                 .with_context(|| format!("connecting to {url}"))?;

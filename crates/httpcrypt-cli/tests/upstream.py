@@ -5,6 +5,8 @@ GET  /missing        404 with a small body
 POST /sink           reads the body in chunks; answers "LEN SHA256HEX"
 POST /create         201 with a Location field
 any  /echo...        200, JSON of the request line, fields and body SHA-256 and length
+POST /checkv2        200, an rspamd-style scan result (for rspamc): symbol UPSTREAM_SHA256
+                     with the message's SHA-256 and length as options
 
 Prints "PORT <n>" on stdout once listening on 127.0.0.1 (port 0 = any).
 """
@@ -84,6 +86,24 @@ class Handler(BaseHTTPRequestHandler):
             self.answer(200, f"{size[0]} {digest.hexdigest()}".encode())
         elif url.path == "/create":
             self.answer(201, b"created\n", extra=[("Location", "/things/1")])
+        elif url.path == "/checkv2":
+            doc = {
+                "is_skipped": False,
+                "score": 0.5,
+                "required_score": 15.0,
+                "action": "no action",
+                "symbols": {
+                    "UPSTREAM_SHA256": {
+                        "name": "UPSTREAM_SHA256",
+                        "score": 0.5,
+                        "metric_score": 0.5,
+                        "options": [digest.hexdigest(), str(size[0])],
+                    }
+                },
+                "messages": {},
+                "message-id": "upstream",
+            }
+            self.answer(200, json.dumps(doc).encode(), "application/json")
         elif url.path.startswith("/echo"):
             doc = {
                 "method": self.command,

@@ -19,8 +19,24 @@ pub enum Error {
         /// Problem type, or empty when the body was not a problem document.
         type_uri: String,
     },
-    /// The connection or the HTTP layer failed.
-    #[error("transport: {0}")]
+    /// The server refused the request in plaintext without a problem
+    /// document (rspamd's controller answers an unknown key so: a
+    /// `text/plain` 500). `text` is the first line of the body, printable
+    /// characters only. Unauthenticated, like [`Error::Refused`].
+    #[error("server refused the request in plaintext: {status} {text:?}")]
+    RefusedText {
+        /// Outer status.
+        status: u16,
+        /// First line of the body.
+        text: String,
+    },
+    /// The server closed the connection without a complete response
+    /// (rspamd's scan worker does so when it cannot decrypt a request).
+    #[error("the server closed the connection without answering")]
+    NoAnswer,
+    /// The connection or the HTTP layer failed. The message includes the
+    /// error's causes (hyper's own reason sits two levels down).
+    #[error("transport: {}", Chain(.0.as_ref()))]
     Transport(BoxError),
     /// A header or body did not arrive in time.
     #[error("timed out")]
@@ -71,5 +87,22 @@ pub fn from_box(e: BoxError) -> Error {
             Ok(p) => Error::Protocol(*p),
             Err(e) => Error::Transport(e),
         },
+    }
+}
+
+/// Displays an error followed by its sources, `: `-separated.
+struct Chain<'a>(&'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut cur = self.0.source();
+        // Bounded: a cyclic chain must not hang an error message.
+        for _ in 0..16 {
+            let Some(e) = cur else { break };
+            write!(f, ": {e}")?;
+            cur = e.source();
+        }
+        Ok(())
     }
 }

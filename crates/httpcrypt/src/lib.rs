@@ -7,6 +7,8 @@
 //! - [`keystore`]: keys on disk, and the rotation that keeps them fresh;
 //! - [`dns`]: publishing keys in DNS (zone lines, RFC 2136 updates, an
 //!   embedded authoritative server) and discovering them;
+//! - [`rspamd`]: the rspamd compatibility profile (`rspamc --key`): a client
+//!   and a layer;
 //! - [`runtime`]: the listeners behind `httpcrypt serve` and `httpcrypt gateway`.
 //!
 //! All wire-format logic lives in [`httpcrypt_proto`]; this crate drives it.
@@ -20,6 +22,7 @@ pub mod dns;
 pub mod error;
 pub mod fleet;
 pub mod keystore;
+pub mod rspamd;
 pub mod runtime;
 pub mod server;
 pub mod strikes;

@@ -46,6 +46,12 @@ impl Default for ListenOptions {
 }
 
 /// Serves `svc` on `listener` until `shutdown` resolves.
+///
+/// The accept loop runs as a task on the runtime's workers, next to the
+/// connections it spawns. (Run where `run` is awaited, which for the CLI is
+/// `block_on`'s own thread, every accepted connection would cost two
+/// cross-thread wake-ups: about a third of a small request's server CPU
+/// with one worker, see `bench/REPORT.md`.)
 pub async fn run<S>(
     listener: TcpListener,
     svc: S,
@@ -62,7 +68,38 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut accepting = tokio::spawn(accept_loop(listener, svc, opts, stopped));
+    tokio::pin!(shutdown);
+    tokio::select! {
+        _ = &mut shutdown => {
+            let _ = stop.send(true);
+            accepting.await.map_err(std::io::Error::other)?
+        }
+        r = &mut accepting => r.map_err(std::io::Error::other)?,
+    }
+}
+
+async fn accept_loop<S>(
+    listener: TcpListener,
+    svc: S,
+    opts: ListenOptions,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) -> std::io::Result<()>
+where
+    S: tower::Service<
+            Request<Incoming>,
+            Response = Response<HcBody>,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
     let permits = Arc::new(Semaphore::new(opts.max_connections.max(1)));
+    let shutdown = async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    };
     tokio::pin!(shutdown);
     loop {
         let permit = tokio::select! {
@@ -103,15 +140,22 @@ where
                 .max_buf_size(opts.max_head.max(8192));
             let conn = builder.serve_connection(TokioIo::new(stream), hyper_svc);
             tokio::pin!(conn);
+            // One timer per connection, re-armed when it fires (a new
+            // `sleep` on every poll of the connection would churn the timer
+            // wheel on each wake-up).
+            let check = tokio::time::sleep(Duration::from_secs(1));
+            tokio::pin!(check);
             let mut closing = false;
             let result = loop {
                 tokio::select! {
                     r = conn.as_mut() => break r,
-                    _ = tokio::time::sleep(Duration::from_secs(1)), if !closing => {
+                    _ = check.as_mut(), if !closing => {
                         if conn_keys.expired(crate::keystore::unix_now()) {
                             tracing::debug!(%peer, "closing a connection whose keys expired");
                             conn.as_mut().graceful_shutdown();
                             closing = true;
+                        } else {
+                            check.as_mut().reset(tokio::time::Instant::now() + Duration::from_secs(1));
                         }
                     }
                 }
@@ -131,14 +175,104 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     Ok(l)
 }
 
-/// A static-file service for `root` (tower-http `ServeDir`).
+/// A static-file service for `root` (tower-http `ServeDir`, with an inline
+/// fast path for plain GET/HEAD of a regular file).
 pub fn static_files(root: &std::path::Path) -> StaticFiles {
-    StaticFiles(tower_http::services::ServeDir::new(root).append_index_html_on_directories(true))
+    StaticFiles {
+        root: Arc::new(root.to_path_buf()),
+        dir: tower_http::services::ServeDir::new(root).append_index_html_on_directories(true),
+    }
 }
 
 /// Static files under a root directory.
+///
+/// `ServeDir` does every file-system call on tokio's blocking pool: a GET
+/// of a small file takes five round trips to a pool thread (directory
+/// check, open, metadata, read, read to EOF), each two cross-thread
+/// wake-ups, which dominated the server's CPU per request in
+/// `bench/REPORT.md`. A plain GET or HEAD of a regular file (no `Range`, no
+/// precondition, no `%`-escapes or dot segments in the path) is therefore
+/// served inline on the worker, with the same status and header fields
+/// `ServeDir` sends; the body is read in 64 KiB pieces as it is polled.
+/// Like nginx without `aio threads`, this assumes files in the page cache
+/// (or a fast local disk): a slow disk read stalls the worker meanwhile.
+/// Everything else goes to `ServeDir`.
 #[derive(Clone, Debug)]
-pub struct StaticFiles(tower_http::services::ServeDir);
+pub struct StaticFiles {
+    root: Arc<std::path::PathBuf>,
+    dir: tower_http::services::ServeDir,
+}
+
+/// Piece size of inline file bodies (`ServeDir`'s default chunk size).
+const FILE_CHUNK: u64 = 64 * 1024;
+
+impl StaticFiles {
+    /// The inline answer, or `None` when `ServeDir` should handle it.
+    fn inline(&self, req: &Request<HcBody>) -> Option<Response<HcBody>> {
+        let head = match *req.method() {
+            http::Method::GET => false,
+            http::Method::HEAD => true,
+            _ => return None,
+        };
+        let h = req.headers();
+        if [
+            header::RANGE,
+            header::IF_MATCH,
+            header::IF_NONE_MATCH,
+            header::IF_MODIFIED_SINCE,
+            header::IF_UNMODIFIED_SINCE,
+            header::IF_RANGE,
+        ]
+        .iter()
+        .any(|n| h.contains_key(n))
+        {
+            return None;
+        }
+        let path = req.uri().path();
+        if path.contains('%') || path.ends_with('/') {
+            return None;
+        }
+        let mut file_path = self.root.as_ref().clone();
+        for seg in path.split('/').filter(|s| !s.is_empty()) {
+            if seg == "." || seg == ".." || seg.contains('\\') || seg.contains(':') {
+                return None;
+            }
+            file_path.push(seg);
+        }
+        let file = std::fs::File::open(&file_path).ok()?;
+        let meta = file.metadata().ok()?;
+        if !meta.is_file() {
+            return None;
+        }
+        let mime = mime_guess::from_path(&file_path)
+            .first_raw()
+            .unwrap_or("application/octet-stream");
+        let len = meta.len();
+        let body = if head {
+            http_body_util::Empty::new()
+                .map_err(|never| match never {})
+                .boxed_unsync()
+        } else {
+            InlineFile { file, left: len }.boxed_unsync()
+        };
+        let mut rsp = Response::new(body);
+        let fields = rsp.headers_mut();
+        fields.insert(header::CONTENT_TYPE, http::HeaderValue::from_static(mime));
+        fields.insert(
+            header::ACCEPT_RANGES,
+            http::HeaderValue::from_static("bytes"),
+        );
+        if let Some(v) = meta
+            .modified()
+            .ok()
+            .and_then(|t| http::HeaderValue::from_str(&httpdate::fmt_http_date(t)).ok())
+        {
+            fields.insert(header::LAST_MODIFIED, v);
+        }
+        fields.insert(header::CONTENT_LENGTH, http::HeaderValue::from(len));
+        Some(rsp)
+    }
+}
 
 impl tower::Service<Request<HcBody>> for StaticFiles {
     type Response = Response<HcBody>;
@@ -154,11 +288,58 @@ impl tower::Service<Request<HcBody>> for StaticFiles {
     }
 
     fn call(&mut self, req: Request<HcBody>) -> Self::Future {
-        let fut = tower::Service::call(&mut self.0, req);
+        if let Some(rsp) = self.inline(&req) {
+            return Box::pin(std::future::ready(Ok(rsp)));
+        }
+        let fut = tower::Service::call(&mut self.dir, req);
         Box::pin(async move {
             let rsp = fut.await.map_err(|e| -> BoxError { Box::new(e) })?;
             Ok(rsp.map(|b| b.map_err(|e| -> BoxError { Box::new(e) }).boxed_unsync()))
         })
+    }
+}
+
+/// A regular file's body, read on the polling thread (see [`StaticFiles`]).
+struct InlineFile {
+    file: std::fs::File,
+    left: u64,
+}
+
+impl http_body::Body for InlineFile {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
+        use std::io::Read;
+        if self.left == 0 {
+            return std::task::Poll::Ready(None);
+        }
+        let n = self.left.min(FILE_CHUNK) as usize;
+        let mut buf = bytes::BytesMut::zeroed(n);
+        let r = match self.file.read(&mut buf) {
+            Ok(0) => Err(BoxError::from("file shrank while being served")),
+            Ok(got) => {
+                buf.truncate(got);
+                self.left -= got as u64;
+                Ok(http_body::Frame::data(buf.freeze()))
+            }
+            Err(e) => Err(Box::new(e) as BoxError),
+        };
+        if r.is_err() {
+            self.left = 0;
+        }
+        std::task::Poll::Ready(Some(r))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.left == 0
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.left)
     }
 }
 

@@ -101,7 +101,8 @@ pub struct ConnKeys(Arc<std::sync::atomic::AtomicU64>);
 impl ConnKeys {
     /// Notes a request under a key valid through `not_after`.
     pub fn note(&self, not_after: u64) {
-        self.0.fetch_max(not_after, std::sync::atomic::Ordering::Relaxed);
+        self.0
+            .fetch_max(not_after, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Whether the connection carried HTTPCrypt requests and all their keys
@@ -543,7 +544,10 @@ where
         Ok(Accept::Request(a)) => a,
     };
     if let Some(conn) = parts.extensions.get::<ConnKeys>() {
-        if let Some(not_after) = shared.keys.with(|k| k.key(&accepted.kid, now).map(|sk| sk.cert.not_after)) {
+        if let Some(not_after) = shared
+            .keys
+            .with(|k| k.key(&accepted.kid, now).map(|sk| sk.cert.not_after))
+        {
             conn.note(u64::from(not_after));
         }
     }

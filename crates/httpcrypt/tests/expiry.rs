@@ -20,28 +20,52 @@ async fn connection_closes_after_its_key_expires() {
     let secret = KexSecret::from_bytes([5; 32]);
     let now = unix_now();
     // A key that expires in two seconds.
-    let cert = KeyCert::sign(&identity, 1, (now - 10) as u32, (now + 2) as u32, *secret.public());
+    let cert = KeyCert::sign(
+        &identity,
+        1,
+        (now - 10) as u32,
+        (now + 2) as u32,
+        *secret.public(),
+    );
     let live = LiveKeys::new();
-    live.add(Epoch { secret, cert: cert.clone(), ticket: TicketKey::new(KeyId([1; 10]), [2; 32]) });
+    live.add(Epoch {
+        secret,
+        cert: cert.clone(),
+        ticket: TicketKey::new(KeyId([1; 10]), [2; 32]),
+    });
     let layer = HttpCryptLayer::new(live, ServerConfig::default());
-    let svc = tower::Layer::layer(&layer, httpcrypt::runtime::static_files(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))));
+    let svc = tower::Layer::layer(
+        &layer,
+        httpcrypt::runtime::static_files(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))),
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(httpcrypt::runtime::run(listener, svc, Default::default(), std::future::pending()));
+    tokio::spawn(httpcrypt::runtime::run(
+        listener,
+        svc,
+        Default::default(),
+        std::future::pending(),
+    ));
 
     // One sealed request on a keep-alive connection.
     let client = KexSecret::from_bytes([6; 32]);
-    let prepared = PreparedRequest::new(&cert, ClientCredential::Key(&client), [7; 24], "", "").unwrap();
+    let prepared =
+        PreparedRequest::new(&cert, ClientCredential::Key(&client), [7; 24], "", "").unwrap();
     let mut head = RequestHead::new("GET", "/Cargo.toml");
     head.fields.push(Field::new("Host", addr.to_string()));
-    head.fields.push(Field::new("Date", replay::format_date(unix_now())));
+    head.fields
+        .push(Field::new("Date", replay::format_date(unix_now())));
     let stream = prepared.seal_message(&head, b"", 16 * 1024).unwrap();
     let wire = prepared.encode_outer(Form::Post, &Mount::default(), &addr.to_string(), &stream);
     let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     tcp.write_all(&wire).await.unwrap();
     let mut buf = vec![0u8; 64 * 1024];
     let n = tcp.read(&mut buf).await.unwrap();
-    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200 OK"), "{}", String::from_utf8_lossy(&buf[..n]));
+    assert!(
+        String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200 OK"),
+        "{}",
+        String::from_utf8_lossy(&buf[..n])
+    );
     // Drain the rest of the response, then wait for the server to close.
     let started = Instant::now();
     let closed = tokio::time::timeout(Duration::from_secs(8), async {
@@ -55,6 +79,9 @@ async fn connection_closes_after_its_key_expires() {
     .await;
     assert!(closed.is_ok(), "the connection outlived its key");
     let waited = started.elapsed();
-    assert!(waited >= Duration::from_millis(500), "closed too early ({waited:?}): before the key expired");
+    assert!(
+        waited >= Duration::from_millis(500),
+        "closed too early ({waited:?}): before the key expired"
+    );
     eprintln!("connection closed {waited:?} after the response, key expired at not_after + 1 s");
 }

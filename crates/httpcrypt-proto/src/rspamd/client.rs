@@ -24,17 +24,39 @@ pub fn format_request_head(
     body_len: usize,
     out: &mut Vec<u8>,
 ) -> Result<()> {
+    let fields = request_fields(host, key, body_len)?;
+    out.extend_from_slice(b"POST ");
+    out.extend_from_slice(REQUEST_TARGET.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    for (name, value) in &fields {
+        out.extend_from_slice(format!("{name}: {value}\r\n").as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
+    Ok(())
+}
+
+/// The outer request target: rspamd ignores it (and the method), `/post`
+/// is what rspamc's successors send.
+pub const REQUEST_TARGET: &str = "/post";
+
+/// The outer request fields in the order [`format_request_head`] writes
+/// them, for drivers whose HTTP library writes the head: `Host`,
+/// `Content-Length`, `Content-Type`, `Connection`, `Key`.
+pub fn request_fields(
+    host: &str,
+    key: &KeyHeader,
+    body_len: usize,
+) -> Result<[(&'static str, String); 5]> {
     if host.is_empty() || !host.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(Error::BadHost);
     }
-    let head = format!(
-        "POST /post HTTP/1.1\r\nHost: {host}\r\nContent-Length: {body_len}\r\n\
-         Content-Type: {CONTENT_TYPE}\r\nConnection: close\r\n{}: {}\r\n\r\n",
-        KeyHeader::NAME,
-        key.format()
-    );
-    out.extend_from_slice(head.as_bytes());
-    Ok(())
+    Ok([
+        ("Host", host.to_string()),
+        ("Content-Length", body_len.to_string()),
+        ("Content-Type", CONTENT_TYPE.to_string()),
+        ("Connection", "close".to_string()),
+        (KeyHeader::NAME, key.format()),
+    ])
 }
 
 /// The client end of one exchange, between sending the request and opening
@@ -83,6 +105,27 @@ impl Client {
         Ok(Client { nm })
     }
 
+    /// Appends only the sealed body (`nonce || tag || E(inner)`) to `out`
+    /// and returns the `Key` header value to send with it: for drivers
+    /// whose HTTP library writes the head (with [`request_fields`]).
+    pub fn seal_body(
+        rng: &mut impl CryptoRngCore,
+        server: &KexPublic,
+        inner: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(Client, KeyHeader)> {
+        let ephemeral = KexSecret::generate(rng);
+        let mut nonce = [0u8; NONCE_LEN];
+        rng.fill_bytes(&mut nonce);
+        let nm = Nm::derive(&ephemeral, server)?;
+        nm.seal(&nonce, inner, out)?;
+        let key = KeyHeader {
+            short_id: ShortId::of(server),
+            client: *ephemeral.public(),
+        };
+        Ok((Client { nm }, key))
+    }
+
     /// Opens the body of the outer response: the inner response.
     pub fn open_response(self, body: &[u8]) -> Result<Vec<u8>> {
         self.nm.open(body)
@@ -129,6 +172,48 @@ mod tests {
         assert_eq!(&out[..head.len()], head.as_bytes());
         assert_eq!(out.len(), head.len() + 62);
         assert_eq!(out[head.len()..head.len() + 24], [3; 24]);
+    }
+
+    #[test]
+    fn parts_match_the_whole_request() {
+        use rand_chacha::rand_core::SeedableRng;
+        let secret = keypair::parse(SERVER_KEYPAIR).unwrap();
+        let server = *secret.public();
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(7);
+        let mut body = b"..".to_vec();
+        let (client, key) =
+            Client::seal_body(&mut rng, &server, b"GET /stat HTTP/1.1\r\n\r\n", &mut body).unwrap();
+        let body = &body[2..];
+        assert_eq!(body.len(), OVERHEAD + 22);
+        // The fields are the head format_request_head writes, in order.
+        let mut head = Vec::new();
+        format_request_head("h:1", &key, body.len(), &mut head).unwrap();
+        let mut expected = format!("POST {REQUEST_TARGET} HTTP/1.1\r\n");
+        for (n, v) in request_fields("h:1", &key, body.len()).unwrap() {
+            expected.push_str(&std::format!("{n}: {v}\r\n"));
+        }
+        expected.push_str("\r\n");
+        assert_eq!(head, expected.as_bytes());
+        // The server opens it and its sealed body opens at the client.
+        let keys: crate::rspamd::Keyring = [secret].into_iter().collect();
+        let (inner, responder) = keys.open_request(&key, body).unwrap();
+        assert_eq!(inner, b"GET /stat HTTP/1.1\r\n\r\n");
+        let mut reply = Vec::new();
+        responder
+            .seal_body(&mut rng, b"HTTP/1.1 200 OK\r\n\r\n", &mut reply)
+            .unwrap();
+        assert_eq!(
+            client.open_response(&reply).unwrap(),
+            b"HTTP/1.1 200 OK\r\n\r\n"
+        );
+        assert_eq!(
+            request_fields("", &key, 1).err().map(|e| e.code()),
+            Some("bad_host")
+        );
+        let mut out = Vec::new();
+        let r = Client::seal_body(&mut rng, &KexPublic([0; 32]), b"", &mut out);
+        assert_eq!(r.err().map(|e| e.code()), Some("small_order"));
+        assert!(out.is_empty());
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! - [`keys`]: key IDs (BLAKE2b-512) and the `Key` request header;
 //! - [`cryptobox`]: the shared key `nm` and `nonce || tag || ct` bodies;
 //! - [`client`] and [`server`]: the two ends of one exchange, outer bytes included;
+//! - [`message`]: the inner HTTP/1.x request and response;
 //! - [`keypair`]: the `rspamadm keypair` text form.
 
 pub mod base32;
@@ -14,6 +15,7 @@ pub mod client;
 pub mod cryptobox;
 pub mod keypair;
 pub mod keys;
+pub mod message;
 pub mod server;
 #[cfg(test)]
 mod testdata;

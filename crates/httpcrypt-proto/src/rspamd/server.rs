@@ -19,12 +19,24 @@ use crate::keys::KexSecret;
 /// Appends the outer response head (profile "Response") for a sealed body
 /// of `body_len` bytes.
 pub fn format_response_head(body_len: usize, out: &mut Vec<u8>) {
-    let head = format!(
-        "HTTP/1.1 200 OK\r\nContent-Length: {body_len}\r\nContent-Type: {CONTENT_TYPE}\r\n\
-         Connection: close\r\n\r\n"
-    );
-    out.extend_from_slice(head.as_bytes());
+    out.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
+    for (name, value) in response_fields(body_len) {
+        out.extend_from_slice(format!("{name}: {value}\r\n").as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
 }
+
+/// The outer response fields in the order [`format_response_head`] writes
+/// them, for drivers whose HTTP library writes the head (status 200):
+/// `Content-Length`, `Content-Type`, `Connection: close`.
+pub fn response_fields(body_len: usize) -> [(&'static str, String); 3] {
+    [
+        ("Content-Length", body_len.to_string()),
+        ("Content-Type", CONTENT_TYPE.to_string()),
+        ("Connection", "close".to_string()),
+    ]
+}
+
 /// A server's secret keys, found by the short ID of their public key.
 #[derive(Default)]
 pub struct Keyring {
@@ -128,6 +140,20 @@ impl Responder {
         let mut nonce = [0u8; NONCE_LEN];
         rng.fill_bytes(&mut nonce);
         self.seal_response_with(&nonce, inner, out)
+    }
+
+    /// Appends only the sealed body (`nonce' || tag' || E(inner)`), under a
+    /// fresh nonce from `rng`: for drivers whose HTTP library writes the head
+    /// (with [`response_fields`]).
+    pub fn seal_body(
+        self,
+        rng: &mut impl CryptoRngCore,
+        inner: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        let mut nonce = [0u8; NONCE_LEN];
+        rng.fill_bytes(&mut nonce);
+        self.nm.seal(&nonce, inner, out)
     }
 
     /// [`Responder::seal_response`] with an explicit nonce (for test vectors).
