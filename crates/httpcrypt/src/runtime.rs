@@ -50,8 +50,8 @@ impl Default for ListenOptions {
 /// The accept loop runs as a task on the runtime's workers, next to the
 /// connections it spawns. (Run where `run` is awaited, which for the CLI is
 /// `block_on`'s own thread, every accepted connection would cost two
-/// cross-thread wake-ups: about a third of a small request's server CPU
-/// with one worker, see `bench/REPORT.md`.)
+/// cross-thread wake-ups; see the analysis in `bench/REPORT.md`.) Dropping
+/// the future returned by `run` stops the accept loop, as before.
 pub async fn run<S>(
     listener: TcpListener,
     svc: S,
@@ -69,14 +69,24 @@ where
     S::Future: Send + 'static,
 {
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let mut accepting = tokio::spawn(accept_loop(listener, svc, opts, stopped));
+    let mut accepting = AbortOnDrop(tokio::spawn(accept_loop(listener, svc, opts, stopped)));
     tokio::pin!(shutdown);
     tokio::select! {
         _ = &mut shutdown => {
             let _ = stop.send(true);
-            accepting.await.map_err(std::io::Error::other)?
+            (&mut accepting.0).await.map_err(std::io::Error::other)?
         }
-        r = &mut accepting => r.map_err(std::io::Error::other)?,
+        r = &mut accepting.0 => r.map_err(std::io::Error::other)?,
+    }
+}
+
+/// Aborts the task when dropped, so a caller that drops `run` (or aborts
+/// the task running it) stops accepting, and the listener closes.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -438,4 +448,95 @@ fn strip_hop_by_hop(h: &mut http::HeaderMap) {
 /// Bytes of a body, for small responses in tests and tools.
 pub async fn collect(body: HcBody) -> Result<Bytes, BoxError> {
     Ok(body.collect().await?.to_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get(path: &str, extra: Option<(header::HeaderName, &'static str)>) -> Request<HcBody> {
+        let mut r = Request::new(
+            http_body_util::Empty::new()
+                .map_err(|never| match never {})
+                .boxed_unsync(),
+        );
+        *r.uri_mut() = path.parse().expect("a valid path");
+        if let Some((n, v)) = extra {
+            r.headers_mut().insert(n, http::HeaderValue::from_static(v));
+        }
+        r
+    }
+
+    /// The inline path answers exactly as `ServeDir` does, and leaves what
+    /// it does not handle to `ServeDir`.
+    #[tokio::test]
+    async fn inline_files_match_serve_dir() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("a.txt"), vec![b'x'; 200_000]).expect("write");
+        std::fs::create_dir(dir.path().join("sub")).expect("mkdir");
+        let files = static_files(dir.path());
+        let mut dir_svc = files.dir.clone();
+        for (path, extra) in [
+            ("/a.txt", None),
+            ("/sub/../a.txt", None),
+            ("/a.txt", Some((header::RANGE, "bytes=0-9"))),
+            ("/missing", None),
+            ("/sub", None),
+            ("/%61.txt", None),
+        ] {
+            let inline = files.inline(&get(path, extra.clone()));
+            let expect_inline = path == "/a.txt" && extra.is_none();
+            assert_eq!(inline.is_some(), expect_inline, "{path}");
+            let ours = tower::Service::call(&mut files.clone(), get(path, extra.clone()))
+                .await
+                .expect("static files");
+            let theirs = tower::Service::call(&mut dir_svc, get(path, extra))
+                .await
+                .expect("ServeDir");
+            assert_eq!(ours.status(), theirs.status(), "{path}");
+            assert_eq!(ours.headers(), theirs.headers(), "{path}");
+            let a = collect(ours.into_body()).await.expect("our body");
+            let b = theirs
+                .into_body()
+                .collect()
+                .await
+                .expect("their body")
+                .to_bytes();
+            assert_eq!(a, b, "{path}");
+        }
+    }
+
+    /// Aborting the task that runs `run` stops the accept loop it spawned.
+    #[tokio::test]
+    async fn dropping_run_closes_the_listener() {
+        let listener = bind("127.0.0.1:0".parse().expect("an address"))
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("local address");
+        let svc = tower::service_fn(|_req: Request<Incoming>| async {
+            Ok::<_, std::convert::Infallible>(Response::new(
+                http_body_util::Empty::new()
+                    .map_err(|never| match never {})
+                    .boxed_unsync(),
+            ))
+        });
+        let server = tokio::spawn(run(
+            listener,
+            svc,
+            ListenOptions::default(),
+            std::future::pending(),
+        ));
+        tokio::net::TcpStream::connect(addr).await.expect("serving");
+        server.abort();
+        let _ = server.await;
+        let mut refused = false;
+        for _ in 0..50 {
+            if tokio::net::TcpStream::connect(addr).await.is_err() {
+                refused = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(refused, "the listener should close once run is dropped");
+    }
 }

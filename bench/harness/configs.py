@@ -1,0 +1,28 @@
+"""The configurations under test, shared by the harness modules."""
+
+# name -> (server, address key, loadgen arguments)
+CONFIGS = {
+    "nginx-plain": ("nginx", "plain", ["--proto", "plain"]),
+    "nginx-tls12": ("nginx", "tls12", ["--proto", "tls"]),
+    "nginx-tls12-tickets": ("nginx", "tls12t", ["--proto", "tls", "--tls-resume"]),
+    "nginx-tls13": ("nginx", "tls13", ["--proto", "tls"]),
+    "rustls-tls13": ("rustls", "tls13", ["--proto", "tls"]),
+    "hc-plain": ("hc", "http", ["--proto", "plain"]),
+    "hc-fresh": ("hc", "http", ["--proto", "hc", "--keys", "fresh"]),
+    "hc-cached": ("hc", "http", ["--proto", "hc", "--keys", "reuse"]),
+    "hc-ticket": ("hct", "http", ["--proto", "hc", "--keys", "ticket"]),
+}
+
+DESCRIPTIONS = {
+    "nginx-plain": "nginx, plain HTTP",
+    "nginx-tls12": "nginx + OpenSSL, TLS 1.2 ECDHE-ECDSA-AES256-GCM-SHA384 P-256, no cache, no tickets (paper)",
+    "nginx-tls12-tickets": "nginx + OpenSSL, TLS 1.2 as above with session tickets (client resumes)",
+    "nginx-tls13": "nginx + OpenSSL, TLS 1.3 X25519, full handshakes",
+    "rustls-tls13": "rustls TLS 1.3 X25519 server of the harness (tokio + hyper + same static files), full handshakes",
+    "hc-plain": "`httpcrypt serve`, plaintext GET outside the mount (null baseline: same listener and files, no crypto)",
+    "hc-fresh": "`httpcrypt serve`, fresh client key per request (one X25519 on the server), no tickets",
+    "hc-cached": "`httpcrypt serve`, one client key reused (session-cache hit, no X25519), no tickets",
+    "hc-ticket": "`httpcrypt serve` with tickets; client presents the ticket of its first response (default client and server)",
+}
+
+SCALING_CONFIGS = ["nginx-plain", "nginx-tls12", "rustls-tls13", "hc-plain", "hc-fresh"]

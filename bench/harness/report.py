@@ -1,0 +1,344 @@
+"""Writes bench/results/<date>.json, bench/results/summary.json,
+bench/REPORT.md and the figures from one run's result document."""
+
+import json
+import os
+import statistics
+
+from configs import CONFIGS, DESCRIPTIONS
+from servers import SIZES
+
+# The plain-HTTP configuration of the same server code, for overhead bytes.
+PLAIN_OF = {
+    "nginx-plain": "nginx-plain", "nginx-tls12": "nginx-plain", "nginx-tls12-tickets": "nginx-plain",
+    "nginx-tls13": "nginx-plain", "rustls-tls13": "hc-plain", "hc-plain": "hc-plain",
+    "hc-fresh": "hc-plain", "hc-cached": "hc-plain", "hc-ticket": "hc-plain",
+}
+
+# name: (definition, target text, predicate or None, value function)
+def _paired(result, a, b, cell, field):
+    """Ratio a/b from runs of the same repetition (adjacent in time), with
+    the median and range over repetitions."""
+    runs = result.get("runs", [])
+    pick = lambda name: {r["rep"]: r for r in runs if r["config"] == name and r["cell"] == cell}
+    ra, rb = pick(a), pick(b)
+    vals = [field(ra[k]) / field(rb[k]) for k in sorted(ra) if k in rb and field(rb[k]) > 0]
+    if not vals:
+        return None
+    return {"value": statistics.median(vals), "min": min(vals), "max": max(vals), "n": len(vals)}
+
+
+def _agg(result, name, cell, key):
+    a = result.get("aggregate", {}).get(f"{name}|{cell}")
+    return a[key]["median"] if a else None
+
+
+def ratios(result):
+    cpu = lambda r: r["server_cpu_us_per_req"]
+    rps = lambda r: r["rps"]
+    out = {}
+
+    def put(name, v, target, ok, definition):
+        if v is None:
+            out[name] = {"value": None, "target": target, "met": None, "definition": definition}
+            return
+        if not isinstance(v, dict):
+            v = {"value": v}
+        v.update(target=target, definition=definition)
+        v["met"] = None if ok is None else bool(ok(v["value"]))
+        out[name] = v
+
+    put("newconn_100b_cpu_nginx_tls12_over_httpcrypt",
+        _paired(result, "nginx-tls12", "hc-fresh", "newconn/100b", cpu), ">= 10", lambda x: x >= 10,
+        "server CPU per request, new connection, 100 B: nginx TLS 1.2 full handshake / httpcrypt fresh client key")
+    put("newconn_100b_cpu_rustls_tls13_over_httpcrypt",
+        _paired(result, "rustls-tls13", "hc-fresh", "newconn/100b", cpu), ">= 2.3", lambda x: x >= 2.3,
+        "server CPU per request, new connection, 100 B: rustls TLS 1.3 full handshake / httpcrypt fresh client key")
+    put("newconn_100b_cpu_httpcrypt_cached_over_plain",
+        _paired(result, "hc-cached", "hc-plain", "newconn/100b", cpu), "<= 1.25", lambda x: x <= 1.25,
+        "server CPU per request, new connection, 100 B: httpcrypt reused client key (session cache) / "
+        "the same server's plaintext path")
+    put("keepalive_1k_cpu_httpcrypt_over_plain",
+        _paired(result, "hc-ticket", "hc-plain", "keepalive/1k", cpu), "<= 1.2", lambda x: x <= 1.2,
+        "server CPU per request, keep-alive, 1 KiB: httpcrypt default client (ticket) / the same server's "
+        "plaintext path")
+    best_tls = None
+    for name in ("nginx-tls12", "nginx-tls13"):
+        v = _agg(result, name, "keepalive/1m", "rps")
+        if v is not None and (best_tls is None or v > best_tls[1]):
+            best_tls = (name, v)
+    put("bulk_1m_throughput_httpcrypt_over_nginx_tls",
+        _paired(result, "hc-ticket", best_tls[0], "keepalive/1m", rps) if best_tls else None,
+        ">= 0.8", lambda x: x >= 0.8,
+        f"keep-alive 1 MiB responses per second: httpcrypt (ticket) / the faster nginx HTTPS "
+        f"({best_tls[0] if best_tls else '-'})")
+    ov = lambda name: (_agg(result, name, "newconn/100b", "bytes") or 0) - \
+        (_agg(result, PLAIN_OF[name], "newconn/100b", "bytes") or 0) \
+        if _agg(result, name, "newconn/100b", "bytes") is not None else None
+    put("overhead_bytes_100b_httpcrypt", ov("hc-fresh"), "<= 250", lambda x: x <= 250,
+        "TCP payload bytes per 100 B request and response beyond the same server's plain HTTP, "
+        "new connection, fresh client key, no ticket")
+    put("overhead_bytes_100b_tls13", ov("nginx-tls13"), "(info: TLS adds ~1.5-1.65 KB)", None,
+        "the same for nginx TLS 1.3 (full handshake) over nginx plain HTTP")
+    rtt = result.get("rtt", {})
+    put("rtt_to_first_byte_httpcrypt", rtt.get("hc-fresh", {}).get("rtts_measured"), "2",
+        lambda x: round(x) <= 2,
+        "round trips before the first response byte on a new connection at 50 ms RTT (measured), fresh key")
+    put("rtt_to_first_byte_tls13", rtt.get("nginx-tls13", {}).get("rtts_measured"), "3 (expected)", None,
+        "the same for nginx TLS 1.3")
+    # Supporting figures.
+    put("newconn_100b_cpu_us_httpcrypt_fresh", _agg(result, "hc-fresh", "newconn/100b", "cpu_us"), "<= 55",
+        lambda x: x <= 55, "server CPU µs per new-connection 100 B request, fresh client key")
+    put("newconn_100b_cpu_httpcrypt_fresh_over_plain",
+        _paired(result, "hc-fresh", "hc-plain", "newconn/100b", cpu), "(info)", None,
+        "fresh client key / same server's plaintext path")
+    put("newconn_100b_cpu_nginx_tls13_over_httpcrypt",
+        _paired(result, "nginx-tls13", "hc-fresh", "newconn/100b", cpu), "(info)", None,
+        "nginx TLS 1.3 full handshake / httpcrypt fresh client key")
+    put("newconn_100b_cpu_httpcrypt_plain_over_nginx_plain",
+        _paired(result, "hc-plain", "nginx-plain", "newconn/100b", cpu), "(info)", None,
+        "the httpcrypt server's plaintext path / nginx plain: the cost of the Rust server stack itself")
+    put("keepalive_1k_cpu_httpcrypt_cached_over_plain",
+        _paired(result, "hc-cached", "hc-plain", "keepalive/1k", cpu), "(info)", None,
+        "keep-alive 1 KiB, reused client key / plaintext path")
+    put("keepalive_1k_cpu_httpcrypt_fresh_over_plain",
+        _paired(result, "hc-fresh", "hc-plain", "keepalive/1k", cpu), "(info)", None,
+        "keep-alive 1 KiB, fresh client key per request / plaintext path")
+    put("overhead_bytes_100b_httpcrypt_ticket", ov("hc-ticket"), "(info)", None,
+        "overhead bytes with tickets (ticket cookie in, new ticket out)")
+    put("overhead_bytes_100b_tls12", ov("nginx-tls12"), "(info)", None, "nginx TLS 1.2 full handshake")
+    return out
+
+
+def fmt(v, digits=1):
+    if v is None:
+        return "–"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.{digits}f}"
+
+
+def cell_table(result, mode, key, title, digits=1, show_range=True):
+    agg = result.get("aggregate", {})
+    sizes = [s for s, _ in SIZES if any(k.endswith(f"|{mode}/{s}") for k in agg)]
+    if not sizes:
+        return ""
+    lines = [f"**{title}**", "", "| configuration | " + " | ".join(sizes) + " |",
+             "|---|" + "---:|" * len(sizes)]
+    for name in CONFIGS:
+        row = []
+        for s in sizes:
+            a = agg.get(f"{name}|{mode}/{s}")
+            if not a:
+                row.append("")
+                continue
+            v = a[key]
+            text = fmt(v["median"], digits)
+            if show_range and v["n"] > 1:
+                text += f" ({fmt(v['min'], digits)}–{fmt(v['max'], digits)})"
+            row.append(text)
+        if any(row):
+            lines.append(f"| {name} | " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def overhead_table(result, mode):
+    agg = result.get("aggregate", {})
+    sizes = [s for s, _ in SIZES if any(k.endswith(f"|{mode}/{s}") for k in agg)]
+    if not sizes:
+        return ""
+    lines = [f"**Bytes on the wire per request (TCP payload, both directions), {mode}: total / beyond "
+             "the same server's plain HTTP**", "",
+             "| configuration | " + " | ".join(sizes) + " |", "|---|" + "---:|" * len(sizes)]
+    for name in CONFIGS:
+        row = []
+        for s in sizes:
+            a, p = agg.get(f"{name}|{mode}/{s}"), agg.get(f"{PLAIN_OF[name]}|{mode}/{s}")
+            if not a:
+                row.append("")
+                continue
+            extra = f" / +{a['bytes']['median'] - p['bytes']['median']:,.0f}" if p and name != PLAIN_OF[name] else ""
+            row.append(f"{a['bytes']['median']:,.0f}{extra}")
+        if any(row):
+            lines.append(f"| {name} | " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write(result, bench_dir):
+    results_dir = os.path.join(bench_dir, "results")
+    fig_dir = os.path.join(bench_dir, "figures")
+    os.makedirs(results_dir, exist_ok=True)
+    os.makedirs(fig_dir, exist_ok=True)
+    result["summary"] = ratios(result)
+    # Per-run latency CDFs are kept only for the median run of each cell (in "aggregate").
+    for key in ("runs", "unloaded_runs", "scaling_runs"):
+        for r in result.get(key, []):
+            r.pop("latency_cdf", None)
+    stamp = result["meta"]["date"].replace(":", "").replace("+0000", "Z")
+    raw_path = os.path.join(results_dir, f"{stamp}-{result['meta']['mode']}.json")
+    with open(raw_path, "w") as f:
+        json.dump(result, f, indent=1)
+    summary = {"date": result["meta"]["date"], "mode": result["meta"]["mode"],
+               "source": os.path.basename(raw_path), "ratios": result["summary"]}
+    with open(os.path.join(results_dir, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    figures = []
+    try:
+        import figures as figs
+        figures = figs.draw(result, fig_dir)
+    except ImportError as e:
+        print(f"figures skipped: {e}")
+    md = markdown(result, os.path.basename(raw_path), figures)
+    with open(os.path.join(bench_dir, "REPORT.md"), "w") as f:
+        f.write(md)
+    return [raw_path, os.path.join(results_dir, "summary.json"), os.path.join(bench_dir, "REPORT.md")]
+
+
+def markdown(result, raw_name, figures):
+    m = result["meta"]
+    s = result["summary"]
+    out = []
+    out.append("# HTTPCrypt end-to-end benchmark\n")
+    out.append(f"Generated by `bench/run{' --quick' if m['mode'] == 'quick' else ''}` on {m['date']} "
+               f"({m['mode']} run, {m['wall_s']:.0f} s). Raw data: `results/{raw_name}`; ratios: "
+               "`results/summary.json`. Method and caveats below the tables; where the time goes: "
+               "[Analysis](#analysis).\n")
+    out.append(f"- Machine: {m['cpu']}, {m['cpus']} CPUs, Linux {m['kernel']} ({m['os']}); "
+               f"load average {' '.join(m['loadavg_start'])} at start, {' '.join(m['loadavg_end'])} at end")
+    out.append(f"- Software: {m['nginx']}, {m['openssl']}, {m['rustc']}, httpcrypt `{m['git']}`")
+    out.append(f"- Runs: {m['reps']} repetitions per cell, {m['duration_s']} s measured after "
+               f"{m['warmup_s']} s warm-up, {m['conns']} concurrent connections; medians with "
+               "(min–max) over repetitions\n")
+    out.append("## Targets and ratios\n")
+    out.append("Ratios are medians over repetitions of per-repetition ratios (the two configurations "
+               "ran back to back), with the range.\n")
+    out.append("| ratio | value | range | target | met |")
+    out.append("|---|---:|---|---|---|")
+    for k, v in s.items():
+        val = v.get("value")
+        rng = f"{fmt(v['min'], 2)}–{fmt(v['max'], 2)}" if "min" in v else ""
+        met = {True: "yes", False: "**no**", None: ""}[v.get("met")]
+        out.append(f"| `{k}` | {fmt(val, 2)} | {rng} | {v['target']} | {met} |")
+    out.append("")
+    out.append("Definitions: " + "; ".join(f"`{k}`: {v['definition']}" for k, v in s.items()) + ".\n")
+    out.append("## Configurations\n")
+    out.append("| name | what |\n|---|---|")
+    for k, d in DESCRIPTIONS.items():
+        out.append(f"| {k} | {d} |")
+    out.append("")
+    for mode, label in (("newconn", "New TCP connection per request"), ("keepalive", "Keep-alive")):
+        t = cell_table(result, mode, "cpu_us", f"{label}: server CPU µs per request")
+        if not t:
+            continue
+        out.append(f"## {label}\n")
+        out.append(t)
+        out.append(cell_table(result, mode, "rps", f"{label}: requests per second", 0))
+        out.append(cell_table(result, mode, "p50_us", f"{label}: latency p50 (µs, incl. connect and handshake)", 0))
+        out.append(cell_table(result, mode, "p99_us", f"{label}: latency p99 (µs)", 0))
+        out.append(cell_table(result, mode, "client_cpu_us", f"{label}: generator CPU µs per request (one core)", 1, False))
+        out.append(overhead_table(result, mode))
+    if "unloaded" in result:
+        out.append("## Unloaded latency (one connection, new connection per request)\n")
+        agg = result["unloaded"]
+        sizes = [s for s, _ in SIZES]
+        out.append("| configuration | " + " | ".join(f"{s} p50 µs" for s in sizes) + " |")
+        out.append("|---|" + "---:|" * len(sizes))
+        for name in CONFIGS:
+            row = [fmt(agg.get(f"{name}|unloaded/{sz}", {}).get("p50_us", {}).get("median"), 0) for sz in sizes]
+            out.append(f"| {name} | " + " | ".join(row) + " |")
+        out.append("")
+    if "scaling" in result:
+        out.append("## Scaling: 1 and 2 server workers (new connection, 100 B)\n")
+        out.append("1 worker: server on CPU 0, generator (1 thread) on CPU 1. 2 workers: server and "
+                   "generator (2 threads) both on CPUs 0–1, as in the paper's Fig 7 (equal process "
+                   "counts); on a 2-CPU machine they compete, so CPU µs per request is the figure to read.\n")
+        out.append("| configuration | req/s, 1 worker | req/s, 2 workers | CPU µs/req, 1 | CPU µs/req, 2 |")
+        out.append("|---|---:|---:|---:|---:|")
+        agg = result["scaling"]
+        for name in CONFIGS:
+            a1, a2 = agg.get(f"{name}|1"), agg.get(f"{name}|2")
+            if a1 and a2:
+                out.append(f"| {name} | {fmt(a1['rps']['median'], 0)} | {fmt(a2['rps']['median'], 0)} | "
+                           f"{fmt(a1['cpu_us']['median'])} | {fmt(a2['cpu_us']['median'])} |")
+        out.append("")
+    rtt = result.get("rtt", {})
+    if rtt and "skipped" not in rtt:
+        out.append(f"## Round trips to the first response byte ({rtt['rtt_ms']:.0f} ms RTT)\n")
+        out.append("| configuration | time to first byte (ms, p50) | RTTs measured | RTTs counted by the client |")
+        out.append("|---|---:|---:|---|")
+        for name in CONFIGS:
+            v = rtt.get(name)
+            if v:
+                st = str(v["rtts_structural_min"]) if v["rtts_structural_min"] == v["rtts_structural_max"] \
+                    else f"{v['rtts_structural_min']}–{v['rtts_structural_max']}"
+                out.append(f"| {name} | {v['ttfb_ms_p50']:.1f} | {v['rtts_measured']:.2f} | {st} |")
+        out.append("\n" + rtt["method"] + " Resuming configurations resume from the second request on; "
+                   "the median is a resumed one. The client's own count: the TCP handshake plus each "
+                   "time it wrote and then had to wait for data.\n")
+    elif rtt:
+        out.append(f"## Round trips\n\nSkipped: {rtt['skipped']}\n")
+    cap = result.get("capture", {})
+    if cap and "skipped" not in cap:
+        out.append("## Socket counts checked against a packet capture\n")
+        out.append("| configuration | loadgen B/req | tcpdump payload B/req | difference | IP bytes/req (with headers) | packets/req |")
+        out.append("|---|---:|---:|---:|---:|---:|")
+        for name in CONFIGS:
+            v = cap.get(name)
+            if v and "error" in v:
+                out.append(f"| {name} | failed: {v['error']} | | | | |")
+            elif v:
+                out.append(f"| {name} | {v['loadgen_bytes_per_req']:.1f} | {v['capture_payload_per_req']:.1f} | "
+                           f"{v['difference_bytes_per_req']:+.1f} | {v['capture_ip_bytes_per_req']:.0f} | "
+                           f"{v['capture_packets_per_req']:.1f} |")
+        out.append("\n" + cap["method"] + "\n")
+    if figures:
+        out.append("## Figures\n")
+        for title, path in figures:
+            out.append(f"**{title}**\n\n![{title}]({path})\n")
+    out.append(METHOD)
+    notes = os.path.join(os.path.dirname(os.path.abspath(__file__)), "notes.md")
+    if os.path.exists(notes):
+        with open(notes) as f:
+            out.append(f.read())
+    return "\n".join(out) + "\n"
+
+
+METHOD = """## Method
+
+- **One load generator** (`bench/loadgen`, binary `loadgen run`): a single-threaded tokio event
+  loop with N connection tasks and one hand-written HTTP/1.1 exchange (`http1.rs`: write the
+  request, parse the head with httparse, stream the body by Content-Length or chunked) used for
+  every protocol. TLS is rustls (aws-lc-rs, X25519 and P-256 offered, TLS 1.3 and 1.2 offered, the
+  server picks; the server's handshake signature is verified, the self-signed chain is not).
+  HTTPCrypt requests are built straight from the sans-IO core (`httpcrypt-proto`: cookie, GET form,
+  `Sealer`, `Opener`, inner decoder), as `httpcrypt::Client` builds them but without its hyper
+  client, so the HTTP code is the same as for plain and TLS. Every response is checked: status 200
+  (inner 200 for HTTPCrypt) and exactly the file's length after decryption.
+- **New connection per request**: connect, handshake, request with `Connection: close`, response,
+  then read to the server's close (so every byte the server sends is counted); latency runs from
+  before `connect` to the last body byte. **Keep-alive**: one connection per task, requests back
+  to back.
+- **Server CPU per request**: utime + stime of all server processes and threads
+  (`/proc/PID/stat`, nginx master and workers included) over the measurement window, divided by
+  the requests completed in it. With two CPUs the generator is usually the bottleneck, so this, not
+  requests per second, is the capacity figure. Loopback packet processing is charged to whichever
+  side sends, symmetrically for all protocols.
+- **Bytes on the wire**: TCP payload bytes read and written at the generator's socket (below TLS),
+  per request, checked once against `tcpdump` (table above). Overhead is against the plain HTTP
+  mode of the same server code (nginx TLS against nginx plain; rustls and HTTPCrypt against
+  `httpcrypt serve`'s plaintext path, which runs the same hyper and static-file code).
+- **Pinning**: every server with one worker on CPU 0 (`taskset -c 0`, all threads), the generator
+  on CPU 1. Cells run configuration after configuration (A B C … A B C …, order rotated per
+  repetition), so drift on this shared host hits all configurations alike.
+- **Null baseline**: `hc-plain` is a plaintext GET outside the mount on the same `httpcrypt
+  serve` process (`--pass-through`): the same listener, hyper connection code and static-file
+  service, with no HTTPCrypt processing at all. An in-protocol "null cipher" would need a
+  wire-format change; this baseline measures everything the protocol adds (routing, cookie scan,
+  key agreement or cache lookup, stream open/seal, inner parse and reconstruction, Date and strike
+  register, sealed framing).
+- **Round trips**: measured at 50 ms RTT in a network namespace (NFQUEUE delay, see that section)
+  and counted structurally by the client in every run.
+- **Reproduce**: `bench/run` (full, about 20 min) or `bench/run --quick` (about 3 min after the
+  build). It installs nginx, tcpdump, iptables and matplotlib when missing, builds the release
+  binaries and writes this file, `results/` and `figures/`.
+"""

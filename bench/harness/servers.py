@@ -1,0 +1,210 @@
+"""Servers under test: fixtures (files, keys, certificate), nginx, the
+rustls baseline and `httpcrypt serve`, each started pinned with taskset and
+stopped by its own process id."""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+
+SIZES = [("100b", 100), ("1k", 1024), ("10k", 10 * 1024), ("100k", 100 * 1024), ("1m", 1024 * 1024)]
+
+NGINX_HTTP = """
+daemon off;
+master_process on;
+worker_processes {workers};
+pid {dir}/nginx.pid;
+error_log {dir}/error.log warn;
+events {{ worker_connections 4096; multi_accept on; }}
+http {{
+  access_log off;
+  sendfile on;
+  tcp_nopush on;
+  keepalive_timeout 65;
+  keepalive_requests 1000000;
+  default_type application/octet-stream;
+  client_body_temp_path {dir}/tmp;
+  proxy_temp_path {dir}/tmp;
+  fastcgi_temp_path {dir}/tmp;
+  uwsgi_temp_path {dir}/tmp;
+  scgi_temp_path {dir}/tmp;
+  ssl_certificate {cert};
+  ssl_certificate_key {key};
+  root {root};
+  # Plain HTTP.
+  server {{ listen 127.0.0.1:{plain} backlog=4096; }}
+  # The paper's configuration (its section 6): TLS 1.2, ECDHE-ECDSA-AES256-GCM-SHA384
+  # on P-256, no session cache, no tickets: every connection is a full handshake.
+  server {{
+    listen 127.0.0.1:{tls12} ssl backlog=4096;
+    ssl_protocols TLSv1.2; ssl_ciphers ECDHE-ECDSA-AES256-GCM-SHA384; ssl_ecdh_curve prime256v1;
+    ssl_session_cache off; ssl_session_tickets off;
+  }}
+  # The same with session tickets (the paper's "Encrypted, tickets").
+  server {{
+    listen 127.0.0.1:{tls12t} ssl backlog=4096;
+    ssl_protocols TLSv1.2; ssl_ciphers ECDHE-ECDSA-AES256-GCM-SHA384; ssl_ecdh_curve prime256v1;
+    ssl_session_cache off; ssl_session_tickets on;
+  }}
+  # TLS 1.3, X25519, full handshakes.
+  server {{
+    listen 127.0.0.1:{tls13} ssl backlog=4096;
+    ssl_protocols TLSv1.3; ssl_ecdh_curve X25519;
+    ssl_session_cache off; ssl_session_tickets off;
+  }}
+}}
+"""
+
+
+def free_ports(n):
+    """n distinct free TCP ports on 127.0.0.1."""
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+def make_fixtures(work, httpcrypt_bin, tls=True):
+    """Files of every size, an ECDSA P-256 certificate (when `tls`), an
+    httpcrypt key dir."""
+    # nginx workers run as an unprivileged user: the tree must be readable.
+    os.chmod(work, 0o755)
+    root = os.path.join(work, "root")
+    os.makedirs(root, exist_ok=True)
+    for name, size in SIZES:
+        with open(os.path.join(root, name), "wb") as f:
+            f.write(os.urandom(size))
+        os.chmod(os.path.join(root, name), 0o644)
+    cert, key = os.path.join(work, "cert.pem"), os.path.join(work, "key.pem")
+    if tls:
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+             "-nodes", "-subj", "/CN=localhost", "-days", "30", "-keyout", key, "-out", cert],
+            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    keys = os.path.join(work, "keys")
+    subprocess.run([httpcrypt_bin, "keygen", "--dir", keys], check=True, stdout=subprocess.DEVNULL)
+    return {"root": root, "cert": cert, "key": key, "keys": keys}
+
+
+def wait_port(port, proc, timeout=10.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}: {proc.args}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"port {port} did not open: {proc.args}")
+
+
+def wait_port_netns(netns, port, proc, timeout=10.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}: {proc.args}")
+        r = subprocess.run(["ip", "netns", "exec", netns, "bash", "-c",
+                            f"exec 3<>/dev/tcp/127.0.0.1/{port}"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if r.returncode == 0:
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"port {port} did not open in {netns}: {proc.args}")
+
+
+class Server:
+    """One server process (with its children, for nginx)."""
+
+    def __init__(self, name, argv, ports, log, netns=None):
+        self.name = name
+        self.ports = ports
+        if netns:
+            argv = ["ip", "netns", "exec", netns] + argv
+        self.log = open(log, "wb")
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        self.netns = netns
+
+    def wait(self):
+        for p in self.ports:
+            if self.netns:
+                wait_port_netns(self.netns, p, self.proc)
+            else:
+                wait_port(p, self.proc)
+
+    def pids(self):
+        """The process and its children (nginx workers), for CPU accounting."""
+        pid = self.proc.pid
+        out = [pid]
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                out += [int(x) for x in f.read().split()]
+        except OSError:
+            pass
+        return out
+
+    def stop(self):
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.log.close()
+
+
+def pin(cpus):
+    """taskset prefix; on a one-CPU machine everything shares CPU 0."""
+    if (os.cpu_count() or 1) < 2:
+        cpus = "0"
+    return ["taskset", "-c", cpus]
+
+
+def start_nginx(work, fx, workers, cpus, tag, netns=None):
+    d = os.path.join(work, f"nginx-{tag}")
+    os.makedirs(os.path.join(d, "tmp"), exist_ok=True)
+    plain, tls12, tls12t, tls13 = free_ports(4) if not netns else (28080, 28081, 28082, 28083)
+    conf = os.path.join(d, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(NGINX_HTTP.format(workers=workers, dir=d, cert=fx["cert"], key=fx["key"],
+                                  root=fx["root"], plain=plain, tls12=tls12, tls12t=tls12t,
+                                  tls13=tls13))
+    s = Server(f"nginx-{tag}", pin(cpus) + ["nginx", "-c", conf, "-p", d],
+               [plain, tls12, tls12t, tls13], os.path.join(d, "out.log"), netns)
+    s.addr = {"plain": plain, "tls12": tls12, "tls12t": tls12t, "tls13": tls13}
+    return s
+
+
+def start_rustls(work, fx, loadgen, workers, cpus, tag, netns=None):
+    port = free_ports(1)[0] if not netns else 28084
+    s = Server(f"rustls-{tag}", pin(cpus) + [
+        loadgen, "serve-tls", "--listen", f"127.0.0.1:{port}", "--cert", fx["cert"],
+        "--key", fx["key"], "--root", fx["root"], "--workers", str(workers)],
+        [port], os.path.join(work, f"rustls-{tag}.log"), netns)
+    s.addr = {"tls13": port}
+    return s
+
+
+def start_httpcrypt(work, fx, httpcrypt, workers, cpus, tag, tickets, netns=None, port=None):
+    """`httpcrypt serve` under the mount /hc, plaintext GETs outside it
+    passed through to the same static-file service (the null baseline)."""
+    port = port or (free_ports(1)[0] if not netns else 28090)
+    argv = pin(cpus) + [httpcrypt, "serve", "--keys", fx["keys"], "--root", fx["root"],
+                        "--listen", f"127.0.0.1:{port}", "--mount", "/hc", "--pass-through",
+                        "--workers", str(workers)]
+    if not tickets:
+        argv.append("--no-tickets")
+    s = Server(f"httpcrypt-{tag}", argv, [port], os.path.join(work, f"httpcrypt-{tag}.log"), netns)
+    s.addr = {"http": port}
+    return s

@@ -1,0 +1,214 @@
+//! HTTPCrypt requests straight from the sans-IO core (`httpcrypt-proto`),
+//! the way `httpcrypt::Client` builds them (GET form, random cookie pads,
+//! inner `Host` and `Date`), without its hyper client: the generator's one
+//! HTTP/1.1 code path carries the bytes, so the client-side machinery is
+//! the same for every protocol.
+
+use std::sync::{Arc, Mutex};
+
+use anyhow::{bail, Context, Result};
+use httpcrypt_proto::inner::{self, Field, InnerEvent, RequestHead, ResponseDecoder};
+use httpcrypt_proto::outer::{self, Form, Mount};
+use httpcrypt_proto::stream::{self, Event, Opener, Sealer};
+use httpcrypt_proto::ticket::{Ticket, TICKET_FIELD};
+use httpcrypt_proto::{KexPublic, KexSecret, KeyCert, KeyId, Limits, SessionKey};
+use rand_core::{OsRng, RngCore};
+
+use crate::http1::BodySink;
+
+/// How the client keys its requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyMode {
+    /// A fresh X25519 key pair per request: one X25519 on the server.
+    Fresh,
+    /// One key pair for the whole run: the server's session cache hits.
+    Reuse,
+    /// A ticket from the first response, then ticket cookies.
+    Ticket,
+}
+
+/// Shared client state for one run.
+#[derive(Debug)]
+pub struct HcClient {
+    server: KexPublic,
+    kid: KeyId,
+    mount: Mount,
+    host: String,
+    mode: KeyMode,
+    limits: Limits,
+    reused: Option<(KexSecret, SessionKey)>,
+    ticket: Mutex<Option<Arc<(Ticket, SessionKey)>>>,
+}
+
+/// What is needed to open one response.
+#[derive(Debug)]
+pub struct Pending {
+    key: SessionKey,
+    n0: [u8; 24],
+}
+
+impl HcClient {
+    /// A client for the server whose certificate list is `certs` (the body
+    /// of `OPTIONS {mount}/`).
+    pub fn new(certs: &[u8], mount: &str, host: &str, mode: KeyMode) -> Result<Self> {
+        let certs = httpcrypt_proto::cert::parse_cert_list(certs).context("certificate list")?;
+        let now = unix_now();
+        let cert: &KeyCert = httpcrypt_proto::cert::choose(&certs, now, None)?;
+        let server = cert.kex_public;
+        let reused = match mode {
+            KeyMode::Reuse => {
+                let secret = KexSecret::generate(&mut OsRng);
+                let k = secret.session_key(&server)?;
+                Some((secret, k))
+            }
+            _ => None,
+        };
+        Ok(HcClient {
+            kid: server.kid(),
+            server,
+            mount: Mount::new(mount)?,
+            host: host.to_string(),
+            mode,
+            limits: Limits::default(),
+            reused,
+            ticket: Mutex::new(None),
+        })
+    }
+
+    /// Seals a GET for `path` and writes the outer request into `out`.
+    pub fn request(&self, path: &str, close: bool, out: &mut Vec<u8>) -> Result<Pending> {
+        let mut n0 = [0u8; 24];
+        OsRng.fill_bytes(&mut n0);
+        let name_pad = outer::random_pad(&mut OsRng);
+        let value_pad = outer::random_pad(&mut OsRng);
+        let ticket = match self.mode {
+            KeyMode::Ticket => self
+                .ticket
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+            _ => None,
+        };
+        let (key, cookie) = if let Some(t) = ticket {
+            let cookie = outer::format_cookie(&t.0.tid(), t.0.sealed(), &name_pad, &value_pad)?;
+            (t.1.clone(), cookie)
+        } else if let Some((secret, k)) = &self.reused {
+            let cookie =
+                outer::format_cookie(&self.kid, &secret.public().0, &name_pad, &value_pad)?;
+            (k.clone(), cookie)
+        } else {
+            let secret = KexSecret::generate(&mut OsRng);
+            let k = secret.session_key(&self.server)?;
+            let cookie =
+                outer::format_cookie(&self.kid, &secret.public().0, &name_pad, &value_pad)?;
+            (k, cookie)
+        };
+        let mut head = RequestHead::new("GET", path);
+        head.fields.push(Field::new("Host", self.host.as_str()));
+        head.fields.push(Field::new(
+            "Date",
+            httpcrypt_proto::replay::format_date(unix_now()),
+        ));
+        let mut plain = Vec::with_capacity(128);
+        head.encode(&mut plain);
+        let mut sealed = Vec::with_capacity(plain.len() + 32);
+        stream::seal_all(Sealer::request(&key, n0), &plain, plain.len(), &mut sealed)?;
+        if !httpcrypt_proto::client::fits_get_form(&self.mount, sealed.len()) {
+            bail!("request does not fit the GET form");
+        }
+        let target = self.mount.get_target(&n0, &sealed);
+        out.clear();
+        outer::encode_request_head(Form::Get, &target, &self.host, &cookie, 0, out);
+        if close {
+            // Outer hop-by-hop field; the inner message never carries it.
+            out.truncate(out.len() - 2);
+            out.extend_from_slice(b"Connection: close\r\n\r\n");
+        }
+        Ok(Pending { key, n0 })
+    }
+
+    /// The sink that opens the response to `pending`.
+    pub fn sink(&self, pending: Pending) -> HcSink<'_> {
+        HcSink {
+            client: self,
+            opener: Opener::response(&pending.key, pending.n0, self.limits.record_limit()),
+            decoder: Some(ResponseDecoder::new(self.limits)),
+            status: None,
+            body: 0,
+            ended: false,
+            key: pending.key,
+        }
+    }
+}
+
+/// Opens a sealed response record by record and parses the inner response.
+#[derive(Debug)]
+pub struct HcSink<'a> {
+    client: &'a HcClient,
+    opener: Opener,
+    decoder: Option<ResponseDecoder>,
+    status: Option<u16>,
+    body: u64,
+    ended: bool,
+    key: SessionKey,
+}
+
+impl HcSink<'_> {
+    /// The inner status (after `end`).
+    pub fn inner_status(&self) -> Option<u16> {
+        self.status
+    }
+}
+
+impl BodySink for HcSink<'_> {
+    fn data(&mut self, bytes: &[u8]) -> Result<()> {
+        self.opener.receive(bytes)?;
+        let decoder = self.decoder.as_mut().context("data after the end")?;
+        while let Some(ev) = self.opener.next_event()? {
+            match ev {
+                Event::Data { plaintext, .. } => {
+                    decoder.receive(plaintext)?;
+                    while let Some(iev) = decoder.next_event()? {
+                        match iev {
+                            InnerEvent::Head(h) => {
+                                self.status = Some(h.status);
+                                if self.client.mode == KeyMode::Ticket {
+                                    if let Some(v) = inner::field(&h.fields, TICKET_FIELD) {
+                                        let mut slot = self
+                                            .client
+                                            .ticket
+                                            .lock()
+                                            .unwrap_or_else(|p| p.into_inner());
+                                        if slot.is_none() {
+                                            let t = Ticket::from_field(v)?;
+                                            *slot = Some(Arc::new((t, self.key.clone())));
+                                        }
+                                    }
+                                }
+                            }
+                            InnerEvent::Body(b) => self.body += b.len() as u64,
+                        }
+                    }
+                }
+                Event::End => self.ended = true,
+            }
+        }
+        Ok(())
+    }
+
+    fn end(&mut self) -> Result<u64> {
+        if !self.ended {
+            bail!("sealed response ended early");
+        }
+        if let Some(d) = self.decoder.take() {
+            d.finish()?;
+        }
+        Ok(self.body)
+    }
+}
+
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}

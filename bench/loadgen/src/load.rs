@@ -1,0 +1,434 @@
+//! The load loop: N connection tasks on one event loop (tokio), each
+//! either opening a new TCP connection per request or keeping one alive,
+//! all speaking through [`crate::http1::exchange`]. A sampler opens and
+//! closes the measurement window after a warm-up and reads the server's CPU
+//! time (`/proc/PID/stat`, utime + stime) at both ends.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use hdrhistogram::Histogram;
+use serde_json::{json, Value};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+use crate::hc::HcClient;
+use crate::http1::{self, Buffers, CountSink, Reply};
+use crate::io::{Counters, Counting};
+
+/// Which protocol the generator speaks.
+#[derive(Clone)]
+pub enum Proto {
+    Plain,
+    Tls(TlsConnector),
+    Hc(Arc<HcClient>),
+}
+
+/// One run's settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub addr: SocketAddr,
+    pub host: String,
+    pub path: String,
+    pub expect_len: Option<u64>,
+    pub new_conn: bool,
+    pub conns: usize,
+    pub warmup: Duration,
+    pub duration: Duration,
+    pub count: Option<u64>,
+    pub cpu_pids: Vec<u32>,
+}
+
+const WARMUP: u8 = 0;
+const MEASURE: u8 = 1;
+const DONE: u8 = 2;
+
+struct Shared {
+    phase: AtomicU8,
+    counted: AtomicU64,
+    stop: AtomicBool,
+    first_error: Mutex<Option<String>>,
+}
+
+/// Statistics of one task, merged at the end.
+struct Stats {
+    latency: Histogram<u64>,
+    ttfb: Histogram<u64>,
+    requests: u64,
+    errors: u64,
+    bytes: Counters,
+    payload: u64,
+    flights_min: u32,
+    flights_max: u32,
+    flights_sum: u64,
+    tls: Option<(String, String)>,
+    resumed: u64,
+}
+
+impl Stats {
+    fn new() -> Self {
+        Stats {
+            latency: hist(),
+            ttfb: hist(),
+            requests: 0,
+            errors: 0,
+            bytes: Counters::default(),
+            payload: 0,
+            flights_min: u32::MAX,
+            flights_max: 0,
+            flights_sum: 0,
+            tls: None,
+            resumed: 0,
+        }
+    }
+
+    fn record(&mut self, latency: Duration, ttfb: Duration, bytes: Counters, payload: u64) {
+        let _ = self.latency.record(latency.as_micros().max(1) as u64);
+        let _ = self.ttfb.record(ttfb.as_micros().max(1) as u64);
+        self.requests += 1;
+        self.bytes.written += bytes.written;
+        self.bytes.read += bytes.read;
+        self.payload += payload;
+        self.flights_min = self.flights_min.min(bytes.flights);
+        self.flights_max = self.flights_max.max(bytes.flights);
+        self.flights_sum += u64::from(bytes.flights);
+    }
+
+    fn merge(&mut self, o: Stats) {
+        let _ = self.latency.add(&o.latency);
+        let _ = self.ttfb.add(&o.ttfb);
+        self.requests += o.requests;
+        self.errors += o.errors;
+        self.bytes.written += o.bytes.written;
+        self.bytes.read += o.bytes.read;
+        self.payload += o.payload;
+        self.flights_min = self.flights_min.min(o.flights_min);
+        self.flights_max = self.flights_max.max(o.flights_max);
+        self.flights_sum += o.flights_sum;
+        self.tls = self.tls.take().or(o.tls);
+        self.resumed += o.resumed;
+    }
+}
+
+fn hist() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 120_000_000, 3).expect("valid histogram bounds")
+}
+
+/// CPU ticks (utime + stime, all threads) of the processes in `pids`.
+fn cpu_ticks(pids: &[u32]) -> u64 {
+    pids.iter()
+        .map(|p| proc_ticks(&format!("/proc/{p}/stat")))
+        .sum()
+}
+
+fn proc_ticks(path: &str) -> u64 {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return 0;
+    };
+    // Fields after the command name (which may contain spaces) start at 3.
+    let Some(rest) = text.rfind(')').map(|i| &text[i + 2..]) else {
+        return 0;
+    };
+    let f: Vec<&str> = rest.split(' ').collect();
+    let num = |i: usize| {
+        f.get(i - 3)
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    num(14) + num(15)
+}
+
+/// Linux reports /proc times in USER_HZ, which is 100 on every mainstream
+/// architecture (the kernel scales its own precise accounting to it).
+const TICK_US: f64 = 10_000.0;
+
+/// Runs the load and returns the result document.
+pub async fn run(proto: Proto, s: Settings) -> Result<Value> {
+    let shared = Arc::new(Shared {
+        phase: AtomicU8::new(if s.count.is_some() { MEASURE } else { WARMUP }),
+        counted: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+        first_error: Mutex::new(None),
+    });
+    let started = Instant::now();
+    let (mut t_s, mut cpu_s, mut self_s) = (
+        started,
+        cpu_ticks(&s.cpu_pids),
+        proc_ticks("/proc/self/stat"),
+    );
+    let mut tasks = Vec::new();
+    for _ in 0..s.conns.max(1) {
+        let (proto, s, shared) = (proto.clone(), s.clone(), shared.clone());
+        tasks.push(tokio::spawn(async move { task(proto, s, shared).await }));
+    }
+    let (t_e, cpu_e, self_e);
+    if s.count.is_none() {
+        tokio::time::sleep(s.warmup).await;
+        cpu_s = cpu_ticks(&s.cpu_pids);
+        self_s = proc_ticks("/proc/self/stat");
+        t_s = Instant::now();
+        shared.phase.store(MEASURE, Ordering::SeqCst);
+        tokio::time::sleep(s.duration).await;
+        shared.phase.store(DONE, Ordering::SeqCst);
+        t_e = Instant::now();
+        cpu_e = cpu_ticks(&s.cpu_pids);
+        self_e = proc_ticks("/proc/self/stat");
+        shared.stop.store(true, Ordering::SeqCst);
+    } else {
+        // Count-bounded: wait for the tasks, with the duration as a cap.
+        let deadline = started + s.duration;
+        while !shared.stop.load(Ordering::SeqCst) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        shared.stop.store(true, Ordering::SeqCst);
+        t_e = Instant::now();
+        cpu_e = cpu_ticks(&s.cpu_pids);
+        self_e = proc_ticks("/proc/self/stat");
+    }
+    let mut all = Stats::new();
+    for t in tasks {
+        // A task stuck on a dead connection is abandoned after a grace period.
+        match tokio::time::timeout(Duration::from_secs(5), t).await {
+            Ok(Ok(st)) => all.merge(st),
+            Ok(Err(e)) => bail!("task failed: {e}"),
+            Err(_) => {}
+        }
+    }
+    let elapsed = (t_e - t_s).as_secs_f64();
+    let n = all.requests.max(1) as f64;
+    let first_error = shared
+        .first_error
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let q = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q);
+    let cdf: Vec<Value> = (0..=200)
+        .map(|i| f64::from(i) / 200.0)
+        .chain([0.995, 0.999])
+        .map(|p| json!([q(&all.latency, p), p]))
+        .collect();
+    let lat = |h: &Histogram<u64>| {
+        json!({
+            "p50": q(h, 0.5), "p90": q(h, 0.9), "p99": q(h, 0.99), "p999": q(h, 0.999),
+            "min": h.min(), "max": h.max(), "mean": h.mean(),
+        })
+    };
+    Ok(json!({
+        "requests": all.requests,
+        "errors": all.errors,
+        "first_error": first_error,
+        "elapsed_s": elapsed,
+        "rps": all.requests as f64 / elapsed.max(1e-9),
+        "server_cpu_us_per_req": (cpu_e - cpu_s) as f64 * TICK_US / n,
+        "server_cpu_util": (cpu_e - cpu_s) as f64 * TICK_US / 1e6 / elapsed.max(1e-9),
+        "client_cpu_us_per_req": (self_e.saturating_sub(self_s)) as f64 * TICK_US / n,
+        "latency_us": lat(&all.latency),
+        "ttfb_us": lat(&all.ttfb),
+        "latency_cdf": cdf,
+        "bytes_per_req": {
+            "written": all.bytes.written as f64 / n,
+            "read": all.bytes.read as f64 / n,
+            "total": all.bytes.total() as f64 / n,
+        },
+        "payload_per_req": all.payload as f64 / n,
+        "flights": {
+            "min": if all.requests > 0 { all.flights_min } else { 0 },
+            "max": all.flights_max,
+            "mean": all.flights_sum as f64 / n,
+        },
+        "tls": all.tls.map(|(v, c)| json!({"version": v, "suite": c})),
+        "resumed_fraction": all.resumed as f64 / n,
+    }))
+}
+
+async fn task(proto: Proto, s: Settings, shared: Arc<Shared>) -> Stats {
+    let mut st = Stats::new();
+    let mut bufs = Buffers::default();
+    let mut req = Vec::with_capacity(2048);
+    let mut conn: Option<Conn> = None;
+    while !shared.stop.load(Ordering::Relaxed) {
+        let t0 = Instant::now();
+        let r = if s.new_conn {
+            one_new_conn(&proto, &s, &mut bufs, &mut req, &mut st).await
+        } else {
+            one_keep_alive(&proto, &s, &mut conn, &mut bufs, &mut req, &mut st).await
+        };
+        let measuring = shared.phase.load(Ordering::Relaxed) == MEASURE;
+        match r {
+            Ok((reply, bytes, payload)) => {
+                if measuring {
+                    st.record(reply.done - t0, reply.first_byte - t0, bytes, payload);
+                    let c = shared.counted.fetch_add(1, Ordering::Relaxed) + 1;
+                    if s.count.is_some_and(|limit| c >= limit) {
+                        shared.stop.store(true, Ordering::SeqCst);
+                    }
+                }
+            }
+            Err(e) => {
+                conn = None;
+                if measuring {
+                    st.errors += 1;
+                }
+                {
+                    let mut slot = shared.first_error.lock().unwrap_or_else(|p| p.into_inner());
+                    if slot.is_none() {
+                        *slot = Some(format!("{e:#}"));
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    }
+    st
+}
+
+type Outcome = (Reply, Counters, u64);
+
+async fn connect(addr: SocketAddr) -> Result<Counting> {
+    let tcp = TcpStream::connect(addr).await.context("connect")?;
+    tcp.set_nodelay(true)?;
+    Ok(Counting::new(tcp))
+}
+
+fn plain_request(s: &Settings, close: bool, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(format!("GET {} HTTP/1.1\r\nHost: {}\r\n", s.path, s.host).as_bytes());
+    if close {
+        out.extend_from_slice(b"Connection: close\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// One request/response on `io`, with the protocol's request and sink.
+async fn request_on<S>(
+    io: &mut S,
+    proto: &Proto,
+    s: &Settings,
+    close: bool,
+    bufs: &mut Buffers,
+    req: &mut Vec<u8>,
+) -> Result<(Reply, u64)>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let reply = match proto {
+        Proto::Plain | Proto::Tls(_) => {
+            plain_request(s, close, req);
+            http1::exchange(io, req, bufs, &mut CountSink::default()).await?
+        }
+        Proto::Hc(c) => {
+            let pending = c.request(&s.path, close, req)?;
+            let mut sink = c.sink(pending);
+            let r = http1::exchange(io, req, bufs, &mut sink).await?;
+            if sink.inner_status() != Some(200) {
+                bail!("inner status {:?}", sink.inner_status());
+            }
+            r
+        }
+    };
+    let payload = reply.payload;
+    if reply.status != 200 {
+        bail!("status {}", reply.status);
+    }
+    if let Some(want) = s.expect_len {
+        if payload != want {
+            bail!("payload {payload} bytes, expected {want}");
+        }
+    }
+    Ok((reply, payload))
+}
+
+fn note_tls(st: &mut Stats, c: &rustls::ClientConnection) {
+    if st.tls.is_none() {
+        st.tls = Some((
+            format!("{:?}", c.protocol_version()),
+            c.negotiated_cipher_suite()
+                .map_or_else(String::new, |s| format!("{:?}", s.suite())),
+        ));
+    }
+    if c.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
+        st.resumed += 1;
+    }
+}
+
+async fn one_new_conn(
+    proto: &Proto,
+    s: &Settings,
+    bufs: &mut Buffers,
+    req: &mut Vec<u8>,
+    st: &mut Stats,
+) -> Result<Outcome> {
+    let mut io = connect(s.addr).await?;
+    match proto {
+        Proto::Tls(connector) => {
+            let mut tls = connector
+                .connect(crate::tls::server_name(), io)
+                .await
+                .context("TLS handshake")?;
+            let (reply, payload) = request_on(&mut tls, proto, s, true, bufs, req).await?;
+            http1::drain_to_close(&mut tls, bufs).await;
+            note_tls(st, tls.get_ref().1);
+            Ok((reply, tls.get_ref().0.counters(), payload))
+        }
+        _ => {
+            let (reply, payload) = request_on(&mut io, proto, s, true, bufs, req).await?;
+            http1::drain_to_close(&mut io, bufs).await;
+            Ok((reply, io.counters(), payload))
+        }
+    }
+}
+
+enum Conn {
+    Plain(Counting),
+    Tls(Box<tokio_rustls::client::TlsStream<Counting>>),
+}
+
+async fn one_keep_alive(
+    proto: &Proto,
+    s: &Settings,
+    conn: &mut Option<Conn>,
+    bufs: &mut Buffers,
+    req: &mut Vec<u8>,
+    st: &mut Stats,
+) -> Result<Outcome> {
+    if conn.is_none() {
+        let io = connect(s.addr).await?;
+        *conn = Some(match proto {
+            Proto::Tls(connector) => {
+                let tls = connector
+                    .connect(crate::tls::server_name(), io)
+                    .await
+                    .context("TLS handshake")?;
+                note_tls(st, tls.get_ref().1);
+                Conn::Tls(Box::new(tls))
+            }
+            _ => Conn::Plain(io),
+        });
+    }
+    let c = conn.as_mut().context("connection")?;
+    let (before, r) = match c {
+        Conn::Plain(io) => {
+            let before = io.counters();
+            (before, request_on(io, proto, s, false, bufs, req).await)
+        }
+        Conn::Tls(tls) => {
+            let before = tls.get_ref().0.counters();
+            (
+                before,
+                request_on(tls.as_mut(), proto, s, false, bufs, req).await,
+            )
+        }
+    };
+    let (reply, payload) = r?;
+    let after = match c {
+        Conn::Plain(io) => io.counters(),
+        Conn::Tls(tls) => tls.get_ref().0.counters(),
+    };
+    if reply.close {
+        *conn = None;
+    }
+    Ok((reply, after.minus(&before), payload))
+}
