@@ -243,6 +243,27 @@ where
     Ok(Bytes::from(out))
 }
 
+/// Methods a client may resend after a lost connection (RFC 9110 §9.2.2).
+fn is_idempotent(m: &Method) -> bool {
+    matches!(
+        *m,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
+    )
+}
+
+/// Whether a transport error is a connection that closed before any answer.
+fn closed_before_answer(e: &Error) -> bool {
+    let Error::Transport(b) = e else { return false };
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(b.as_ref());
+    while let Some(err) = cur {
+        if let Some(h) = err.downcast_ref::<hyper::Error>() {
+            return h.is_incomplete_message() || h.is_canceled();
+        }
+        cur = err.source();
+    }
+    false
+}
+
 /// Methods that may change state: they carry `Client-Random`, and a token
 /// when the server demands one (spec §8).
 fn is_unsafe(m: &Method) -> bool {
@@ -426,6 +447,7 @@ impl Client {
         let mut retried_key = false;
         let mut retried_stale = false;
         let mut retried_token = false;
+        let mut retried_conn = false;
         let mut attempts = 0;
         loop {
             attempts += 1;
@@ -433,7 +455,21 @@ impl Client {
                 .map_err(|never| match never {})
                 .boxed_unsync();
             let r = Request::from_parts(parts.clone(), b);
-            match self.send_once(r, attempts, retried_stale).await? {
+            let outcome = match self.send_once(r, attempts, retried_stale).await {
+                // A pooled connection the peer (often a proxy) closed after
+                // its last answer: seal the request afresh on a new one.
+                // Only for idempotent methods, and only once.
+                Err(e)
+                    if !retried_conn
+                        && is_idempotent(&parts.method)
+                        && closed_before_answer(&e) =>
+                {
+                    retried_conn = true;
+                    continue;
+                }
+                other => other?,
+            };
+            match outcome {
                 Outcome::Done(rsp) => return Ok(rsp),
                 Outcome::RetryUnknownKey if !retried_key => retried_key = true,
                 Outcome::RetryStale if !retried_stale => retried_stale = true,
