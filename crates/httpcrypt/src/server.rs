@@ -311,13 +311,15 @@ fn failure_response(e: &BoxError) -> Response<HcBody> {
     }
 }
 
-fn full(b: impl Into<Bytes>) -> HcBody {
+/// A complete in-memory body.
+pub(crate) fn full(b: impl Into<Bytes>) -> HcBody {
     Full::new(b.into())
         .map_err(|never| match never {})
         .boxed_unsync()
 }
 
-fn plain(status: StatusCode, body: &'static str) -> Response<HcBody> {
+/// A short plaintext answer.
+pub(crate) fn plain(status: StatusCode, body: &'static str) -> Response<HcBody> {
     let mut r = Response::new(full(body));
     *r.status_mut() = status;
     r.headers_mut()
@@ -509,7 +511,7 @@ where
                 Outside::Refuse => Ok(plain(StatusCode::NOT_FOUND, "not found\n")),
                 Outside::PassThrough => {
                     let req = Request::from_parts(parts, body.map_err(Into::into).boxed_unsync());
-                    let rsp = inner.oneshot_call(req).await.map_err(Into::into)?;
+                    let rsp = call(inner, req).await.map_err(Into::into)?;
                     Ok(rsp.map(|b| b.map_err(Into::into).boxed_unsync()))
                 }
             };
@@ -653,7 +655,7 @@ where
         }
         Err(e) => return Ok(inner_problem(accepted.into_response_key(), &e, now)),
     };
-    let rsp = inner.oneshot_call(inner_req).await;
+    let rsp = call(inner, inner_req).await;
     // A body failure is often why the service failed (a gateway's upstream
     // request dies with it): report the protocol error it really is.
     let failure = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -795,19 +797,16 @@ where
     sealed_outer(sealed.boxed_unsync())
 }
 
-/// `ServiceExt::oneshot` without requiring `Clone`: wait until ready, call.
-trait OneshotCall<R>: tower::Service<R> + Sized {
-    fn oneshot_call(
-        self,
-        req: R,
-    ) -> impl Future<Output = Result<Self::Response, Self::Error>> + Send
-    where
-        Self: Send,
-        Self::Future: Send,
-        R: Send,
-    {
-        tower::ServiceExt::oneshot(self, req)
-    }
+/// `ServiceExt::oneshot` with its future's `Send` stated, which the
+/// compiler cannot infer through the generic services of the layers.
+pub(crate) fn call<S, R>(
+    svc: S,
+    req: R,
+) -> impl Future<Output = Result<S::Response, S::Error>> + Send
+where
+    S: tower::Service<R> + Send,
+    S::Future: Send,
+    R: Send,
+{
+    tower::ServiceExt::oneshot(svc, req)
 }
-
-impl<S: tower::Service<R>, R> OneshotCall<R> for S {}

@@ -21,7 +21,7 @@ use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_body::Body;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Limited};
 use httpcrypt_proto::inner::Field;
 use httpcrypt_proto::rspamd::message;
 use httpcrypt_proto::rspamd::server::response_fields;
@@ -30,7 +30,7 @@ use httpcrypt_proto::{outer, Limits};
 use rand_core::OsRng;
 
 use crate::error::BoxError;
-use crate::server::HcBody;
+use crate::server::{call, full, HcBody};
 
 /// Settings of an [`RspamdLayer`].
 #[derive(Debug, Clone)]
@@ -330,18 +330,9 @@ fn reason(status: u16) -> String {
         .to_string()
 }
 
-fn full(b: impl Into<Bytes>) -> HcBody {
-    Full::new(b.into())
-        .map_err(|never| match never {})
-        .boxed_unsync()
-}
-
 /// Plaintext answers close the connection, as rspamd's always do.
 fn plain(status: StatusCode, body: &'static str) -> Response<HcBody> {
-    let mut r = Response::new(full(body));
-    *r.status_mut() = status;
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    let mut r = crate::server::plain(status, body);
     r.headers_mut()
         .insert(header::CONNECTION, HeaderValue::from_static("close"));
     r
@@ -369,15 +360,4 @@ fn outer_problem(err: &httpcrypt_proto::Error) -> Response<HcBody> {
     r.headers_mut()
         .insert(header::CONNECTION, HeaderValue::from_static("close"));
     r
-}
-
-/// `ServiceExt::oneshot` with its future's `Send` stated, which the
-/// compiler cannot infer through the generic service here.
-fn call<S, R>(svc: S, req: R) -> impl Future<Output = Result<S::Response, S::Error>> + Send
-where
-    S: tower::Service<R> + Send,
-    S::Future: Send,
-    R: Send,
-{
-    tower::ServiceExt::oneshot(svc, req)
 }
