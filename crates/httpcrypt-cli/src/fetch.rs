@@ -51,6 +51,11 @@ pub struct FetchArgs {
     /// Print the inner response status and fields before the body.
     #[arg(short = 'i', long = "include")]
     pub include: bool,
+    /// Send the request N times through one client (later requests resume
+    /// with the server's ticket); prints one line per request on stderr,
+    /// `request I: status S, credential key|ticket`, and the last body.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeat: Option<u32>,
     /// Protocol: HTTPCrypt v1, or rspamd's (as `rspamc --key`).
     #[arg(long, value_enum, default_value = "v1")]
     pub profile: crate::rspamd::Profile,
@@ -111,7 +116,52 @@ pub async fn run(a: FetchArgs) -> Result<i32> {
         bail!("fetch takes an http:// URL (HTTPCrypt replaces TLS)");
     }
     let client = client_for(&a)?;
-    let builder = build_request(&a)?;
+    let times = a.repeat.unwrap_or(1);
+    for i in 1..times {
+        let rsp = exchange(&client, &a).await?;
+        report_repeat(&a, i, &rsp);
+        let mut body = rsp.into_body();
+        while let Some(frame) = body.frame().await {
+            frame
+                .map_err(httpcrypt::error::from_box)
+                .context("response body")?;
+        }
+    }
+    let rsp = exchange(&client, &a).await?;
+    report_repeat(&a, times, &rsp);
+    let mut out: Box<dyn Write + Send> = match &a.output {
+        Some(p) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+        )),
+        None => Box::new(std::io::stdout()),
+    };
+    if a.include {
+        writeln!(out, "HTTP/1.1 {}", rsp.status())?;
+        for (n, v) in rsp.headers() {
+            writeln!(out, "{}: {}", n, String::from_utf8_lossy(v.as_bytes()))?;
+        }
+        writeln!(out)?;
+    }
+    let mut body = rsp.into_body();
+    while let Some(frame) = body.frame().await {
+        let frame = frame
+            .map_err(httpcrypt::error::from_box)
+            .context("response body")?;
+        if let Ok(data) = frame.into_data() {
+            out.write_all(&data)?;
+        }
+    }
+    out.flush()?;
+    Ok(0)
+}
+
+/// One request and its verified response head; a sealed protocol problem
+/// (`urn:httpcrypt:…`) is an error, not a document.
+async fn exchange(
+    client: &httpcrypt::Client,
+    a: &FetchArgs,
+) -> Result<http::Response<httpcrypt::client::ResponseBody>> {
+    let builder = build_request(a)?;
     let rsp = match &a.data_file {
         Some(path) => {
             let file = tokio::fs::File::open(path)
@@ -167,30 +217,33 @@ pub async fn run(a: FetchArgs) -> Result<i32> {
                 .boxed_unsync(),
         );
     }
-    let mut out: Box<dyn Write + Send> = match &a.output {
-        Some(p) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
-        )),
-        None => Box::new(std::io::stdout()),
-    };
-    if a.include {
-        writeln!(out, "HTTP/1.1 {}", rsp.status())?;
-        for (n, v) in rsp.headers() {
-            writeln!(out, "{}: {}", n, String::from_utf8_lossy(v.as_bytes()))?;
-        }
-        writeln!(out)?;
+    Ok(rsp)
+}
+
+/// The `--repeat` line for request `i`: its inner status and what the
+/// outer cookie carried (a ticket's value is 115+ characters, a key's 43–59).
+fn report_repeat<B>(a: &FetchArgs, i: u32, rsp: &http::Response<B>) {
+    if a.repeat.is_none() {
+        return;
     }
-    let mut body = rsp.into_body();
-    while let Some(frame) = body.frame().await {
-        let frame = frame
-            .map_err(httpcrypt::error::from_box)
-            .context("response body")?;
-        if let Ok(data) = frame.into_data() {
-            out.write_all(&data)?;
-        }
-    }
-    out.flush()?;
-    Ok(0)
+    let credential = rsp
+        .extensions()
+        .get::<OuterExchange>()
+        .and_then(|x| x.request_headers.get(http::header::COOKIE))
+        .and_then(|v| v.to_str().ok())
+        .and_then(|c| c.split(';').next())
+        .and_then(|pair| pair.split_once('='))
+        .map_or("none", |(_, v)| {
+            if v.trim().len() >= 115 {
+                "ticket"
+            } else {
+                "key"
+            }
+        });
+    eprintln!(
+        "request {i}: status {}, credential {credential}",
+        rsp.status().as_u16()
+    );
 }
 
 /// An error if the (authenticated) inner response is a problem document
