@@ -1,0 +1,76 @@
+package httpcrypt
+
+import (
+	"strings"
+	"unicode/utf8"
+)
+
+// AAAA chunk set (spec §6.2).
+const (
+	aaaaChunks        = 9
+	aaaaChunk         = 14
+	identityTXTPrefix = "hc1-id "
+)
+
+// FormatAAAA returns the nine addresses carrying a certificate.
+func FormatAAAA(c *KeyCert) [][16]byte {
+	padded := make([]byte, aaaaChunks*aaaaChunk)
+	copy(padded, c.Encode())
+	out := make([][16]byte, aaaaChunks)
+	for j := range out {
+		out[j][0] = 0xfd
+		out[j][1] = byte(j)
+		copy(out[j][2:], padded[j*aaaaChunk:(j+1)*aaaaChunk])
+	}
+	return out
+}
+
+// ParseAAAA reassembles a certificate from its AAAA set in any order:
+// exactly nine addresses, prefix 0xfd0, orders 0–8 once each, zero
+// padding (bad_record otherwise), then the certificate decodes.
+func ParseAAAA(addrs [][16]byte) (*KeyCert, error) {
+	if len(addrs) != aaaaChunks {
+		return nil, ErrBadRecord
+	}
+	padded := make([]byte, aaaaChunks*aaaaChunk)
+	var seen [aaaaChunks]bool
+	for _, a := range addrs {
+		order := int(a[1] & 0x0f)
+		if a[0] != 0xfd || a[1]>>4 != 0 || order >= aaaaChunks || seen[order] {
+			return nil, ErrBadRecord
+		}
+		seen[order] = true
+		copy(padded[order*aaaaChunk:], a[2:])
+	}
+	for _, b := range padded[CertLen:] {
+		if b != 0 {
+			return nil, ErrBadRecord
+		}
+	}
+	return DecodeCert(padded[:CertLen])
+}
+
+// ParseTXT parses a TXT record at _httpcrypt.{host}: its character-strings
+// joined, UTF-8 (bad_record), then the text form.
+func ParseTXT(strs [][]byte) (*KeyCert, error) {
+	var joined []byte
+	for _, s := range strs {
+		joined = append(joined, s...)
+	}
+	if !utf8.Valid(joined) {
+		return nil, ErrBadRecord
+	}
+	return ParseCertText(string(joined))
+}
+
+// ParseIdentityTXT parses `hc1-id {b64u(identity_public)}`.
+func ParseIdentityTXT(text string) (*Identity, error) {
+	rest, ok := strings.CutPrefix(text, identityTXTPrefix)
+	if !ok {
+		return nil, ErrBadRecord
+	}
+	return ParseIdentityB64(rest)
+}
+
+// FormatIdentityTXT formats the identity TXT record.
+func FormatIdentityTXT(id *Identity) string { return identityTXTPrefix + EncodeB64u(id.key) }

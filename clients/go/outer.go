@@ -1,0 +1,284 @@
+package httpcrypt
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"strconv"
+	"strings"
+)
+
+// Outer constants (spec §4.1).
+const (
+	nonceB64Len  = 32
+	idB64Len     = 14
+	publicB64Len = 43
+	ticketB64Len = 115
+	// MaxPad is the longest cookie pad.
+	MaxPad = 16
+	// GetFormLimit: the GET form is used only while the request line stays below it.
+	GetFormLimit = 2000
+
+	contentTypeOctet   = "application/octet-stream"
+	contentTypeCerts   = "application/httpcrypt-certs"
+	contentTypeProblem = "application/problem+json"
+)
+
+// Mount is the server's path prefix for HTTPCrypt: empty, or `/`-led
+// without a trailing `/` (spec §4.1, D5).
+type Mount string
+
+// NewMount normalises configuration text; `?`, `#`, `%`, spaces and
+// control characters are bad_nonce_path.
+func NewMount(path string) (Mount, error) {
+	for i := 0; i < len(path); i++ {
+		c := path[i]
+		if c == '?' || c == '#' || c == '%' || c <= ' ' || c >= 0x7f {
+			return "", errCode(CodeBadNoncePath)
+		}
+	}
+	t := strings.TrimRight(path, "/")
+	if t == "" {
+		return "", nil
+	}
+	if !strings.HasPrefix(t, "/") {
+		t = "/" + t
+	}
+	return Mount(t), nil
+}
+
+// OptionsPath is `{mount}/`.
+func (m Mount) OptionsPath() string { return string(m) + "/" }
+
+// NoncePath is `{mount}/{b64u(n0)}`.
+func (m Mount) NoncePath(n0 *[NonceLen]byte) string {
+	return string(m) + "/" + EncodeB64u(n0[:])
+}
+
+// GetTarget is `{mount}/{b64u(n0)}?{b64u(stream)}`.
+func (m Mount) GetTarget(n0 *[NonceLen]byte, stream []byte) string {
+	return m.NoncePath(n0) + "?" + EncodeB64u(stream)
+}
+
+// FitsGetForm reports whether a GET request line for a stream of this
+// length stays below 2000 bytes ("GET " + target + " HTTP/1.1").
+func FitsGetForm(m Mount, streamLen int) bool {
+	line := 4 + len(m) + 1 + nonceB64Len + 1 + base64.RawURLEncoding.EncodedLen(streamLen) + 9
+	return line < GetFormLimit
+}
+
+// RandomPad returns 0–16 random base64url characters (spec §4.1).
+func RandomPad() string {
+	b := randomBytes(MaxPad + 1)
+	n := int(b[0]) % (MaxPad + 1)
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	out := make([]byte, n)
+	for i := range out {
+		out[i] = alphabet[b[1+i]&63]
+	}
+	return string(out)
+}
+
+// FormatCookie builds `{b64u(id)}{namePad}={b64u(value)}{valuePad}`; a pad
+// that is not 0–16 base64url characters is bad_cookie.
+func FormatCookie(id KID, value []byte, namePad, valuePad string) (string, error) {
+	for _, p := range []string{namePad, valuePad} {
+		if len(p) > MaxPad || !isB64(p) {
+			return "", ErrBadCookie
+		}
+	}
+	return EncodeB64u(id[:]) + namePad + "=" + EncodeB64u(value) + valuePad, nil
+}
+
+// FormatRequestHead writes the canonical outer request head (spec §4.1, D9).
+func FormatRequestHead(get bool, target, host, cookie string, bodyLen int) []byte {
+	var b strings.Builder
+	if get {
+		b.WriteString("GET ")
+	} else {
+		b.WriteString("POST ")
+	}
+	b.WriteString(target + " HTTP/1.1\r\nHost: " + host + "\r\nCookie: " + cookie + "\r\n")
+	if !get {
+		b.WriteString("Content-Type: " + contentTypeOctet + "\r\n")
+	}
+	b.WriteString("Cache-Control: no-cache, no-store\r\nPragma: no-cache\r\n")
+	if !get {
+		b.WriteString("Content-Length: " + strconv.Itoa(bodyLen) + "\r\n")
+	}
+	b.WriteString("\r\n")
+	return []byte(b.String())
+}
+
+// FormatResponseHead writes the canonical outer response head (spec §4.2).
+func FormatResponseHead(bodyLen int) []byte {
+	return []byte("HTTP/1.1 200 OK\r\nContent-Type: " + contentTypeOctet +
+		"\r\nCache-Control: no-store\r\nContent-Length: " + strconv.Itoa(bodyLen) + "\r\n\r\n")
+}
+
+// Problem is an RFC 9457 problem document of the protocol (spec §4.4).
+type Problem struct {
+	Type   string   `json:"type"`
+	Title  string   `json:"title,omitempty"`
+	Status int      `json:"status,omitempty"`
+	Certs  []string `json:"certs,omitempty"`
+}
+
+// ParseProblem parses a problem document; it needs a string `type`.
+func ParseProblem(body []byte) (*Problem, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return nil, ErrMalformedInner
+	}
+	var p Problem
+	if err := json.Unmarshal(raw["type"], &p.Type); err != nil || p.Type == "" {
+		return nil, ErrMalformedInner
+	}
+	_ = json.Unmarshal(raw["title"], &p.Title)
+	_ = json.Unmarshal(raw["status"], &p.Status)
+	var certs []json.RawMessage
+	if json.Unmarshal(raw["certs"], &certs) == nil {
+		for _, c := range certs {
+			var s string
+			if json.Unmarshal(c, &s) == nil {
+				p.Certs = append(p.Certs, s)
+			}
+		}
+	}
+	return &p, nil
+}
+
+// Route is where a server sends an outer request (spec §11.1).
+type Route struct {
+	// Kind: outside, options, method_not_allowed, not_found, post, get.
+	Kind  string
+	N0    [NonceLen]byte
+	Query string
+}
+
+// ParseNoncePath decodes the 32-character nonce segment (bad_nonce_path).
+func ParseNoncePath(s string) ([NonceLen]byte, error) {
+	if len(s) != nonceB64Len {
+		return [NonceLen]byte{}, errCode(CodeBadNoncePath)
+	}
+	b, err := DecodeB64u(s)
+	if err != nil {
+		return [NonceLen]byte{}, errCode(CodeBadNoncePath)
+	}
+	return [NonceLen]byte(b), nil
+}
+
+// RouteRequest routes on the method and the target exactly as received.
+func RouteRequest(method, target string, m Mount) (Route, error) {
+	path, query, hasQuery := strings.Cut(target, "?")
+	rest, ok := strings.CutPrefix(path, string(m)+"/")
+	if !ok {
+		return Route{Kind: "outside"}, nil
+	}
+	switch method {
+	case "OPTIONS":
+		if rest == "" {
+			return Route{Kind: "options"}, nil
+		}
+		return Route{Kind: "not_found"}, nil
+	case "POST", "GET":
+		n0, err := ParseNoncePath(rest)
+		if err != nil {
+			return Route{}, err
+		}
+		if method == "POST" {
+			return Route{Kind: "post", N0: n0}, nil
+		}
+		if !hasQuery {
+			return Route{}, errCode(CodeBadQuery)
+		}
+		return Route{Kind: "get", N0: n0, Query: query}, nil
+	}
+	return Route{Kind: "method_not_allowed"}, nil
+}
+
+// DecodeQuery decodes a GET query (bounded before decoding, spec D22).
+func DecodeQuery(q string, maxBody int) ([]byte, error) {
+	if len(q)/4*3 > maxBody {
+		return nil, ErrBodyTooLarge
+	}
+	b, err := DecodeB64u(q)
+	if err != nil {
+		return nil, errCode(CodeBadQuery)
+	}
+	return b, nil
+}
+
+// Credential is what a server finds in the cookie.
+type Credential struct {
+	// Ticket: the pair named a ticket key; Value is the sealed ticket.
+	Ticket bool
+	ID     KID
+	// Value is the client public key (32 bytes) or the sealed ticket (86).
+	Value []byte
+}
+
+func hasShape(name, value string) bool {
+	nameOK := len(name) >= idB64Len && len(name) <= idB64Len+MaxPad && isB64(name)
+	vl := len(value)
+	valueOK := (vl >= publicB64Len && vl <= publicB64Len+MaxPad || vl >= ticketB64Len && vl <= ticketB64Len+MaxPad) && isB64(value)
+	return nameOK && valueOK
+}
+
+func stripPad(text string, n int) ([]byte, error) {
+	l := base64.RawURLEncoding.EncodedLen(n)
+	if len(text) < l || len(text) > l+MaxPad || !isB64(text[l:]) {
+		return nil, ErrBadCookie
+	}
+	b, err := DecodeB64u(text[:l])
+	if err != nil {
+		return nil, ErrBadCookie
+	}
+	return b, nil
+}
+
+// ScanCookies finds the first pair naming a known ID (spec §11.3); lookup
+// says whether an ID is a key ("key"), a ticket key ("ticket") or unknown ("").
+func ScanCookies(fields []string, lookup func(KID) string) (*Credential, error) {
+	shaped := false
+	for _, f := range fields {
+		for _, pair := range strings.Split(f, ";") {
+			pair = strings.Trim(pair, " \t")
+			name, value, ok := strings.Cut(pair, "=")
+			if !ok {
+				continue
+			}
+			name, value = strings.Trim(name, " \t"), strings.Trim(value, " \t")
+			if hasShape(name, value) {
+				shaped = true
+			}
+			if len(name) < idB64Len {
+				continue
+			}
+			idb, err := DecodeB64u(name[:idB64Len])
+			if err != nil {
+				continue
+			}
+			id := KID(idb)
+			kind := lookup(id)
+			if kind == "" {
+				continue
+			}
+			if pad := name[idB64Len:]; len(pad) > MaxPad || !isB64(pad) {
+				return nil, ErrBadCookie
+			}
+			n := 32
+			if kind == "ticket" {
+				n = SealedTicketLen
+			}
+			v, err := stripPad(value, n)
+			if err != nil {
+				return nil, err
+			}
+			return &Credential{Ticket: kind == "ticket", ID: id, Value: v}, nil
+		}
+	}
+	if shaped {
+		return nil, ErrUnknownKey
+	}
+	return nil, errCode(CodeNoCookie)
+}

@@ -1,0 +1,229 @@
+package httpcrypt
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// testServer is the server's side of spec §11.1–§11.4, enough to play the
+// server in the vectors (server_request, exchange) and in in-memory tests.
+type testServer struct {
+	kex           *KexSecret
+	cert          *KeyCert
+	identity      ed25519.PrivateKey
+	ticket        *TicketKey
+	ticketExpires int64
+	now           int64
+	mount         Mount
+	maxBody       int
+}
+
+type accepted struct {
+	head *RequestHead
+	body []byte
+	key  SessionKey
+	n0   [NonceLen]byte
+	kid  KID
+}
+
+func testServerFrom(t *testing.T, in map[string]any) *testServer {
+	kex, err := NewKexSecret(hx(in, "server_secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ed25519.NewKeyFromSeed(hx(in, "identity_seed"))
+	c := obj(in, "cert")
+	cert := SignCert(id, uint32(num(c, "serial")), uint32(num(c, "not_before")), uint32(num(c, "not_after")), kex.Public())
+	m, err := NewMount(str(in, "mount"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := obj(in, "ticket_key")
+	return &testServer{kex: kex, cert: cert, identity: id, ticket: ticketKeyFrom(tk), ticketExpires: num(tk, "expires"),
+		now: num(in, "now"), mount: m, maxBody: int(numOr(in, "max_body", 16<<20))}
+}
+
+// parseOuter splits an HTTP/1.1 request into method, target, fields, body.
+func parseOuter(raw []byte) (method, target string, fields []Field, body []byte, ok bool) {
+	i := bytes.Index(raw, []byte("\r\n\r\n"))
+	if i < 0 {
+		return "", "", nil, nil, false
+	}
+	lines := strings.Split(string(raw[:i]), "\r\n")
+	parts := strings.Split(lines[0], " ")
+	if len(parts) != 3 {
+		return "", "", nil, nil, false
+	}
+	for _, l := range lines[1:] {
+		n, v, found := strings.Cut(l, ":")
+		if !found {
+			return "", "", nil, nil, false
+		}
+		fields = append(fields, Field{Name: n, Value: strings.TrimSpace(v)})
+	}
+	return parts[0], parts[1], fields, raw[i+4:], true
+}
+
+func (s *testServer) accept(raw []byte) (*accepted, error) {
+	method, target, fields, body, ok := parseOuter(raw)
+	if !ok {
+		return nil, errCode(CodeMalformedInner)
+	}
+	path, _, _ := strings.Cut(target, "?")
+	if !strings.HasPrefix(path, string(s.mount)+"/") {
+		return nil, errCode("outside")
+	}
+	if h, ok := Get(fields, "host"); !ok || h == "" {
+		return nil, errCode(CodeBadHost)
+	}
+	r, err := RouteRequest(method, target, s.mount)
+	if err != nil {
+		return nil, err
+	}
+	clen := -1
+	if v, ok := Get(fields, "content-length"); ok {
+		if clen, err = strconv.Atoi(v); err != nil {
+			return nil, errCode(CodeMalformedInner)
+		}
+	}
+	var stream []byte
+	switch r.Kind {
+	case "post":
+		if clen > s.maxBody {
+			return nil, ErrBodyTooLarge
+		}
+		stream = body
+		if clen >= 0 && clen < len(body) {
+			stream = body[:clen]
+		}
+	case "get":
+		if clen > 0 || len(body) > 0 {
+			return nil, errCode(CodeBadQuery)
+		}
+		if stream, err = DecodeQuery(r.Query, s.maxBody); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, errCode(r.Kind)
+	}
+	var cookies []string
+	for _, f := range fields {
+		if strings.EqualFold(f.Name, "cookie") {
+			cookies = append(cookies, f.Value)
+		}
+	}
+	kid := s.cert.KID()
+	cred, err := ScanCookies(cookies, func(id KID) string {
+		switch {
+		case id == kid && s.now <= int64(s.cert.NotAfter):
+			return "key"
+		case s.ticket != nil && id == s.ticket.TID && s.now <= s.ticketExpires:
+			return "ticket"
+		}
+		return ""
+	})
+	if err != nil {
+		return nil, err
+	}
+	var k SessionKey
+	if cred.Ticket {
+		c, err := s.ticket.Open(cred.Value, s.now)
+		if err != nil {
+			return nil, err
+		}
+		if c.KID != kid || s.now > int64(s.cert.NotAfter) {
+			return nil, ErrUnknownKey
+		}
+		k = c.Key
+	} else if k, err = s.kex.SessionKey(cred.Value); err != nil {
+		return nil, err
+	}
+	plain, err := OpenAll(NewRequestOpener(k, r.N0, DefaultMaxRecord), stream)
+	if err != nil {
+		return nil, err
+	}
+	head, ibody, err := DecodeRequest(plain, DefaultLimits())
+	if err != nil {
+		return nil, err
+	}
+	return &accepted{head: head, body: ibody, key: k, n0: r.N0, kid: kid}, nil
+}
+
+// runExchange plays both sides of an exchange vector.
+func runExchange(t *testing.T, in map[string]any) (map[string]any, error) {
+	srv := testServerFrom(t, in)
+	n0 := n24(hx(in, "n0"))
+	var k SessionKey
+	var cookie string
+	var err error
+	if _, ok := in["ticket"]; ok {
+		tic := Ticket(hx(in, "ticket"))
+		k = SessionKey(hx(in, "ticket_session_key"))
+		cookie, err = FormatCookie(tic.TID(), tic.Sealed(), str(in, "name_pad"), str(in, "value_pad"))
+	} else {
+		var client *KexSecret
+		if client, err = NewKexSecret(hx(in, "client_secret")); err != nil {
+			return nil, err
+		}
+		// The client learns the server key from the certificate text.
+		cert, err := ParseCertText(srv.cert.Text())
+		if err != nil {
+			return nil, err
+		}
+		if k, err = client.SessionKey(cert.KexPublic[:]); err != nil {
+			return nil, err
+		}
+		cookie, err = FormatCookie(cert.KID(), client.Public(), str(in, "name_pad"), str(in, "value_pad"))
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	inner := hx(in, "inner_request")
+	stream, err := SealAll(NewRequestSealer(k, n0), nil, inner, int(num(in, "record_size")))
+	if err != nil {
+		return nil, err
+	}
+	var outer []byte
+	if str(in, "form") == "get" {
+		outer = FormatRequestHead(true, srv.mount.GetTarget(&n0, stream), str(in, "host"), cookie, 0)
+	} else {
+		outer = append(FormatRequestHead(false, srv.mount.NoncePath(&n0), str(in, "host"), cookie, len(stream)), stream...)
+	}
+
+	// Server side: accept, check the inner request, seal the response.
+	acc, err := srv.accept(outer)
+	if err != nil {
+		return nil, err
+	}
+	if got := append(acc.head.Format(nil), acc.body...); !bytes.Equal(got, inner) {
+		t.Fatalf("server saw a different inner request: %q", got)
+	}
+	rn0 := n24(hx(in, "response_n0"))
+	rsp := append([]byte(nil), rn0[:]...)
+	rsp, err = SealAll(NewResponseSealer(acc.key, n0, rn0), rsp, hx(in, "inner_response"), int(num(in, "response_record_size")))
+	if err != nil {
+		return nil, err
+	}
+
+	// Client side again: open the response with k and the request nonce.
+	plain, err := OpenAll(NewResponseOpener(k, n0, DefaultMaxRecord), rsp)
+	if err != nil {
+		return nil, err
+	}
+	head, body, err := DecodeResponse(plain, DefaultLimits())
+	if err != nil {
+		return nil, err
+	}
+	if got := append(head.Format(nil), body...); !bytes.Equal(got, hx(in, "inner_response")) {
+		t.Fatalf("client opened a different inner response: %q", got)
+	}
+	return map[string]any{"cert_text": srv.cert.Text(), "session_key": hex.EncodeToString(k[:]), "cookie": cookie,
+		"outer_request": hex.EncodeToString(outer), "response_body": hex.EncodeToString(rsp)}, nil
+}

@@ -1,0 +1,415 @@
+package httpcrypt
+
+import (
+	"crypto/cipher"
+	"encoding/binary"
+	"errors"
+
+	"golang.org/x/crypto/chacha20"
+	"golang.org/x/crypto/chacha20poly1305"
+)
+
+// Sealed stream constants (spec §3).
+const (
+	HeaderLen      = 4
+	RecordOverhead = HeaderLen + TagLen
+	// RecordFloor and RecordCeiling bound a receiver's record maximum.
+	RecordFloor   = 16 * 1024
+	RecordCeiling = 1 << 24
+	// DefaultMaxRecord is a receiver's default record maximum.
+	DefaultMaxRecord = 1 << 20
+	// DefaultRecordSize is the record size this client seals with.
+	DefaultRecordSize = 16 * 1024
+	maxRecords        = uint64(1) << 32
+
+	flagFinal = uint32(1) << 31
+	flagClear = uint32(1) << 30
+	lenMask   = flagClear - 1
+)
+
+var (
+	labelReq = []byte("hc1-req")
+	labelRsp = []byte("hc1-rsp")
+)
+
+// xchacha is XChaCha20-Poly1305 as HChaCha20 subkey + RFC 8439 AEAD, with
+// the subkey cached per 16-byte nonce prefix (spec §1.3): consecutive
+// record nonces share it except once per 2^64 records.
+type xchacha struct {
+	key    SessionKey
+	prefix [16]byte
+	aead   cipher.AEAD
+}
+
+func (x *xchacha) forNonce(n *[NonceLen]byte) (cipher.AEAD, [12]byte) {
+	var short [12]byte
+	copy(short[4:], n[16:])
+	if x.aead == nil || [16]byte(n[:16]) != x.prefix {
+		sub, err := chacha20.HChaCha20(x.key[:], n[:16])
+		if err != nil {
+			panic("httpcrypt: HChaCha20 with a 32-byte key failed")
+		}
+		a, err := chacha20poly1305.New(sub)
+		if err != nil {
+			panic("httpcrypt: ChaCha20-Poly1305 with a 32-byte key failed")
+		}
+		x.aead, x.prefix = a, [16]byte(n[:16])
+	}
+	return x.aead, short
+}
+
+// chain is the state both ends share: nonce, index, previous tag.
+type chain struct {
+	x         xchacha
+	n0        [NonceLen]byte
+	index     uint64
+	prevTag   [TagLen]byte
+	response  bool
+	requestN0 [NonceLen]byte
+	ad        []byte
+}
+
+func newChain(k SessionKey, n0 [NonceLen]byte, response bool, requestN0 [NonceLen]byte) chain {
+	return chain{x: xchacha{key: k}, n0: n0, response: response, requestN0: requestN0, ad: make([]byte, 0, 64)}
+}
+
+// buildAD sets c.ad to AD_i for the current record (spec §3.3).
+func (c *chain) buildAD(header []byte) {
+	c.ad = c.ad[:0]
+	if c.index == 0 {
+		if c.response {
+			c.ad = append(c.ad, labelRsp...)
+			c.ad = append(c.ad, c.requestN0[:]...)
+		} else {
+			c.ad = append(c.ad, labelReq...)
+		}
+	} else {
+		c.ad = append(c.ad, c.prevTag[:]...)
+	}
+	c.ad = append(c.ad, header...)
+}
+
+// Sealer produces the records of one stream. Seal appends non-final
+// records; Finish appends the FINAL record, after which the sealer refuses
+// further use.
+type Sealer struct {
+	c    chain
+	done bool
+}
+
+// NewRequestSealer starts a request stream at n0 (the nonce in the path).
+func NewRequestSealer(k SessionKey, n0 [NonceLen]byte) *Sealer {
+	return &Sealer{c: newChain(k, n0, false, [NonceLen]byte{})}
+}
+
+// NewResponseSealer starts a response stream at the fresh nonce n0,
+// answering the request whose nonce is requestN0. The caller writes n0
+// in front of the stream (spec §4.2).
+func NewResponseSealer(k SessionKey, requestN0, n0 [NonceLen]byte) *Sealer {
+	return &Sealer{c: newChain(k, n0, true, requestN0)}
+}
+
+var errSealerDone = errors.New("httpcrypt: sealer used after its FINAL record")
+
+func (s *Sealer) append(dst, plaintext []byte, final, clear bool) ([]byte, error) {
+	if s.done {
+		return dst, errSealerDone
+	}
+	if len(plaintext) > RecordCeiling {
+		return dst, ErrRecordTooLarge
+	}
+	if clear && !s.c.response {
+		return dst, ErrClearInRequest
+	}
+	if s.c.index >= maxRecords {
+		return dst, ErrTooManyRecords
+	}
+	w := uint32(len(plaintext))
+	if final {
+		w |= flagFinal
+	}
+	if clear {
+		w |= flagClear
+	}
+	start := len(dst)
+	dst = grow(dst, RecordOverhead+len(plaintext)+TagLen)
+	rec := dst[start : start+RecordOverhead+len(plaintext)]
+	binary.BigEndian.PutUint32(rec, w)
+	s.c.buildAD(rec[:HeaderLen])
+	n := nonceAdd(&s.c.n0, s.c.index)
+	aead, short := s.c.x.forNonce(&n)
+	payload := rec[RecordOverhead:]
+	if clear {
+		copy(payload, plaintext)
+		s.c.ad = append(s.c.ad, plaintext...)
+		aead.Seal(rec[HeaderLen:HeaderLen], short[:], nil, s.c.ad)
+	} else {
+		// Seal in place after the header gap: ct || tag, then move the tag
+		// in front of the ciphertext.
+		copy(payload, plaintext)
+		out := aead.Seal(payload[:0], short[:], payload, s.c.ad)
+		var tag [TagLen]byte
+		copy(tag[:], out[len(plaintext):])
+		copy(rec[HeaderLen:RecordOverhead], tag[:])
+	}
+	copy(s.c.prevTag[:], rec[HeaderLen:RecordOverhead])
+	s.c.index++
+	if final {
+		s.done = true
+	}
+	return dst[:start+len(rec)], nil
+}
+
+// grow extends dst by n bytes (contents unspecified).
+func grow(dst []byte, n int) []byte {
+	if cap(dst)-len(dst) < n {
+		nd := make([]byte, len(dst), 2*cap(dst)+n)
+		copy(nd, dst)
+		dst = nd
+	}
+	return dst[:len(dst)+n]
+}
+
+// Seal appends a non-final encrypted record holding plaintext to dst.
+func (s *Sealer) Seal(dst, plaintext []byte) ([]byte, error) {
+	return s.append(dst, plaintext, false, false)
+}
+
+// SealClear appends a non-final CLEAR record (responses only, spec §9).
+func (s *Sealer) SealClear(dst, plaintext []byte) ([]byte, error) {
+	return s.append(dst, plaintext, false, true)
+}
+
+// Finish appends the FINAL encrypted record (possibly empty).
+func (s *Sealer) Finish(dst, plaintext []byte) ([]byte, error) {
+	return s.append(dst, plaintext, true, false)
+}
+
+// FinishClear appends the FINAL record as a CLEAR record (responses only).
+func (s *Sealer) FinishClear(dst, plaintext []byte) ([]byte, error) {
+	return s.append(dst, plaintext, true, true)
+}
+
+// SealAll seals plaintext as records of at most recordSize bytes, the last
+// one FINAL (an empty plaintext gives one empty FINAL record).
+func SealAll(s *Sealer, dst, plaintext []byte, recordSize int) ([]byte, error) {
+	if recordSize < 1 {
+		recordSize = 1
+	}
+	var err error
+	for len(plaintext) > recordSize {
+		if dst, err = s.Seal(dst, plaintext[:recordSize]); err != nil {
+			return dst, err
+		}
+		plaintext = plaintext[recordSize:]
+	}
+	return s.Finish(dst, plaintext)
+}
+
+// Event is what an Opener yields: verified plaintext of one record, or the
+// end of the stream.
+type Event struct {
+	// Data is a record's verified plaintext (never empty unless End);
+	// valid until the next call on the Opener.
+	Data []byte
+	// Clear: the record was a CLEAR record.
+	Clear bool
+	// End: the FINAL record verified; the stream is complete.
+	End bool
+}
+
+type openState int
+
+const (
+	stNonce openState = iota
+	stRecords
+	stEndPending
+	stDone
+	stFailed
+)
+
+// Opener opens one stream: push input with Receive in any split, pull
+// verified plaintext with NextEvent, and call Finish at the end of input.
+type Opener struct {
+	c       chain
+	max     int
+	buf     []byte
+	pos     int
+	scratch []byte
+	state   openState
+	err     *Error
+}
+
+func clampMax(m int) int {
+	if m < RecordFloor {
+		return RecordFloor
+	}
+	if m > RecordCeiling {
+		return RecordCeiling
+	}
+	return m
+}
+
+// NewRequestOpener opens a request stream whose nonce n0 came from the path.
+func NewRequestOpener(k SessionKey, n0 [NonceLen]byte, maxRecord int) *Opener {
+	return &Opener{c: newChain(k, n0, false, [NonceLen]byte{}), max: clampMax(maxRecord), state: stRecords}
+}
+
+// NewResponseOpener opens a response body (n0 || stream) answering the
+// request whose nonce is requestN0.
+func NewResponseOpener(k SessionKey, requestN0 [NonceLen]byte, maxRecord int) *Opener {
+	return &Opener{c: newChain(k, [NonceLen]byte{}, true, requestN0), max: clampMax(maxRecord), state: stNonce}
+}
+
+func (o *Opener) fail(e *Error) error {
+	o.state, o.err = stFailed, e
+	o.buf, o.pos, o.scratch = nil, 0, nil
+	return e
+}
+
+// Receive pushes input bytes. Bytes after the FINAL record are trailing_data.
+func (o *Opener) Receive(b []byte) error {
+	if o.state == stFailed {
+		return o.err
+	}
+	if len(b) == 0 {
+		return nil
+	}
+	if o.state == stEndPending || o.state == stDone {
+		return o.fail(ErrTrailingData)
+	}
+	if o.pos > 0 {
+		n := copy(o.buf, o.buf[o.pos:])
+		o.buf, o.pos = o.buf[:n], 0
+	}
+	o.buf = append(o.buf, b...)
+	return nil
+}
+
+// NextEvent returns the next event; ok is false when more input is needed
+// (or after End).
+func (o *Opener) NextEvent() (ev Event, ok bool, err error) {
+	for {
+		switch o.state {
+		case stFailed:
+			return Event{}, false, o.err
+		case stDone:
+			return Event{}, false, nil
+		case stEndPending:
+			o.state = stDone
+			return Event{End: true}, true, nil
+		case stNonce:
+			if len(o.buf)-o.pos < NonceLen {
+				return Event{}, false, nil
+			}
+			copy(o.c.n0[:], o.buf[o.pos:])
+			o.pos += NonceLen
+			o.state = stRecords
+		case stRecords:
+			data, clear, final, got, err := o.openRecord()
+			if err != nil || !got {
+				return Event{}, false, err
+			}
+			if final {
+				if len(data) == 0 {
+					o.state = stDone
+					return Event{End: true}, true, nil
+				}
+				o.state = stEndPending
+			} else if len(data) == 0 {
+				continue
+			}
+			return Event{Data: data, Clear: clear}, true, nil
+		}
+	}
+}
+
+// openRecord verifies the next buffered record (spec §11.2: the header is
+// judged before the payload is awaited).
+func (o *Opener) openRecord() (data []byte, clear, final, got bool, err error) {
+	avail := o.buf[o.pos:]
+	if len(avail) < HeaderLen {
+		return nil, false, false, false, nil
+	}
+	w := binary.BigEndian.Uint32(avail)
+	l := int(w & lenMask)
+	final, clear = w&flagFinal != 0, w&flagClear != 0
+	if l > o.max {
+		return nil, false, false, false, o.fail(ErrRecordTooLarge)
+	}
+	if clear && !o.c.response {
+		return nil, false, false, false, o.fail(ErrClearInRequest)
+	}
+	if o.c.index >= maxRecords {
+		return nil, false, false, false, o.fail(ErrTooManyRecords)
+	}
+	total := RecordOverhead + l
+	if len(avail) < total {
+		return nil, false, false, false, nil
+	}
+	header, tag, payload := avail[:HeaderLen], avail[HeaderLen:RecordOverhead], avail[RecordOverhead:total]
+	o.c.buildAD(header)
+	n := nonceAdd(&o.c.n0, o.c.index)
+	aead, short := o.c.x.forNonce(&n)
+	if clear {
+		o.c.ad = append(o.c.ad, payload...)
+		if _, e := aead.Open(nil, short[:], tag, o.c.ad); e != nil {
+			return nil, false, false, false, o.fail(ErrIntegrity)
+		}
+		data = payload
+	} else {
+		o.scratch = append(append(o.scratch[:0], payload...), tag...)
+		out, e := aead.Open(o.scratch[:0], short[:], o.scratch, o.c.ad)
+		if e != nil {
+			return nil, false, false, false, o.fail(ErrIntegrity)
+		}
+		data = out
+	}
+	copy(o.c.prevTag[:], tag)
+	o.c.index++
+	o.pos += total
+	if final && o.pos != len(o.buf) {
+		return nil, false, false, false, o.fail(ErrTrailingData)
+	}
+	return data, clear, final, true, nil
+}
+
+// Complete reports whether the FINAL record has verified.
+func (o *Opener) Complete() bool { return o.state == stEndPending || o.state == stDone }
+
+// Records is the number of records verified so far.
+func (o *Opener) Records() uint64 { return o.c.index }
+
+// Finish ends the input: it succeeds only if the FINAL record verified;
+// otherwise the stream was truncated.
+func (o *Opener) Finish() error {
+	switch o.state {
+	case stFailed:
+		return o.err
+	case stEndPending, stDone:
+		return nil
+	}
+	return ErrTruncated
+}
+
+// OpenAll opens a whole stream held in memory.
+func OpenAll(o *Opener, body []byte) ([]byte, error) {
+	if err := o.Receive(body); err != nil {
+		return nil, err
+	}
+	var out []byte
+	for {
+		ev, ok, err := o.NextEvent()
+		if err != nil {
+			return nil, err
+		}
+		if !ok || ev.End {
+			break
+		}
+		out = append(out, ev.Data...)
+	}
+	if err := o.Finish(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
