@@ -1,0 +1,494 @@
+"""The client's protocol logic, independent of any HTTP library.
+
+:class:`PreparedRequest` is one exchange without IO (credential, ``k``,
+cookie, sealing, opening). :class:`Engine` keeps per-host state (keys from
+``OPTIONS {mount}/`` or an ``unknown-key`` problem, the client key pair when
+reused, the last ticket and token, the clock offset) and turns a caller's
+request into an outer :class:`Attempt`; the httpx transports and the
+requests adapter are thin drivers around it (spec §11.5 retry rules)."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+from . import b64, inner, outer
+from .cert import DiscoveredKey, choose, choose_key, parse_cert_list
+from .cert import KeyCert
+from .date import format_date, parse_date
+from .errors import (
+    ConfigError,
+    HTTPCryptError,
+    InnerProblem,
+    ProtocolError,
+    RefusedError,
+    inner_problem,
+)
+from .errors import STALE, TOKEN_REQUIRED, UNKNOWN_KEY
+from .inner import RequestHead, ResponseDecoder, ResponseHead
+from .outer import Mount
+from .stream import DEFAULT_MAX_RECORD, RECORD_OVERHEAD, Opener, Sealer, open_all, seal_all
+from .suite import NONCE_LEN, generate_secret, kid, session_key, x25519_public
+from .ticket import TICKET_FIELD, Ticket
+from .token import CLIENT_RANDOM_FIELD, RANDOM_FIELD
+
+DEFAULT_RECORD = 16 * 1024
+PROBLEM_LIMIT = 64 * 1024
+CERTS_LIMIT = 64 * 1024
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
+# Caller fields never copied into the inner request (the stream frames it).
+_SKIP_FIELDS = inner.FORBIDDEN | {"content-length", "te", "trailer", "proxy-connection"}
+
+
+class PreparedRequest:
+    """Everything one exchange needs: ``n0``, ``k`` and the cookie."""
+
+    def __init__(self, n0: bytes, key: bytes, cookie: str,
+                 credential: Literal["key", "ticket"]):
+        self.n0 = n0
+        self.session_key = key
+        self.cookie = cookie
+        self.credential = credential
+
+    @classmethod
+    def for_key(cls, server_public: bytes, n0: bytes, name_pad: str = "", value_pad: str = "",
+                *, client_secret: bytes | None = None, ticket: Ticket | None = None,
+                ticket_key: bytes | None = None) -> PreparedRequest:
+        """Derives ``k`` against the server key with ``client_secret``, or
+        takes it from a ticket (``ticket_key`` is the session key it carries)."""
+        if len(n0) != NONCE_LEN:
+            raise ConfigError("n0 must be 24 bytes")
+        if ticket is not None and ticket_key is not None:
+            cookie = outer.format_cookie(ticket.tid, ticket.sealed, name_pad, value_pad)
+            return cls(n0, ticket_key, cookie, "ticket")
+        if client_secret is None:
+            raise ConfigError("need a client secret or a ticket")
+        k = session_key(client_secret, server_public)
+        cookie = outer.format_cookie(kid(server_public), x25519_public(client_secret),
+                                     name_pad, value_pad)
+        return cls(n0, k, cookie, "key")
+
+    def sealer(self) -> Sealer:
+        """A sealer for the request stream."""
+        return Sealer.request(self.session_key, self.n0)
+
+    def response_opener(self, max_record: int = DEFAULT_MAX_RECORD) -> Opener:
+        """An opener for the response body."""
+        return Opener.response(self.session_key, self.n0, max_record)
+
+    def encode_outer(self, form: Literal["post", "get"], mount: Mount, host: str,
+                     stream: bytes) -> bytes:
+        """The complete outer request in the canonical layout."""
+        if form == "post":
+            return outer.encode_request_head("post", mount.nonce_path(self.n0), host,
+                                             self.cookie, len(stream)) + stream
+        return outer.encode_request_head("get", mount.get_target(self.n0, stream), host,
+                                         self.cookie)
+
+    def open_response(self, body: bytes,
+                      max_record: int = DEFAULT_MAX_RECORD) -> tuple[ResponseHead, bytes]:
+        """Opens a whole response body and parses the inner response."""
+        return inner.decode_response(open_all(self.response_opener(max_record), body))
+
+
+@dataclass
+class ClientConfig:
+    """Client settings.
+
+    - ``mount``: the server's mount path.
+    - ``identity``: pinned identity key (base64url text or 32 bytes):
+      authenticated mode; certificates must verify under it.
+    - ``get_form``: use the GET form when the whole request fits the request
+      line (the Rust client's default).
+    - ``tickets``: present tickets the server issued.
+    - ``reuse_key``: one key pair per host (the server's session cache applies).
+    - ``clock``: unix time source (tests shift it to provoke ``stale``).
+    """
+
+    mount: str = ""
+    identity: bytes | str | None = None
+    get_form: bool = True
+    tickets: bool = True
+    reuse_key: bool = False
+    record_size: int = DEFAULT_RECORD
+    max_record: int = DEFAULT_MAX_RECORD
+    max_inner_head: int = inner.DEFAULT_MAX_INNER_HEAD
+    max_inner_fields: int = inner.DEFAULT_MAX_INNER_FIELDS
+    clock: Callable[[], float] = time.time
+
+
+@dataclass
+class _Host:
+    keys: list[DiscoveredKey] = field(default_factory=list)
+    fetched: float = 0.0
+    max_age: int = 0
+    secret: bytes | None = None
+    ticket: tuple[Ticket, bytes] | None = None
+    token: tuple[str, bytes] | None = None
+    clock_offset: int = 0
+
+
+@dataclass
+class ExchangeInfo:
+    """What a middlebox saw of an exchange, attached to responses."""
+
+    method: str
+    url: str
+    request_headers: list[tuple[str, str]]
+    credential: Literal["key", "ticket"]
+    status: int = 0
+    attempts: int = 1
+
+
+@dataclass
+class Attempt:
+    """One outer request to send. ``body`` is bytes, a (sync or async)
+    iterable of sealed chunks, or None (GET form)."""
+
+    scheme: str
+    authority: str
+    prepared: PreparedRequest
+    method: str
+    url: str
+    headers: list[tuple[str, str]]
+    body: bytes | Iterable[bytes] | AsyncIterable[bytes] | None
+    content_length: int | None
+    inner_method: str
+
+    def info(self, attempts: int) -> ExchangeInfo:
+        """The outer view of this attempt."""
+        return ExchangeInfo(self.method, self.url, list(self.headers),
+                            self.prepared.credential, attempts=attempts)
+
+
+class ResponseReader:
+    """Feeds outer response bytes through the opener and the inner decoder;
+    only verified plaintext comes out."""
+
+    def __init__(self, prepared: PreparedRequest, config: ClientConfig):
+        self._opener = prepared.response_opener(config.max_record)
+        self._decoder = ResponseDecoder(config.max_inner_head, config.max_inner_fields)
+        self.head: ResponseHead | None = None
+        self._body: list[bytes] = []
+
+    def push(self, chunk: bytes) -> None:
+        """Receives outer body bytes."""
+        for plaintext in self._opener.feed(chunk):
+            self._decoder.receive(plaintext)
+            self._drain()
+
+    def _drain(self) -> None:
+        while (ev := self._decoder.pull()) is not None:
+            if isinstance(ev, ResponseHead):
+                self.head = ev
+            else:
+                self._body.append(ev)
+
+    def take(self) -> list[bytes]:
+        """Verified body chunks received so far."""
+        out, self._body = self._body, []
+        return out
+
+    def end(self) -> None:
+        """The outer body ended: the stream and the message must be complete."""
+        self._opener.finish()
+        self._drain()
+        self._decoder.finish()
+
+
+def _max_age(cache_control: str | None) -> int:
+    if not cache_control:
+        return 0
+    m = re.search(r"(?:^|,)\s*max-age=(\d+)\s*(?:,|$)", cache_control)
+    # max-age=0 means "ask again soon", not "keep forever" (no max-age).
+    return max(int(m.group(1)), 1) if m else 0
+
+
+def _identity_bytes(identity: bytes | str | None) -> bytes | None:
+    if identity is None:
+        return None
+    if isinstance(identity, str):
+        return b64.decode_exact(identity.strip(), 32)
+    if len(identity) != 32:
+        raise ConfigError("identity must be 32 bytes")
+    return bytes(identity)
+
+
+class Engine:
+    """Per-host client state and the protocol decisions of spec §11.5.
+    Thread-safe; one engine may serve several transports."""
+
+    def __init__(self, config: ClientConfig | None = None, **kwargs: object):
+        if config is None:
+            config = ClientConfig(**kwargs)  # type: ignore[arg-type]
+        elif kwargs:
+            raise ConfigError("pass either a ClientConfig or keyword settings")
+        self.config = config
+        self.mount = Mount(config.mount)
+        self.identity = _identity_bytes(config.identity)
+        self._lock = threading.Lock()
+        self._hosts: dict[str, _Host] = {}
+
+    def _host(self, authority: str) -> _Host:
+        h = self._hosts.get(authority)
+        if h is None:
+            h = self._hosts[authority] = _Host()
+        return h
+
+    def now(self) -> float:
+        """The client's clock."""
+        return self.config.clock()
+
+    # ---- keys ----
+
+    def cached_key(self, authority: str) -> DiscoveredKey | None:
+        """The key to use if the cached certificates are fresh and one is valid."""
+        now = self.now()
+        with self._lock:
+            h = self._host(authority)
+            if h.max_age and now >= h.fetched + h.max_age:
+                return None
+            try:
+                return choose_key(h.keys, now)
+            except ProtocolError:
+                return None
+
+    def options_url(self, scheme: str, authority: str) -> str:
+        """``{scheme}://{authority}{mount}/``."""
+        return f"{scheme}://{authority}{self.mount.options_path()}"
+
+    def store_certs(self, authority: str, status: int, cache_control: str | None,
+                    body: bytes) -> DiscoveredKey:
+        """Takes an OPTIONS answer: checks it in authenticated mode, caches
+        it for ``max-age`` and returns the key to use."""
+        if status != 200:
+            raise RefusedError(status, None)
+        certs = parse_cert_list(body)
+        now = self.now()
+        choose(certs, now, self.identity)  # bad_signature / not_valid
+        if self.identity is not None:
+            certs = [c for c in certs if _verifies(c, self.identity)]
+        keys = [c.discovered() for c in certs]
+        with self._lock:
+            h = self._host(authority)
+            h.keys, h.fetched, h.max_age = keys, now, _max_age(cache_control)
+        return choose_key(keys, now)
+
+    # ---- requests ----
+
+    def build(self, scheme: str, authority: str, server_key: DiscoveredKey, method: str,
+              target: str, headers: Iterable[tuple[str, str]], body: bytes | None,
+              body_stream: Iterable[bytes] | AsyncIterable[bytes] | None = None,
+              body_len: int | None = None, own_date: bool = False) -> Attempt:
+        """Seals (or prepares to seal) one request. ``body`` is the whole
+        body, or None with ``body_stream`` (``body_len`` if known)."""
+        if scheme != "http":
+            raise ConfigError(f"HTTPCrypt runs over plain http, not {scheme}")
+        cfg = self.config
+        with self._lock:
+            h = self._host(authority)
+            ticket = h.ticket if cfg.tickets else None
+            if cfg.reuse_key and h.secret is None:
+                h.secret = generate_secret()
+            secret = h.secret
+            offset = h.clock_offset
+            token = h.token
+        n0 = os.urandom(NONCE_LEN)
+        if ticket is not None:
+            prepared = PreparedRequest.for_key(server_key.kex_public, n0, outer.random_pad(),
+                                               outer.random_pad(), ticket=ticket[0],
+                                               ticket_key=ticket[1])
+        else:
+            prepared = PreparedRequest.for_key(server_key.kex_public, n0, outer.random_pad(),
+                                               outer.random_pad(),
+                                               client_secret=secret or generate_secret())
+        if body is not None:
+            body_len = len(body)
+        # Inner head: the caller's fields, Host, a (corrected) Date, framing.
+        head = RequestHead(method, target or "/")
+        has_host = has_date = False
+        for name, value in headers:
+            lname = name.lower()
+            if lname in _SKIP_FIELDS or (own_date and lname == "date"):
+                continue
+            has_host |= lname == "host"
+            has_date |= lname == "date"
+            head.fields.append((name, value))
+        if not has_host:
+            head.fields.insert(0, ("Host", authority))
+        if not has_date:
+            head.fields.append(("Date", format_date(int(self.now()) + offset)))
+        if body_len is not None and (body_len > 0 or method in ("POST", "PUT")):
+            head.fields.append(("Content-Length", str(body_len)))
+        if method.upper() not in SAFE_METHODS:
+            if token is not None and token[1] == prepared.session_key:
+                head.fields.append((RANDOM_FIELD, token[0]))
+            head.fields.append((CLIENT_RANDOM_FIELD, b64.encode(os.urandom(24))))
+        head_bytes = head.format()
+        out_headers = [("Host", authority), ("Cookie", prepared.cookie)]
+        base = f"{scheme}://{authority}"
+        if (cfg.get_form and body is not None
+                and outer.fits_get_form(self.mount, len(head_bytes) + len(body) + 64)):
+            plain = head_bytes + body
+            stream = seal_all(prepared.sealer(), plain, max(len(plain), 1))
+            out_headers += [("Cache-Control", "no-cache, no-store"), ("Pragma", "no-cache")]
+            return Attempt(scheme, authority, prepared, "GET",
+                           base + self.mount.get_target(n0, stream), out_headers, None, None,
+                           method)
+        out_headers += [("Content-Type", outer.OCTET_STREAM),
+                        ("Cache-Control", "no-cache, no-store"), ("Pragma", "no-cache")]
+        rs = max(cfg.record_size, 1)
+        sealed: bytes | Iterable[bytes] | AsyncIterable[bytes]
+        if body is not None:
+            sealed = seal_all(prepared.sealer(), head_bytes + body, rs)
+            length: int | None = len(sealed)
+        else:
+            assert body_stream is not None
+            if isinstance(body_stream, AsyncIterable):
+                sealed = aseal_chunks(prepared.sealer(), body_stream, rs, head_bytes)
+            else:
+                sealed = seal_chunks_exact(prepared.sealer(), body_stream, rs, head_bytes)
+            length = None
+            if body_len is not None:
+                plain = len(head_bytes) + body_len
+                length = plain + max(1, -(-plain // rs)) * RECORD_OVERHEAD
+        if length is not None:
+            out_headers.append(("Content-Length", str(length)))
+        return Attempt(scheme, authority, prepared, "POST", base + self.mount.nonce_path(n0),
+                       out_headers, sealed, length, method)
+
+    def refused(self, attempt: Attempt, status: int, body: bytes) -> None:
+        """A non-200 outer answer: returns if the request should be retried
+        (``unknown-key``, with the problem's certificates), else raises."""
+        problem = outer.parse_problem(body)
+        if problem is None or problem.type != UNKNOWN_KEY:
+            raise RefusedError(status, problem.type if problem else None)
+        certs = []
+        for line in problem.certs:
+            try:
+                certs.append(KeyCert.from_text(line))
+            except ProtocolError:
+                continue
+        if self.identity is not None:
+            certs = [c for c in certs if _verifies(c, self.identity)]
+        now = self.now()
+        try:
+            choose_key(certs, now)
+            usable = True
+        except ProtocolError:
+            usable = False
+        with self._lock:
+            h = self._host(attempt.authority)
+            h.ticket = None
+            if usable:
+                h.keys = [c.discovered() for c in certs]
+                h.fetched = now
+            else:
+                h.keys = []  # the retry fetches OPTIONS again
+
+    def reader(self, attempt: Attempt) -> ResponseReader:
+        """A reader for the 200 outer response of ``attempt``."""
+        return ResponseReader(attempt.prepared, self.config)
+
+    def took_head(self, attempt: Attempt, head: ResponseHead) -> None:
+        """Keeps the ticket and token an authenticated inner head carries."""
+        t = inner.field_value(head.fields, TICKET_FIELD)
+        r = inner.field_value(head.fields, RANDOM_FIELD)
+        k = attempt.prepared.session_key
+        with self._lock:
+            h = self._host(attempt.authority)
+            if t is not None:
+                try:
+                    h.ticket = (Ticket.from_field(t.strip()), k)
+                except ProtocolError:
+                    pass
+            if r is not None:
+                h.token = (r.strip(), k)
+
+    def is_problem(self, head: ResponseHead) -> bool:
+        """Whether an inner head may be a protocol problem (then its small
+        body must be read to tell)."""
+        ctype = inner.field_value(head.fields, "content-type") or ""
+        return ctype.split(";")[0].strip().lower() == outer.PROBLEM_TYPE
+
+    def judge_problem(self, attempt: Attempt, head: ResponseHead,
+                      body: bytes) -> Literal["stale", "token"] | None:
+        """For an inner problem document: ``stale`` / ``token`` to retry
+        (clock corrected), raises :class:`InnerProblem` for other protocol
+        problems, None for an application's own problem document."""
+        p = outer.parse_problem(body)
+        if p is None or not p.type.startswith("urn:httpcrypt:"):
+            return None
+        if p.type == STALE:
+            date = inner.field_value(head.fields, "date")
+            if date is not None:
+                try:
+                    server = parse_date(date)
+                except ProtocolError:
+                    pass
+                else:
+                    with self._lock:
+                        self._host(attempt.authority).clock_offset = server - int(self.now())
+            return "stale"
+        if p.type == TOKEN_REQUIRED:
+            return "token"
+        raise inner_problem(p.type, head.status, p.title)
+
+
+def _verifies(cert: KeyCert, identity: bytes) -> bool:
+    try:
+        cert.verify(identity)
+    except ProtocolError:
+        return False
+    return True
+
+
+def seal_chunks_exact(sealer: Sealer, chunks: Iterable[bytes], record_size: int,
+                      prefix: bytes) -> Iterator[bytes]:
+    """Seals ``prefix`` then ``chunks`` into full records of ``record_size``
+    (the FINAL one takes the rest), yielding records as they fill, so the
+    outer length is known in advance from the plaintext length."""
+    pending = bytearray(prefix)
+    for chunk in chunks:
+        if not chunk:
+            continue
+        pending += chunk
+        if len(pending) > record_size:
+            yield _seal_full(sealer, pending, record_size)
+    yield sealer.finish(bytes(pending))
+
+
+async def aseal_chunks(sealer: Sealer, chunks: AsyncIterable[bytes], record_size: int,
+                       prefix: bytes) -> AsyncIterator[bytes]:
+    """:func:`seal_chunks_exact` for an async body."""
+    pending = bytearray(prefix)
+    async for chunk in chunks:
+        if not chunk:
+            continue
+        pending += chunk
+        if len(pending) > record_size:
+            yield _seal_full(sealer, pending, record_size)
+    yield sealer.finish(bytes(pending))
+
+
+def _seal_full(sealer: Sealer, pending: bytearray, record_size: int) -> bytes:
+    out = []
+    pos = 0
+    mv = memoryview(pending)
+    while len(pending) - pos > record_size:
+        out.append(sealer.seal(bytes(mv[pos:pos + record_size])))
+        pos += record_size
+    mv.release()
+    del pending[:pos]
+    return b"".join(out)
+
+
+__all__ = [
+    "Attempt", "ClientConfig", "Engine", "ExchangeInfo", "HTTPCryptError", "InnerProblem",
+    "PreparedRequest", "ResponseReader", "seal_chunks_exact",
+]

@@ -1,0 +1,140 @@
+"""The exception hierarchy (spec §4.4, §12).
+
+Every exception carries ``code``: the snake_case error code of spec §12, the
+same strings the Rust core and the shared vectors use. Problems a server
+reported carry ``problem_type`` (the RFC 9457 ``type`` URN) and ``status``.
+
+- :class:`ProtocolError`: a local check failed (parsing, verification).
+  :class:`IntegrityError` is the subclass for failed or truncated sealed
+  streams; such bytes are never handed to the caller.
+- :class:`InnerProblem`: the server reported a protocol problem inside the
+  sealed response, so it is authenticated (stale, replay, integrity, ...).
+- :class:`RefusedError`: the outer response was not 200. It is plaintext and
+  unauthenticated: an on-path attacker can forge it.
+- :class:`ConfigError`: the client was configured or called wrongly.
+"""
+
+from __future__ import annotations
+
+# Problem type URNs (spec §4.4).
+MALFORMED = "urn:httpcrypt:malformed"
+UNKNOWN_KEY = "urn:httpcrypt:unknown-key"
+TOO_LARGE = "urn:httpcrypt:too-large"
+INTEGRITY = "urn:httpcrypt:integrity"
+STALE = "urn:httpcrypt:stale"
+REPLAY = "urn:httpcrypt:replay"
+TOKEN_REQUIRED = "urn:httpcrypt:token-required"
+OVERLOADED = "urn:httpcrypt:overloaded"
+
+_INTEGRITY_CODES = frozenset(
+    {"integrity", "clear_in_request", "truncated", "trailing_data", "too_many_records"}
+)
+
+# Where the fine-grained code does not travel, the code a client reports for
+# an inner problem type (spec §4.4: the type decides, not the title).
+_INNER_CODES = {
+    INTEGRITY: "integrity",
+    MALFORMED: "malformed_inner",
+    TOO_LARGE: "record_too_large",
+    STALE: "stale",
+    REPLAY: "replay",
+    TOKEN_REQUIRED: "token_required",
+    OVERLOADED: "overloaded",
+}
+_OUTER_CODES = {UNKNOWN_KEY: "unknown_key", TOO_LARGE: "body_too_large"}
+
+
+class HTTPCryptError(Exception):
+    """Base class: ``code`` is the spec §12 code (or a client-side one)."""
+
+    code: str
+    problem_type: str | None
+
+    def __init__(self, code: str, message: str | None = None, problem_type: str | None = None):
+        super().__init__(message or code)
+        self.code = code
+        self.problem_type = problem_type
+
+
+class ProtocolError(HTTPCryptError):
+    """A local protocol check failed; ``code`` says which (spec §12)."""
+
+    def __init__(self, code: str, message: str | None = None):
+        super().__init__(code, message)
+
+
+class IntegrityError(ProtocolError):
+    """A sealed stream failed to verify, was truncated or had trailing bytes."""
+
+
+def protocol_error(code: str, message: str | None = None) -> ProtocolError:
+    """The right ProtocolError subclass for ``code``."""
+    if code in _INTEGRITY_CODES:
+        return IntegrityError(code, message)
+    return ProtocolError(code, message)
+
+
+class InnerProblem(HTTPCryptError):
+    """A protocol problem the server reported inside the sealed response
+    (authenticated). ``status`` is the inner status."""
+
+    status: int
+    title: str
+
+    def __init__(self, problem_type: str, status: int, title: str = ""):
+        code = _INNER_CODES.get(problem_type, "inner_problem")
+        super().__init__(code, f"server reported {status} {problem_type}: {title}".rstrip(": "),
+                         problem_type)
+        self.status = status
+        self.title = title
+
+
+class StaleError(InnerProblem):
+    """Inner 425 ``urn:httpcrypt:stale`` (after the one retry)."""
+
+
+class ReplayError(InnerProblem):
+    """Inner 425 ``urn:httpcrypt:replay`` (never retried)."""
+
+
+class TokenRequiredError(InnerProblem):
+    """Inner 425 ``urn:httpcrypt:token-required`` (after the one retry)."""
+
+
+class ServerIntegrityError(InnerProblem):
+    """Inner 500 ``urn:httpcrypt:integrity``: the server could not verify our request."""
+
+
+def inner_problem(problem_type: str, status: int, title: str = "") -> InnerProblem:
+    """The InnerProblem subclass for ``problem_type``."""
+    cls: type[InnerProblem] = {
+        STALE: StaleError,
+        REPLAY: ReplayError,
+        TOKEN_REQUIRED: TokenRequiredError,
+        INTEGRITY: ServerIntegrityError,
+    }.get(problem_type, InnerProblem)
+    return cls(problem_type, status, title)
+
+
+class RefusedError(HTTPCryptError):
+    """A non-200 outer response: unauthenticated, never data. ``code`` is
+    ``unknown_key`` / ``body_too_large`` where the problem type fixes it,
+    otherwise ``refused``; ``problem_type`` is the type URN if a problem
+    document came, else None."""
+
+    status: int
+
+    def __init__(self, status: int, problem_type: str | None):
+        code = _OUTER_CODES.get(problem_type or "", "refused")
+        super().__init__(
+            code, f"server refused the request: {status} {problem_type or ''}".rstrip(),
+            problem_type,
+        )
+        self.status = status
+
+
+class ConfigError(HTTPCryptError):
+    """Bad configuration or call (not a protocol failure)."""
+
+    def __init__(self, message: str):
+        super().__init__("config", message)

@@ -1,0 +1,182 @@
+"""The server's side of one exchange, without IO (spec §4, §7.2, §11): judge
+an outer request, find the key, open the request stream, seal the response.
+
+The Python package is a client; this module exists so the shared vectors'
+server-side kinds (``exchange``, ``server_request``) and in-memory tests can
+run both ends of an exchange."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from . import inner, outer
+from .cert import KeyCert
+from .date import format_date
+from .errors import ProtocolError
+from .outer import Credential, Mount
+from .stream import DEFAULT_MAX_RECORD, Opener, Sealer, open_all, seal_all
+from .suite import session_key
+from .ticket import TicketKey
+
+
+@dataclass
+class Limits:
+    """Receiver limits (spec §3.6, §4.3, §11.6)."""
+
+    max_record: int = DEFAULT_MAX_RECORD
+    max_inner_head: int = inner.DEFAULT_MAX_INNER_HEAD
+    max_inner_fields: int = inner.DEFAULT_MAX_INNER_FIELDS
+    max_body: int = 16 << 20
+
+
+@dataclass
+class ServerKeys:
+    """The kex keys ``(secret, cert)`` and ticket keys ``(key, expires)`` held."""
+
+    keys: list[tuple[bytes, KeyCert]] = field(default_factory=list)
+    tickets: list[tuple[TicketKey, int]] = field(default_factory=list)
+
+    def key(self, kid: bytes, now: int) -> tuple[bytes, KeyCert] | None:
+        """The unexpired kex key with ID ``kid`` (spec §13 D18)."""
+        for secret, cert in self.keys:
+            if now <= cert.not_after and cert.kid == kid:
+                return secret, cert
+        return None
+
+    def ticket_key(self, tid: bytes, now: int) -> TicketKey | None:
+        """The unexpired ticket key with ID ``tid``."""
+        for tk, expires in self.tickets:
+            if now <= expires and tk.tid == tid:
+                return tk
+        return None
+
+    def lookup(self, now: int) -> dict[bytes, str]:
+        """ID -> kind of every unexpired key (kex keys first)."""
+        out: dict[bytes, str] = {}
+        for tk, expires in self.tickets:
+            if now <= expires:
+                out[tk.tid] = "ticket"
+        for _, cert in self.keys:
+            if now <= cert.not_after:
+                out[cert.kid] = "key"
+        return out
+
+
+@dataclass
+class OuterRequest:
+    """An outer request parsed from raw HTTP/1.1 bytes (Content-Length
+    framing only; ``body`` is everything after the head)."""
+
+    method: str
+    target: str
+    host: str | None
+    cookies: list[str]
+    content_length: int | None
+    body: bytes
+
+    @classmethod
+    def parse(cls, data: bytes) -> OuterRequest:
+        """Parses a complete request head and takes the rest as the body."""
+        end = data.find(b"\r\n\r\n")
+        if end < 0:
+            raise ProtocolError("truncated", "incomplete outer request head")
+        lines = data[:end].decode("latin-1").split("\r\n")
+        m = re.fullmatch(r"([!#$%&'*+\-.^_`|~0-9A-Za-z]+) (\S+) HTTP/1\.[01]", lines[0])
+        if m is None:
+            raise ProtocolError("truncated", "bad outer request line")
+        fields = []
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if not sep:
+                raise ProtocolError("truncated", "bad outer field")
+            fields.append((name, value.strip(" \t")))
+        cl = inner.field_value(fields, "content-length")
+        return cls(
+            m.group(1), m.group(2), inner.field_value(fields, "host"),
+            [v for n, v in fields if n.lower() == "cookie"],
+            int(cl) if cl is not None and cl.isdigit() else None,
+            data[end + 4:],
+        )
+
+
+@dataclass
+class Accepted:
+    """A request whose key agreement succeeded."""
+
+    kid: bytes
+    n0: bytes
+    query_stream: bytes | None
+    credential: Credential
+    session_key: bytes
+
+
+def accept(keys: ServerKeys, mount: Mount, req: OuterRequest, limits: Limits,
+           now: int) -> Accepted | str:
+    """Judges an outer request in the order of spec §11.1. Returns the
+    route kind (``outside``, ``options``, …) when it is no HTTPCrypt request."""
+    r = None
+    try:
+        r = outer.route(req.method, req.target, mount)
+    except ProtocolError as e:
+        route_error: ProtocolError | None = e
+    else:
+        route_error = None
+        if r.kind not in ("post", "get"):
+            return r.kind
+    if not req.host:
+        raise ProtocolError("bad_host", "missing Host")
+    if route_error is not None:
+        raise route_error
+    assert r is not None and r.n0 is not None
+    query_stream = None
+    if r.kind == "post":
+        if req.content_length is not None and req.content_length > limits.max_body:
+            raise ProtocolError("body_too_large", "body above the limit")
+    else:
+        if req.body:
+            raise ProtocolError("bad_query", "GET form with a body")
+        query_stream = outer.decode_query(r.query or "", limits.max_body)
+    cred = outer.scan_cookies(req.cookies, keys.lookup(now))
+    if cred.kind == "key":
+        held = keys.key(cred.id, now)
+        if held is None:
+            raise ProtocolError("unknown_key", "key expired")
+        return Accepted(cred.id, r.n0, query_stream, cred, session_key(held[0], cred.value))
+    tk = keys.ticket_key(cred.id, now)
+    if tk is None:
+        raise ProtocolError("unknown_key", "ticket key expired")
+    contents = tk.open(cred.value, now)
+    if keys.key(contents.kid, now) is None:
+        raise ProtocolError("unknown_key", "ticket's key expired")
+    return Accepted(contents.kid, r.n0, query_stream, cred, contents.session_key)
+
+
+def open_request(acc: Accepted, body: bytes, limits: Limits) -> tuple[inner.RequestHead, bytes]:
+    """Opens the request stream (body or GET query) and parses the inner request."""
+    data = acc.query_stream if acc.query_stream is not None else body
+    plaintext = open_all(Opener.request(acc.session_key, acc.n0, limits.max_record), data)
+    return inner.decode_request(plaintext, limits.max_inner_head, limits.max_inner_fields)
+
+
+def serve_bytes(keys: ServerKeys, mount: Mount, limits: Limits, now: int,
+                data: bytes) -> tuple[Accepted, inner.RequestHead, bytes]:
+    """The whole server side of one exchange held in memory."""
+    req = OuterRequest.parse(data)
+    acc = accept(keys, mount, req, limits, now)
+    if isinstance(acc, str):
+        raise ProtocolError("bad_nonce_path", f"not an HTTPCrypt request ({acc})")
+    head, body = open_request(acc, req.body, limits)
+    return acc, head, body
+
+
+def seal_response(acc: Accepted, n0: bytes, head: inner.ResponseHead, body: bytes, now: int,
+                  record_size: int = 16384) -> bytes:
+    """``n0 || stream`` of the inner response; adds Date and Content-Length if absent."""
+    fields = list(head.fields)
+    if inner.field_value(fields, "date") is None:
+        fields.append(("Date", format_date(now)))
+    if inner.field_value(fields, "content-length") is None:
+        fields.append(("Content-Length", str(len(body))))
+    plaintext = inner.ResponseHead(head.status, head.reason, fields).format() + body
+    return n0 + seal_all(Sealer.response(acc.session_key, acc.n0, n0), plaintext, record_size)

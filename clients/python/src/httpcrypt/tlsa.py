@@ -1,0 +1,1 @@
+"""TLSA placeholder replaced below."""
