@@ -1,0 +1,789 @@
+package httpcrypt
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// KeyPolicy says which client key pair a request uses.
+type KeyPolicy int
+
+const (
+	// FreshKeyPerRequest: a new X25519 key pair for every request (unlinkable).
+	FreshKeyPerRequest KeyPolicy = iota
+	// ReuseKeyPerHost: one key pair per host, so the server's session cache applies.
+	ReuseKeyPerHost
+)
+
+// Options configure a Transport. The zero value is the Rust client's
+// default: opportunistic mode, empty mount, GET form for small requests,
+// tickets on, a fresh key pair per request.
+type Options struct {
+	// Mount is the server's HTTPCrypt path prefix (e.g. "/hc").
+	Mount string
+	// Identity pins the server's Ed25519 identity key (base64url):
+	// authenticated mode, certificates must verify under it.
+	Identity string
+	// Base carries the outer requests; nil uses a new http.Transport.
+	Base http.RoundTripper
+	// KeyPolicy chooses fresh or per-host client key pairs.
+	KeyPolicy KeyPolicy
+	// NoGetForm always uses the POST form.
+	NoGetForm bool
+	// NoTickets never presents tickets the server issued.
+	NoTickets bool
+	// RecordSize is the plaintext size of request records (default 16 KiB).
+	RecordSize int
+	// Limits bound the server's (hostile) responses; zero fields take defaults.
+	Limits Limits
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// ClockOffset is added to the clock for the inner Date until a stale
+	// answer corrects it (tests use it to simulate a wrong clock).
+	ClockOffset time.Duration
+	// Observe, if set, is called after every exchange that produced an
+	// authenticated response.
+	Observe func(Exchange)
+}
+
+// Exchange describes what a middlebox saw of one call.
+type Exchange struct {
+	// Credential is what the outer cookie carried: "key" or "ticket".
+	Credential string
+	// Attempts counts the outer requests (2 after a retry).
+	Attempts int
+	// OuterMethod is GET or POST.
+	OuterMethod string
+	// OuterURL is the outer request URL.
+	OuterURL string
+	// Status is the inner status.
+	Status int
+}
+
+// Transport is an http.RoundTripper that sends every request through
+// HTTPCrypt. Safe for concurrent use.
+type Transport struct {
+	opts     Options
+	mount    Mount
+	identity *Identity
+	confErr  error
+	base     http.RoundTripper
+	limits   Limits
+
+	mu    sync.Mutex
+	hosts map[string]*hostState
+}
+
+type hostState struct {
+	keys      []DiscoveredKey
+	fetched   int64
+	maxAge    int64 // 0: no expiry
+	own       *KexSecret
+	ticket    *Ticket
+	ticketKey SessionKey
+	token     string
+	tokenKey  SessionKey
+	offset    int64
+}
+
+// NewTransport makes a Transport. An unusable option (bad mount or
+// identity) makes every request fail with a config error.
+func NewTransport(opts Options) *Transport {
+	t := &Transport{opts: opts, hosts: map[string]*hostState{}, base: opts.Base, limits: opts.Limits.orDefault()}
+	if t.base == nil {
+		t.base = &http.Transport{
+			MaxIdleConnsPerHost: 16,
+			DisableCompression:  true,
+			IdleConnTimeout:     90 * time.Second,
+		}
+	}
+	var err error
+	if t.mount, err = NewMount(opts.Mount); err != nil {
+		t.confErr = &Error{Code: CodeConfig, Err: errors.New("bad mount " + strconv.Quote(opts.Mount))}
+	}
+	if opts.Identity != "" {
+		if t.identity, err = ParseIdentityB64(opts.Identity); err != nil {
+			t.confErr = &Error{Code: CodeConfig, Err: errors.New("bad identity: " + err.Error())}
+		}
+	}
+	if t.opts.RecordSize <= 0 {
+		t.opts.RecordSize = DefaultRecordSize
+	}
+	if t.opts.RecordSize > RecordFloor {
+		t.opts.RecordSize = RecordFloor // every receiver accepts 16 KiB records
+	}
+	return t
+}
+
+func (t *Transport) now() int64 {
+	if t.opts.Now != nil {
+		return t.opts.Now().Unix()
+	}
+	return time.Now().Unix()
+}
+
+func (t *Transport) host(authority string, f func(h *hostState)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.hosts[authority]
+	if h == nil {
+		h = &hostState{offset: int64(t.opts.ClockOffset / time.Second)}
+		t.hosts[authority] = h
+	}
+	f(h)
+}
+
+// CloseIdleConnections closes idle connections of the base transport.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// ForgetKeys drops the cached server keys and tickets of authority.
+func (t *Transport) ForgetKeys(authority string) {
+	t.host(authority, func(h *hostState) { h.keys, h.ticket = nil, nil })
+}
+
+// SetKeys installs server keys for authority (e.g. learnt from DNS).
+func (t *Transport) SetKeys(authority string, keys []DiscoveredKey) {
+	now := t.now()
+	t.host(authority, func(h *hostState) { h.keys, h.fetched, h.maxAge = keys, now, 0 })
+}
+
+func limitedRead(r io.Reader, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, &Error{Code: CodeTransport, Err: err}
+	}
+	if int64(len(b)) > limit {
+		return nil, ErrBodyTooLarge
+	}
+	return b, nil
+}
+
+// RefreshKeys fetches the certificates of authority with OPTIONS
+// {mount}/, checks them in authenticated mode and caches them for max-age.
+func (t *Transport) RefreshKeys(ctx context.Context, authority string) ([]DiscoveredKey, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodOptions, "http://"+authority+t.mount.OptionsPath(), nil)
+	if err != nil {
+		return nil, &Error{Code: CodeConfig, Err: err}
+	}
+	rsp, err := t.base.RoundTrip(req)
+	if err != nil {
+		return nil, &Error{Code: CodeTransport, Err: err}
+	}
+	defer rsp.Body.Close()
+	if rsp.StatusCode != http.StatusOK {
+		return nil, &Error{Code: CodeRefused, Status: rsp.StatusCode}
+	}
+	maxAge := int64(0)
+	for _, d := range strings.Split(rsp.Header.Get("Cache-Control"), ",") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(d), "max-age="); ok {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				maxAge = max(n, 1) // max-age=0: ask again soon, not never
+			}
+		}
+	}
+	body, err := limitedRead(rsp.Body, 64*1024)
+	if err != nil {
+		return nil, err
+	}
+	certs, err := ParseCertList(body)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := t.acceptCerts(certs)
+	if err != nil {
+		return nil, err
+	}
+	now := t.now()
+	t.host(authority, func(h *hostState) { h.keys, h.fetched, h.maxAge = keys, now, maxAge })
+	return keys, nil
+}
+
+// acceptCerts keeps the certificates the client's mode accepts: all of
+// them (opportunistic) or those verifying under the pinned identity.
+func (t *Transport) acceptCerts(certs []*KeyCert) ([]DiscoveredKey, error) {
+	if _, err := ChooseCert(certs, t.now(), t.identity); err != nil {
+		return nil, err
+	}
+	var keys []DiscoveredKey
+	for _, c := range certs {
+		if t.identity == nil || c.Verify(t.identity) == nil {
+			keys = append(keys, c.Key())
+		}
+	}
+	return keys, nil
+}
+
+func (t *Transport) currentKey(ctx context.Context, authority string) (*DiscoveredKey, error) {
+	now := t.now()
+	var cached *DiscoveredKey
+	t.host(authority, func(h *hostState) {
+		if h.maxAge == 0 || now < h.fetched+h.maxAge {
+			if k, err := ChooseKey(h.keys, now); err == nil {
+				c := *k
+				cached = &c
+			}
+		}
+	})
+	if cached != nil {
+		return cached, nil
+	}
+	keys, err := t.RefreshKeys(ctx, authority)
+	if err != nil {
+		return nil, err
+	}
+	return ChooseKey(keys, now)
+}
+
+type outcome int
+
+const (
+	done outcome = iota
+	retryUnknownKey
+	retryStale
+	retryToken
+)
+
+func isIdempotent(m string) bool {
+	switch m {
+	case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE":
+		return true
+	}
+	return false
+}
+
+func isUnsafe(m string) bool {
+	switch m {
+	case "GET", "HEAD", "OPTIONS", "TRACE":
+		return false
+	}
+	return true
+}
+
+// closedBeforeAnswer: a pooled connection the peer closed before any
+// answer (often a proxy that closes after each response).
+func closedBeforeAnswer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || strings.Contains(err.Error(), "server closed idle connection")
+}
+
+// RoundTrip sends req (an http:// URL: its path and query are the inner
+// target) through HTTPCrypt. It retries once on unknown-key (with the
+// problem's certificates), once on stale (correcting the clock from the
+// inner Date), once on token-required, and once when a pooled connection
+// closed before answering an idempotent request; never on replay. Retries
+// need a body that can be read again (nil, http.NoBody or GetBody).
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.confErr != nil {
+		closeBody(req)
+		return nil, t.confErr
+	}
+	if req.URL == nil || req.URL.Scheme != "http" || req.URL.Host == "" {
+		closeBody(req)
+		return nil, &Error{Code: CodeConfig, Err: errors.New("HTTPCrypt needs an http:// URL with a host")}
+	}
+	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+	retried := map[outcome]bool{}
+	retriedConn := false
+	ownDate := false
+	body := req.Body
+	for attempt := 1; ; attempt++ {
+		if attempt > 1 {
+			if req.GetBody != nil {
+				b, err := req.GetBody()
+				if err != nil {
+					return nil, &Error{Code: CodeConfig, Err: err}
+				}
+				body = b
+			} else {
+				body = nil
+			}
+		}
+		rsp, out, err := t.once(req, body, attempt, ownDate)
+		if err != nil {
+			var he *Error
+			if replayable && !retriedConn && isIdempotent(req.Method) && errors.As(err, &he) &&
+				he.Code == CodeTransport && he.Err != nil && closedBeforeAnswer(he.Err) {
+				retriedConn = true
+				continue
+			}
+			return nil, err
+		}
+		if out == done {
+			return rsp, nil
+		}
+		if retried[out] || !replayable {
+			return nil, map[outcome]error{
+				retryUnknownKey: &Error{Code: CodeUnknownKey, Type: ProblemUnknownKey, Status: 400},
+				retryStale:      &Error{Code: CodeStale, Type: ProblemStale, Status: 425, Authenticated: true},
+				retryToken:      &Error{Code: CodeTokenRequired, Type: ProblemTokenRequired, Status: 425, Authenticated: true},
+			}[out]
+		}
+		retried[out] = true
+		if out == retryStale {
+			ownDate = true
+		}
+	}
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// once is one attempt.
+func (t *Transport) once(req *http.Request, body io.ReadCloser, attempt int, ownDate bool) (*http.Response, outcome, error) {
+	ctx := req.Context()
+	authority := req.URL.Host
+	closeIn := func() {
+		if body != nil {
+			body.Close()
+		}
+	}
+	server, err := t.currentKey(ctx, authority)
+	if err != nil {
+		closeIn()
+		return nil, done, err
+	}
+	now := t.now()
+
+	// Credential: a ticket, or a key pair per the policy.
+	var ticket *Ticket
+	var ticketKey SessionKey
+	var own *KexSecret
+	var offset int64
+	var token string
+	var tokenKey SessionKey
+	t.host(authority, func(h *hostState) {
+		if !t.opts.NoTickets && h.ticket != nil {
+			ticket, ticketKey = h.ticket, h.ticketKey
+		}
+		if t.opts.KeyPolicy == ReuseKeyPerHost {
+			if h.own == nil {
+				h.own = GenerateKexSecret()
+			}
+			own = h.own
+		}
+		offset, token, tokenKey = h.offset, h.token, h.tokenKey
+	})
+	var k SessionKey
+	var cookie string
+	credential := "key"
+	if ticket != nil {
+		k, credential = ticketKey, "ticket"
+		cookie, err = FormatCookie(ticket.TID(), ticket.Sealed(), RandomPad(), RandomPad())
+	} else {
+		if own == nil {
+			own = GenerateKexSecret()
+		}
+		if k, err = own.SessionKey(server.KexPublic[:]); err != nil {
+			closeIn()
+			return nil, done, err
+		}
+		cookie, err = FormatCookie(server.KID(), own.Public(), RandomPad(), RandomPad())
+	}
+	if err != nil {
+		closeIn()
+		return nil, done, err
+	}
+	n0 := [NonceLen]byte(randomBytes(NonceLen))
+
+	// Inner head: Host, the caller's fields, a Date, Content-Length, tokens.
+	head := RequestHead{Method: req.Method, Target: req.URL.RequestURI()}
+	if head.Method == "" {
+		head.Method = http.MethodGet
+	}
+	hostValue := req.Host
+	if hostValue == "" {
+		hostValue = authority
+	}
+	head.Fields = append(head.Fields, Field{"Host", hostValue})
+	names := make([]string, 0, len(req.Header))
+	for n := range req.Header {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if isForbidden(n) || strings.EqualFold(n, "content-length") || strings.EqualFold(n, "host") ||
+			(ownDate && strings.EqualFold(n, "date")) {
+			continue
+		}
+		for _, v := range req.Header[n] {
+			head.Fields = append(head.Fields, Field{n, v})
+		}
+	}
+	if ownDate || req.Header.Get("Date") == "" {
+		head.Fields = append(head.Fields, Field{"Date", FormatDate(now + offset)})
+	}
+	noBody := body == nil || body == http.NoBody
+	exact := int64(-1)
+	switch {
+	case noBody:
+		exact = 0
+	case req.ContentLength > 0:
+		exact = req.ContentLength
+	}
+	if exact > 0 || exact == 0 && (req.Method == "POST" || req.Method == "PUT") {
+		head.Fields = append(head.Fields, Field{"Content-Length", strconv.FormatInt(exact, 10)})
+	}
+	if isUnsafe(head.Method) {
+		// A token bound to this very session key proves an earlier round
+		// trip; a fresh Client-Random asks for the next one (spec §8.4).
+		if token != "" && tokenKey == k {
+			head.Fields = append(head.Fields, Field{RandomField, token})
+		}
+		_, cr := NewClientRandom()
+		head.Fields = append(head.Fields, Field{ClientRandomField, cr})
+	}
+	headBytes := head.Format(nil)
+
+	var outer *http.Request
+	if !t.opts.NoGetForm && exact >= 0 && FitsGetForm(t.mount, len(headBytes)+int(exact)+64) {
+		plain := headBytes
+		if !noBody {
+			b, err := limitedRead(body, exact)
+			body.Close()
+			if err != nil {
+				return nil, done, err
+			}
+			if int64(len(b)) != exact {
+				return nil, done, &Error{Code: CodeConfig, Err: errors.New("request body shorter than its ContentLength")}
+			}
+			plain = append(plain, b...)
+		}
+		stream, err := SealAll(NewRequestSealer(k, n0), nil, plain, max(len(plain), 1))
+		if err != nil {
+			return nil, done, err
+		}
+		outer, err = http.NewRequestWithContext(ctx, http.MethodGet, "http://"+authority+t.mount.GetTarget(&n0, stream), nil)
+		if err != nil {
+			return nil, done, &Error{Code: CodeConfig, Err: err}
+		}
+	} else {
+		sr := &sealReader{sealer: NewRequestSealer(k, n0), pending: headBytes, body: body, recordSize: t.opts.RecordSize}
+		outer, err = http.NewRequestWithContext(ctx, http.MethodPost, "http://"+authority+t.mount.NoncePath(&n0), sr)
+		if err != nil {
+			closeIn()
+			return nil, done, &Error{Code: CodeConfig, Err: err}
+		}
+		outer.ContentLength = -1
+		if exact >= 0 {
+			outer.ContentLength = sealedLen(int64(len(headBytes))+exact, int64(t.opts.RecordSize))
+		}
+		outer.Header.Set("Content-Type", contentTypeOctet)
+	}
+	outer.Host = authority
+	outer.Header.Set("Cookie", cookie)
+	outer.Header.Set("Cache-Control", "no-cache, no-store")
+	outer.Header.Set("Pragma", "no-cache")
+
+	rsp, err := t.base.RoundTrip(outer)
+	if err != nil {
+		var he *Error
+		if errors.As(err, &he) {
+			return nil, done, he // a sealing error from the body reader
+		}
+		return nil, done, &Error{Code: CodeTransport, Err: err}
+	}
+	if rsp.StatusCode != http.StatusOK {
+		return t.refused(authority, rsp)
+	}
+
+	opened, ihead, err := openResponse(rsp.Body, NewResponseOpener(k, n0, t.limits.MaxRecord), t.limits)
+	if err != nil {
+		rsp.Body.Close()
+		return nil, done, err
+	}
+	if v, ok := Get(ihead.Fields, TicketField); ok {
+		if tic, err := ParseTicketField(v); err == nil {
+			t.host(authority, func(h *hostState) { h.ticket, h.ticketKey = tic, k })
+		}
+	}
+	if v, ok := Get(ihead.Fields, RandomField); ok {
+		t.host(authority, func(h *hostState) { h.token, h.tokenKey = v, k })
+	}
+	var rbody io.ReadCloser = opened
+	ctype, _ := Get(ihead.Fields, "content-type")
+	if ihead.Status == 425 || strings.EqualFold(strings.TrimSpace(ctype), contentTypeProblem) {
+		// A (small, authenticated) problem document: read it to decide.
+		b, err := limitedRead(opened, 64*1024)
+		opened.Close()
+		if err != nil {
+			return nil, done, err
+		}
+		if p, perr := ParseProblem(b); perr == nil && strings.HasPrefix(p.Type, "urn:httpcrypt:") {
+			switch p.Type {
+			case ProblemStale:
+				if d, ok := Get(ihead.Fields, "date"); ok {
+					if server, err := ParseDate(d); err == nil {
+						local := t.now()
+						t.host(authority, func(h *hostState) { h.offset = server - local })
+					}
+				}
+				return nil, retryStale, nil
+			case ProblemTokenRequired:
+				return nil, retryToken, nil
+			}
+			return nil, done, &Error{Code: codeForProblem(p.Type), Type: p.Type, Status: ihead.Status, Authenticated: true}
+		}
+		rbody = io.NopCloser(bytes.NewReader(b))
+	}
+	out := &http.Response{
+		Status:        strconv.Itoa(ihead.Status) + " " + ihead.Reason,
+		StatusCode:    ihead.Status,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        http.Header{},
+		Body:          rbody,
+		ContentLength: -1,
+		Request:       req,
+	}
+	for _, f := range ihead.Fields {
+		out.Header.Add(f.Name, f.Value)
+	}
+	if v, ok := Get(ihead.Fields, "content-length"); ok {
+		if n, ok := parseContentLength(v); ok {
+			out.ContentLength = int64(n)
+		}
+	}
+	if t.opts.Observe != nil {
+		t.opts.Observe(Exchange{Credential: credential, Attempts: attempt, OuterMethod: outer.Method,
+			OuterURL: outer.URL.String(), Status: ihead.Status})
+	}
+	return out, done, nil
+}
+
+// refused handles a non-200 outer answer: unauthenticated, so only a hint.
+func (t *Transport) refused(authority string, rsp *http.Response) (*http.Response, outcome, error) {
+	defer rsp.Body.Close()
+	b, _ := limitedRead(rsp.Body, 64*1024)
+	p, _ := ParseProblem(b)
+	if p == nil {
+		return nil, done, &Error{Code: CodeRefused, Status: rsp.StatusCode}
+	}
+	if p.Type == ProblemUnknownKey {
+		var certs []*KeyCert
+		for _, l := range p.Certs {
+			if c, err := ParseCertText(l); err == nil {
+				certs = append(certs, c)
+			}
+		}
+		keys, err := t.acceptCerts(certs)
+		now := t.now()
+		t.host(authority, func(h *hostState) {
+			h.ticket = nil
+			if err == nil {
+				h.keys, h.fetched = keys, now
+			} else {
+				h.keys = nil // the retry goes through OPTIONS again
+			}
+		})
+		return nil, retryUnknownKey, nil
+	}
+	code := CodeRefused
+	if p.Type == ProblemTooLarge {
+		code = CodeBodyTooLarge
+	}
+	return nil, done, &Error{Code: code, Type: p.Type, Status: rsp.StatusCode}
+}
+
+// sealedLen is the stream length of n plaintext bytes in records of rs:
+// as SealAll cuts it, the FINAL record holding the last 1..rs bytes.
+func sealedLen(n, rs int64) int64 {
+	if n == 0 {
+		return RecordOverhead
+	}
+	return n + (n+rs-1)/rs*RecordOverhead
+}
+
+// sealReader produces the request stream as the body is read: it fills a
+// record with exactly recordSize plaintext bytes (so the outer length is
+// predictable), seals it, and seals the FINAL record at the body's end.
+type sealReader struct {
+	sealer     *Sealer
+	pending    []byte // plaintext not yet sealed
+	body       io.ReadCloser
+	recordSize int
+	out        []byte // sealed bytes not yet returned
+	eof        bool
+	finished   bool
+	err        error
+}
+
+func (s *sealReader) Read(p []byte) (int, error) {
+	for len(s.out) == 0 {
+		if s.err != nil {
+			return 0, s.err
+		}
+		if s.finished {
+			return 0, io.EOF
+		}
+		for !s.eof && len(s.pending) < s.recordSize+1 {
+			if s.body == nil || s.body == http.NoBody {
+				s.eof = true
+				break
+			}
+			if cap(s.pending)-len(s.pending) < 4096 {
+				np := make([]byte, len(s.pending), 2*s.recordSize+4096)
+				copy(np, s.pending)
+				s.pending = np
+			}
+			n, err := s.body.Read(s.pending[len(s.pending):cap(s.pending)])
+			s.pending = s.pending[:len(s.pending)+n]
+			if err == io.EOF {
+				s.eof = true
+			} else if err != nil {
+				s.err = err
+				return 0, err
+			}
+		}
+		var err error
+		s.out = s.out[:0]
+		if len(s.pending) > s.recordSize || !s.eof && len(s.pending) == s.recordSize {
+			s.out, err = s.sealer.Seal(s.out, s.pending[:s.recordSize])
+			s.pending = s.pending[:copy(s.pending, s.pending[s.recordSize:])]
+		} else if s.eof {
+			s.out, err = s.sealer.Finish(s.out, s.pending)
+			s.pending, s.finished = nil, true
+		}
+		if err != nil {
+			s.err = err
+			return 0, err
+		}
+	}
+	n := copy(p, s.out)
+	s.out = s.out[n:]
+	return n, nil
+}
+
+func (s *sealReader) Close() error {
+	if s.body != nil {
+		return s.body.Close()
+	}
+	return nil
+}
+
+// openedBody is a response body that releases only verified plaintext.
+type openedBody struct {
+	src     io.ReadCloser
+	opener  *Opener
+	dec     innerDecoder
+	buf     []byte
+	pending []byte
+	ended   bool
+	err     error
+	eof     bool
+}
+
+// openResponse reads until the inner head is complete and returns it with
+// a reader for the rest of the body.
+func openResponse(src io.ReadCloser, o *Opener, limits Limits) (*openedBody, *ResponseHead, error) {
+	b := &openedBody{src: src, opener: o, dec: innerDecoder{limits: limits}, buf: make([]byte, 32*1024)}
+	for {
+		data, err := b.next()
+		if err != nil {
+			return nil, nil, err
+		}
+		if data == nil && b.eof {
+			return nil, nil, ErrMalformedInner // the stream ended inside the head
+		}
+		headBytes, rest, err := b.dec.receive(data)
+		if err != nil {
+			return nil, nil, err
+		}
+		if headBytes != nil {
+			h, err := ParseResponseHead(headBytes, limits)
+			if err != nil {
+				return nil, nil, err
+			}
+			b.dec.setContentLength(h.Fields)
+			if err := b.dec.countBody(0); err != nil {
+				return nil, nil, err
+			}
+			b.pending = append([]byte(nil), rest...)
+			return b, h, nil
+		}
+	}
+}
+
+// next returns the next verified plaintext (a copy), or nil at the end.
+func (b *openedBody) next() ([]byte, error) {
+	for {
+		if b.eof {
+			return nil, nil
+		}
+		ev, ok, err := b.opener.NextEvent()
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			if ev.End {
+				b.ended = true
+				continue
+			}
+			return append([]byte(nil), ev.Data...), nil
+		}
+		n, rerr := b.src.Read(b.buf)
+		if n > 0 {
+			if err := b.opener.Receive(b.buf[:n]); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if rerr == io.EOF {
+			if err := b.opener.Finish(); err != nil {
+				return nil, err
+			}
+			b.eof = true
+			return nil, nil
+		}
+		if rerr != nil {
+			return nil, &Error{Code: CodeTransport, Err: rerr}
+		}
+	}
+}
+
+func (b *openedBody) Read(p []byte) (int, error) {
+	for len(b.pending) == 0 {
+		if b.err != nil {
+			return 0, b.err
+		}
+		data, err := b.next()
+		if err != nil {
+			b.err = err
+			return 0, err
+		}
+		if data == nil {
+			if err := b.dec.finish(); err != nil {
+				b.err = err
+				return 0, err
+			}
+			b.err = io.EOF
+			return 0, io.EOF
+		}
+		if _, _, err := b.dec.receive(data); err != nil {
+			b.err = err
+			return 0, err
+		}
+		b.pending = data
+	}
+	n := copy(p, b.pending)
+	b.pending = b.pending[n:]
+	return n, nil
+}
+
+func (b *openedBody) Close() error { return b.src.Close() }
