@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from . import b64, inner, outer
-from .cert import DiscoveredKey, choose, choose_key, parse_cert_list
-from .cert import KeyCert
+from .cert import DiscoveredKey, KeyCert, choose, choose_key, parse_cert_list
 from .date import format_date, parse_date
 from .errors import (
+    STALE,
+    TOKEN_REQUIRED,
+    UNKNOWN_KEY,
     ConfigError,
     HTTPCryptError,
     InnerProblem,
@@ -29,7 +31,6 @@ from .errors import (
     RefusedError,
     inner_problem,
 )
-from .errors import STALE, TOKEN_REQUIRED, UNKNOWN_KEY
 from .inner import RequestHead, ResponseDecoder, ResponseHead
 from .outer import Mount
 from .stream import DEFAULT_MAX_RECORD, RECORD_OVERHEAD, Opener, Sealer, open_all, seal_all
@@ -355,8 +356,8 @@ class Engine:
                 sealed = seal_chunks_exact(prepared.sealer(), body_stream, rs, head_bytes)
             length = None
             if body_len is not None:
-                plain = len(head_bytes) + body_len
-                length = plain + max(1, -(-plain // rs)) * RECORD_OVERHEAD
+                plain_len = len(head_bytes) + body_len
+                length = plain_len + max(1, -(-plain_len // rs)) * RECORD_OVERHEAD
         if length is not None:
             out_headers.append(("Content-Length", str(length)))
         return Attempt(scheme, authority, prepared, "POST", base + self.mount.nonce_path(n0),

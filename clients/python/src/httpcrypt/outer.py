@@ -65,7 +65,7 @@ def fits_get_form(mount: Mount, stream_len: int) -> bool:
 
 
 def random_pad() -> str:
-    """0–16 random base64url characters."""
+    """0-16 random base64url characters."""
     n = secrets.randbelow(MAX_PAD + 1)
     return "".join(chr(b64.ALPHABET[secrets.randbelow(64)]) for _ in range(n))
 
@@ -223,7 +223,7 @@ def parse_problem(body: bytes) -> Problem | None:
     return Problem(
         v["type"],
         status if isinstance(status, int) else 0,
-        v.get("title") if isinstance(v.get("title"), str) else "",
+        title if isinstance(title := v.get("title"), str) else "",
         [c for c in certs if isinstance(c, str)] if isinstance(certs, list) else [],
     )
 

@@ -15,7 +15,7 @@ import struct
 from collections.abc import Iterable, Iterator
 
 from .errors import ProtocolError, protocol_error
-from .suite import NONCE_LEN, TAG_LEN, XChaCha, nonce_add
+from .suite import NONCE_LEN, TAG_LEN, XChaCha
 
 HEADER_LEN = 4
 RECORD_OVERHEAD = HEADER_LEN + TAG_LEN
@@ -40,7 +40,7 @@ def record_limit(max_record: int) -> int:
 class _Chain:
     """Nonce, index and previous tag shared by both ends."""
 
-    __slots__ = ("aead", "n0", "n0_int", "index", "prev_tag", "label")
+    __slots__ = ("aead", "index", "label", "n0", "n0_int", "prev_tag")
 
     def __init__(self, key: bytes, n0: bytes, request_n0: bytes | None):
         self.aead = XChaCha(key)

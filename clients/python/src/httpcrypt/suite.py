@@ -73,7 +73,7 @@ def nonce_add(n0: bytes, i: int) -> bytes:
 class XChaCha:
     """XChaCha20-Poly1305 under one key, caching the HChaCha20 subkey."""
 
-    __slots__ = ("_key", "_prefix", "_aead")
+    __slots__ = ("_aead", "_key", "_prefix")
 
     def __init__(self, key: bytes):
         if len(key) != KEY_LEN:

@@ -1,0 +1,204 @@
+"""A requests adapter: ``session.mount("http://", HTTPCryptAdapter(mount="/hc"))``
+sends every ``http://`` request of the session sealed (spec §4), with the
+same discovery, tickets, retries and streaming as the httpx transports.
+With ``stream=True`` the body is read record by record, verified bytes only."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import requests
+import urllib3
+from requests.adapters import HTTPAdapter
+from urllib3 import HTTPHeaderDict
+
+from ._retry import Retries
+from .cert import DiscoveredKey
+from .client import CERTS_LIMIT, PROBLEM_LIMIT, ClientConfig, Engine, ResponseReader
+from .errors import ProtocolError
+
+__all__ = ["HTTPCryptAdapter"]
+
+_CHUNK = 64 * 1024
+
+
+class _VerifiedRaw(io.RawIOBase):
+    """A file over a response's verified plaintext (urllib3 reads it)."""
+
+    def __init__(self, first: list[bytes], rest: Iterator[bytes],
+                 outer: urllib3.BaseHTTPResponse):
+        super().__init__()
+        self._buf = bytearray(b"".join(first))
+        self._rest = rest
+        self._outer = outer
+        self._eof = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        while not self._buf and not self._eof:
+            chunk = next(self._rest, None)
+            if chunk is None:
+                self._eof = True
+                self._outer.release_conn()
+            else:
+                self._buf += chunk
+        n = min(len(b), len(self._buf))
+        b[:n] = self._buf[:n]
+        del self._buf[:n]
+        return n
+
+    def close(self) -> None:
+        if not self._eof:
+            self._outer.close()
+        super().close()
+
+
+def _rest(reader: ResponseReader, chunks: Iterator[bytes]) -> Iterator[bytes]:
+    for chunk in chunks:
+        reader.push(chunk)
+        yield from reader.take()
+    reader.end()
+    yield from reader.take()
+
+
+def _read_limited(rsp: urllib3.BaseHTTPResponse, limit: int) -> bytes:
+    out = bytearray()
+    for chunk in rsp.stream(_CHUNK, decode_content=False):
+        out += chunk
+        if len(out) > limit:
+            raise ProtocolError("body_too_large", "answer above its size limit")
+    return bytes(out)
+
+
+def _file_chunks(f: Any) -> Iterator[bytes]:
+    while chunk := f.read(_CHUNK):
+        yield chunk.encode("utf-8") if isinstance(chunk, str) else chunk
+
+
+def _timeout(timeout: Any) -> urllib3.Timeout:
+    if isinstance(timeout, tuple):
+        return urllib3.Timeout(connect=timeout[0], read=timeout[1])
+    if isinstance(timeout, urllib3.Timeout):
+        return timeout
+    return urllib3.Timeout(connect=timeout, read=timeout)
+
+
+class HTTPCryptAdapter(HTTPAdapter):
+    """A requests transport adapter speaking HTTPCrypt v1. Keyword settings
+    are those of :class:`~httpcrypt.client.ClientConfig`; ``engine`` shares
+    state with other adapters or transports. Outer requests go through the
+    adapter's own urllib3 pool."""
+
+    def __init__(self, *, engine: Engine | None = None, config: ClientConfig | None = None,
+                 pool_connections: int = 10, pool_maxsize: int = 10, **kwargs: Any):
+        super().__init__(pool_connections=pool_connections, pool_maxsize=pool_maxsize,
+                         max_retries=0)
+        if engine is None:
+            engine = Engine(config or ClientConfig(**kwargs))
+        self.engine = engine
+
+    def _key(self, scheme: str, authority: str, timeout: urllib3.Timeout) -> DiscoveredKey:
+        key = self.engine.cached_key(authority)
+        if key is not None:
+            return key
+        rsp = self.poolmanager.urlopen(
+            "OPTIONS", self.engine.options_url(scheme, authority), headers={"Host": authority},
+            redirect=False, retries=False, preload_content=False, timeout=timeout)
+        try:
+            body = _read_limited(rsp, CERTS_LIMIT)
+        finally:
+            rsp.release_conn()
+        return self.engine.store_certs(authority, rsp.status, rsp.headers.get("cache-control"),
+                                       body)
+
+    def send(self, request: requests.PreparedRequest, stream: bool = False,
+             timeout: Any = None, verify: Any = True, cert: Any = None,
+             proxies: Mapping[str, str] | None = None) -> requests.Response:
+        url = urlsplit(request.url or "")
+        scheme, authority = url.scheme, url.netloc
+        target = (url.path or "/") + (f"?{url.query}" if url.query else "")
+        headers = [(k, v.decode("latin-1") if isinstance(v, bytes) else v)
+                   for k, v in request.headers.items()]
+        method = request.method or "GET"
+        raw_body: Any = request.body
+        body: bytes | None
+        body_stream: Iterable[bytes] | None = None
+        body_len: int | None = None
+        if raw_body is None:
+            body = b""
+        elif isinstance(raw_body, str):
+            body = raw_body.encode("utf-8")
+        elif isinstance(raw_body, (bytes, bytearray, memoryview)):
+            body = bytes(raw_body)
+        else:
+            body = None
+            body_stream = _file_chunks(raw_body) if hasattr(raw_body, "read") else raw_body
+            cl = request.headers.get("Content-Length")
+            body_len = int(cl) if cl and cl.isdigit() else None
+        to = _timeout(timeout)
+        retries = Retries(replayable=body is not None)
+        engine = self.engine
+        while True:
+            n = retries.next()
+            key = self._key(scheme, authority, to)
+            attempt = engine.build(scheme, authority, key, method, target, headers, body,
+                                   body_stream, body_len, retries.own_date)
+            rsp = self.poolmanager.urlopen(
+                attempt.method, attempt.url, body=attempt.body, headers=dict(attempt.headers),
+                redirect=False, retries=False, preload_content=False, decode_content=False,
+                chunked=attempt.body is not None and attempt.content_length is None,
+                timeout=to)
+            info = attempt.info(n)
+            info.status = rsp.status
+            if rsp.status != 200:
+                try:
+                    problem = _read_limited(rsp, PROBLEM_LIMIT)
+                except ProtocolError:
+                    problem = b""
+                finally:
+                    rsp.release_conn()
+                engine.refused(attempt, rsp.status, problem)
+                retries.allow("unknown_key")
+                continue
+            reader = engine.reader(attempt)
+            chunks = rsp.stream(_CHUNK, decode_content=False)
+            try:
+                while reader.head is None:
+                    chunk = next(chunks, None)
+                    if chunk is None:
+                        reader.end()
+                        break
+                    reader.push(chunk)
+                head = reader.head
+                assert head is not None
+                engine.took_head(attempt, head)
+                if engine.is_problem(head):
+                    whole = bytearray()
+                    for c in [*reader.take(), *_rest(reader, chunks)]:
+                        whole += c
+                        if len(whole) > PROBLEM_LIMIT:
+                            raise ProtocolError("body_too_large", "problem above its limit")
+                    rsp.release_conn()
+                    verdict = engine.judge_problem(attempt, head, bytes(whole))
+                    if verdict is not None:
+                        retries.allow("stale" if verdict == "stale" else "token")
+                        continue
+                    fp: io.IOBase = io.BytesIO(bytes(whole))
+                else:
+                    fp = io.BufferedReader(_VerifiedRaw(reader.take(), _rest(reader, chunks), rsp),
+                                           _CHUNK)
+            except BaseException:
+                rsp.close()
+                raise
+            inner_rsp = urllib3.HTTPResponse(
+                body=fp, headers=HTTPHeaderDict(head.fields),
+                status=head.status, reason=head.reason, preload_content=False,
+                decode_content=True, request_method=method, request_url=request.url)
+            response = self.build_response(request, inner_rsp)
+            response.httpcrypt = info  # type: ignore[attr-defined]
+            return response
