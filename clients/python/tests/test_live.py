@@ -1,0 +1,369 @@
+"""Live tests against the real Rust server (``httpcrypt serve`` and
+``httpcrypt gateway``), for each client flavour: httpx sync, httpx async
+and requests. A missing server binary fails these tests (never skips)."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import time
+import tracemalloc
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from httpcrypt.errors import (
+    HTTPCryptError,
+    IntegrityError,
+    ProtocolError,
+    ReplayError,
+)
+from httpcrypt.httpx_transport import HTTPCryptTransport
+
+from .live import (
+    DRIVERS,
+    REPO,
+    Driver,
+    FlipProxy,
+    Server,
+    binary,
+    free_port,
+    keygen,
+    start,
+    start_upstream,
+    stop,
+)
+
+MIB = 1 << 20
+BIG = 8 * MIB
+MEMORY_BOUND = 3 * MIB  # peak Python allocations while moving 8 MiB
+INDEX = b"<h1>httpcrypt live test</h1>\n" * 40
+
+
+@pytest.fixture(scope="module")
+def bin_path() -> Path:
+    return binary()  # raises (test error, not a skip) when the binary is missing
+
+
+@pytest.fixture(scope="module")
+def served(bin_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    d = tmp_path_factory.mktemp("serve")
+    (d / "root").mkdir()
+    (d / "root" / "index.html").write_bytes(INDEX)
+    ident = keygen(bin_path, d / "keys")
+    s = start(bin_path, ["serve", "--keys", str(d / "keys"), "--root", str(d / "root"),
+                         "--mount", "/hc"], ident, free_port(), d / "serve.log")
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def gateway(bin_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    d = tmp_path_factory.mktemp("gateway")
+    up, up_port = start_upstream()
+    try:
+        ident = keygen(bin_path, d / "keys")
+        g = start(bin_path, ["gateway", "--keys", str(d / "keys"), "--upstream",
+                             f"http://127.0.0.1:{up_port}", "--mount", "/hc"],
+                  ident, free_port(), d / "gateway.log")
+        yield g
+        g.stop()
+    finally:
+        stop(up)
+
+
+@pytest.fixture(params=sorted(DRIVERS))
+def flavour(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def make(flavour: str, **kw: object) -> Driver:
+    return DRIVERS[flavour](**kw)
+
+
+def test_binary_is_present(bin_path: Path) -> None:
+    assert bin_path.is_file()
+
+
+def test_get_file(served: Server, flavour: str) -> None:
+    d = make(flavour, mount="/hc")
+    try:
+        r = d.get(served.base + "/index.html")
+        assert r.status == 200 and r.body == INDEX
+        assert r.info.status == 200 and r.info.credential == "key"
+        # The default form for a small body-less request is GET (as in Rust).
+        assert r.info.method == "GET" and "/hc/" in r.info.url
+        missing = d.get(served.base + "/missing.html")
+        assert missing.status == 404  # an authenticated inner status, not an error
+    finally:
+        d.close()
+
+
+def test_post_form(served: Server, flavour: str) -> None:
+    d = make(flavour, mount="/hc", get_form=False)
+    try:
+        r = d.get(served.base + "/index.html")
+        assert r.status == 200 and r.body == INDEX and r.info.method == "POST"
+    finally:
+        d.close()
+
+
+def test_pinned_identity(served: Server, flavour: str) -> None:
+    d = make(flavour, mount="/hc", identity=served.identity)
+    try:
+        assert d.get(served.base + "/index.html").body == INDEX
+    finally:
+        d.close()
+    wrong = make(flavour, mount="/hc", identity="A" * 43)
+    try:
+        with pytest.raises(ProtocolError) as e:
+            wrong.get(served.base + "/index.html")
+        assert e.value.code == "bad_signature"
+    finally:
+        wrong.close()
+
+
+def test_ticket_on_second_request(served: Server, flavour: str) -> None:
+    d = make(flavour, mount="/hc")
+    try:
+        first = d.get(served.base + "/index.html")
+        second = d.get(served.base + "/index.html")
+        assert first.info.credential == "key"
+        assert second.info.credential == "ticket"
+        assert second.body == INDEX
+    finally:
+        d.close()
+    no_tickets = make(flavour, mount="/hc", tickets=False)
+    try:
+        no_tickets.get(served.base + "/index.html")
+        assert no_tickets.get(served.base + "/index.html").info.credential == "key"
+    finally:
+        no_tickets.close()
+
+
+def test_reuse_key(served: Server, flavour: str) -> None:
+    d = make(flavour, mount="/hc", reuse_key=True, tickets=False)
+    try:
+        a = d.get(served.base + "/index.html")
+        b = d.get(served.base + "/index.html")
+        cookie = [v for n, v in a.info.request_headers if n == "Cookie"][0]
+        cookie2 = [v for n, v in b.info.request_headers if n == "Cookie"][0]
+        # The same client public key (value) under random padding.
+        assert cookie.split("=")[1][:43] == cookie2.split("=")[1][:43]
+    finally:
+        d.close()
+
+
+def test_stale_retry(served: Server, flavour: str) -> None:
+    d = make(flavour, mount="/hc", clock=lambda: time.time() + 150)
+    try:
+        r = d.get(served.base + "/index.html")
+        assert r.status == 200 and r.body == INDEX
+        assert r.info.attempts == 2  # inner 425 stale, then the corrected retry
+        # The offset is kept: the next request needs no retry.
+        assert d.get(served.base + "/index.html").info.attempts == 1
+    finally:
+        d.close()
+
+
+def test_unknown_key_retry(bin_path: Path, tmp_path: Path, flavour: str) -> None:
+    (tmp_path / "root").mkdir()
+    (tmp_path / "root" / "index.html").write_bytes(INDEX)
+    port = free_port()
+
+    def run(keys: str) -> Server:
+        ident = keygen(bin_path, tmp_path / keys)
+        return start(bin_path, ["serve", "--keys", str(tmp_path / keys), "--root",
+                                str(tmp_path / "root"), "--mount", "/hc"], ident, port,
+                     tmp_path / "serve.log")
+
+    s = run("keys1")
+    d = make(flavour, mount="/hc")
+    try:
+        assert d.get(s.base + "/index.html").info.attempts == 1  # caches cert (and a ticket)
+        s.stop()
+        s = run("keys2")  # new keys: the client's cert and ticket are unknown there
+        r = d.get(s.base + "/index.html")
+        assert r.status == 200 and r.body == INDEX
+        assert r.info.attempts == 2 and r.info.credential == "key"
+    finally:
+        d.close()
+        s.stop()
+
+
+def test_non_200_outer_is_an_error(served: Server, flavour: str) -> None:
+    # A wrong mount: the server answers outside the mount (404, plaintext).
+    d = make(flavour, mount="/elsewhere")
+    try:
+        with pytest.raises(HTTPCryptError) as e:
+            d.get(served.base + "/index.html")
+        assert e.value.code == "refused"
+    finally:
+        d.close()
+
+
+def test_tampered_response(served: Server, flavour: str) -> None:
+    proxy = FlipProxy(served.port)
+    d = make(flavour, mount="/hc")
+    try:
+        got: list[bytes] = []
+        with pytest.raises(IntegrityError) as e:
+            got.append(d.get(f"http://127.0.0.1:{proxy.port}/index.html").body)
+        assert e.value.code == "integrity"
+        assert got == [] and proxy.flipped >= 1
+    finally:
+        d.close()
+        proxy.close()
+
+
+def test_tampered_later_record_yields_only_verified_bytes(served: Server, flavour: str,
+                                                          gateway: Server) -> None:
+    # A 200 KB body in 16 KiB records; a byte deep in the body is flipped.
+    n = 200_000
+    proxy = FlipProxy(gateway.port, offset=100_000)
+    d = make(flavour, mount="/hc")
+    got = bytearray()
+    try:
+        with pytest.raises(IntegrityError):
+            d.download(f"http://127.0.0.1:{proxy.port}/gen?n={n}", got.extend)
+        assert proxy.flipped >= 1
+        assert len(got) < 100_000
+        assert bytes(got) == bytes(i % 251 for i in range(len(got)))
+    finally:
+        d.close()
+        proxy.close()
+
+
+def _pattern_chunks(total: int, size: int = 64 * 1024) -> Iterator[bytes]:
+    block = bytes(i % 256 for i in range(size))
+    sent = 0
+    while sent < total:
+        n = min(size, total - sent)
+        yield block if n == size else block[:n]
+        sent += n
+
+
+def test_streaming_upload_bounded(gateway: Server, flavour: str) -> None:
+    want = hashlib.sha256()
+    for c in _pattern_chunks(BIG):
+        want.update(c)
+    d = make(flavour, mount="/hc")
+    try:
+        d.get(gateway.base + "/echo")  # fetch the certificate outside the measurement
+        for length in (BIG, None):  # known length (Content-Length) and chunked
+            tracemalloc.start()
+            try:
+                r = d.upload(gateway.base + "/sink", _pattern_chunks(BIG), length)
+                _, peak = tracemalloc.get_traced_memory()
+            finally:
+                tracemalloc.stop()
+            assert r.status == 200
+            assert r.body.decode() == f"{BIG} {want.hexdigest()}"
+            assert r.info.method == "POST"
+            assert peak < MEMORY_BOUND, f"peak {peak} bytes while uploading {BIG}"
+    finally:
+        d.close()
+
+
+def test_streaming_download_bounded(gateway: Server, flavour: str) -> None:
+    want = hashlib.sha256()
+    pattern = bytes(i % 251 for i in range(251 * 256))
+    left = BIG
+    while left:
+        piece = pattern[:min(len(pattern), left)]
+        want.update(piece)
+        left -= len(piece)
+    d = make(flavour, mount="/hc")
+    try:
+        d.get(gateway.base + "/echo")
+        got = hashlib.sha256()
+        count = [0]
+
+        def sink(chunk: bytes) -> None:
+            got.update(chunk)
+            count[0] += len(chunk)
+
+        tracemalloc.start()
+        try:
+            r = d.download(gateway.base + f"/gen?n={BIG}", sink)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert r.status == 200
+        assert count[0] == BIG and got.hexdigest() == want.hexdigest()
+        assert peak < MEMORY_BOUND, f"peak {peak} bytes while downloading {BIG}"
+    finally:
+        d.close()
+
+
+def test_gateway_echo_reconstruction(gateway: Server, flavour: str) -> None:
+    d = make(flavour, mount="/hc")
+    try:
+        r = d.post(gateway.base + "/echo?x=1", b"hello body")
+        doc = httpx.Response(200, content=r.body).json()
+        assert doc["method"] == "POST" and doc["target"] == "/echo?x=1"
+        assert doc["length"] == 10
+        assert doc["sha256"] == hashlib.sha256(b"hello body").hexdigest()
+        names = {n.lower() for n, _ in doc["headers"]}
+        assert "cookie" not in names and "client-random" in names
+    finally:
+        d.close()
+
+
+class _Twice(httpx.BaseTransport):
+    """Sends every sealed request twice (a replaying middlebox) and returns
+    the second answer."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.HTTPTransport()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "OPTIONS":
+            return self.inner.handle_request(request)
+        first = self.inner.handle_request(request)
+        first.read()
+        first.close()
+        return self.inner.handle_request(request)
+
+
+def test_replay_is_not_retried(served: Server) -> None:
+    t = HTTPCryptTransport(mount="/hc", transport=_Twice(), tickets=False)
+    with httpx.Client(transport=t) as c, pytest.raises(ReplayError) as e:
+        c.get(served.base + "/index.html")
+    assert e.value.code == "replay" and e.value.problem_type == "urn:httpcrypt:replay"
+    assert e.value.status == 425
+
+
+def _hcfetch(*args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "httpcrypt.hcfetch", *args],
+                          capture_output=True, timeout=60, cwd=REPO)
+
+
+def test_hcfetch_contract(served: Server, gateway: Server, tmp_path: Path) -> None:
+    p = _hcfetch("--mount", "/hc", "--identity", served.identity, "--repeat", "3",
+                 served.base + "/index.html")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == INDEX
+    assert p.stderr.decode().splitlines() == [
+        "request 1: status 200, credential key",
+        "request 2: status 200, credential ticket",
+        "request 3: status 200, credential ticket",
+    ]
+    p = _hcfetch("--mount", "/hc", served.base + "/missing")
+    assert p.returncode == 0 and b"request 1: status 404" in p.stderr
+    p = _hcfetch("--mount", "/hc", "--identity", "A" * 43, served.base + "/index.html")
+    assert p.returncode == 1 and p.stderr.decode().strip() == "error: bad_signature"
+    assert p.stdout == b""
+    f = tmp_path / "data.bin"
+    f.write_bytes(b"x" * 100_000)
+    p = _hcfetch("--mount", "/hc", "-X", "PUT", "-H", "X-Test: 1", "--data-file", str(f),
+                 gateway.base + "/echo")
+    assert p.returncode == 0, p.stderr
+    doc = httpx.Response(200, content=p.stdout).json()
+    assert doc["method"] == "PUT" and doc["length"] == 100_000
+    assert ["x-test", "1"] in [[n.lower(), v] for n, v in doc["headers"]]
+    p = _hcfetch("--mount", "/hc", "-d", "hi", gateway.base + "/echo")
+    assert p.returncode == 0 and httpx.Response(200, content=p.stdout).json()["method"] == "POST"
