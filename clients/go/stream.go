@@ -4,6 +4,7 @@ import (
 	"crypto/cipher"
 	"encoding/binary"
 	"errors"
+	"sync"
 
 	"golang.org/x/crypto/chacha20"
 	"golang.org/x/crypto/chacha20poly1305"
@@ -230,11 +231,17 @@ const (
 
 // Opener opens one stream: push input with Receive in any split, pull
 // verified plaintext with NextEvent, and call Finish at the end of input.
+//
+// Receive borrows its argument when nothing is buffered (complete records
+// are opened straight from it): the caller must not modify it until
+// NextEvent has reported that it needs more input. Only an incomplete
+// record is copied, so an Opener holds at most one record beyond that.
 type Opener struct {
 	c       chain
 	max     int
-	buf     []byte
+	buf     []byte // owned: an incomplete record (and what followed it)
 	pos     int
+	in      []byte // borrowed input, used while buf is empty
 	scratch []byte
 	state   openState
 	err     *Error
@@ -263,8 +270,33 @@ func NewResponseOpener(k SessionKey, requestN0 [NonceLen]byte, maxRecord int) *O
 
 func (o *Opener) fail(e *Error) error {
 	o.state, o.err = stFailed, e
-	o.buf, o.pos, o.scratch = nil, 0, nil
+	o.buf, o.pos, o.in, o.scratch = nil, 0, nil, nil
 	return e
+}
+
+// avail is the unconsumed input.
+func (o *Opener) avail() []byte {
+	if o.pos < len(o.buf) {
+		return o.buf[o.pos:]
+	}
+	return o.in
+}
+
+func (o *Opener) consume(n int) {
+	if o.pos < len(o.buf) {
+		o.pos += n
+	} else {
+		o.in = o.in[n:]
+	}
+}
+
+// keep copies borrowed leftovers into the owned buffer before the caller
+// gets its slice back.
+func (o *Opener) keep() {
+	if len(o.in) > 0 {
+		o.buf = append(o.buf[:0], o.in...)
+		o.pos, o.in = 0, nil
+	}
 }
 
 // Receive pushes input bytes. Bytes after the FINAL record are trailing_data.
@@ -278,11 +310,13 @@ func (o *Opener) Receive(b []byte) error {
 	if o.state == stEndPending || o.state == stDone {
 		return o.fail(ErrTrailingData)
 	}
-	if o.pos > 0 {
+	o.keep()
+	if o.pos < len(o.buf) {
 		n := copy(o.buf, o.buf[o.pos:])
-		o.buf, o.pos = o.buf[:n], 0
+		o.buf, o.pos = append(o.buf[:n], b...), 0
+		return nil
 	}
-	o.buf = append(o.buf, b...)
+	o.buf, o.pos, o.in = o.buf[:0], 0, b
 	return nil
 }
 
@@ -297,22 +331,30 @@ func (o *Opener) NextEvent() (ev Event, ok bool, err error) {
 			return Event{}, false, nil
 		case stEndPending:
 			o.state = stDone
+			o.release()
 			return Event{End: true}, true, nil
 		case stNonce:
-			if len(o.buf)-o.pos < NonceLen {
+			a := o.avail()
+			if len(a) < NonceLen {
+				o.keep()
 				return Event{}, false, nil
 			}
-			copy(o.c.n0[:], o.buf[o.pos:])
-			o.pos += NonceLen
+			copy(o.c.n0[:], a)
+			o.consume(NonceLen)
 			o.state = stRecords
 		case stRecords:
 			data, clear, final, got, err := o.openRecord()
-			if err != nil || !got {
+			if err != nil {
 				return Event{}, false, err
+			}
+			if !got {
+				o.keep()
+				return Event{}, false, nil
 			}
 			if final {
 				if len(data) == 0 {
 					o.state = stDone
+					o.release()
 					return Event{End: true}, true, nil
 				}
 				o.state = stEndPending
@@ -324,10 +366,31 @@ func (o *Opener) NextEvent() (ev Event, ok bool, err error) {
 	}
 }
 
-// openRecord verifies the next buffered record (spec §11.2: the header is
-// judged before the payload is awaited).
+// scratchPool recycles decryption buffers between streams (a one-record
+// stream would otherwise allocate a record-sized buffer).
+var scratchPool sync.Pool
+
+func getScratch(n int) []byte {
+	if b, ok := scratchPool.Get().(*[]byte); ok && cap(*b) >= n {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, max(n, RecordFloor+TagLen))
+}
+
+// release returns the scratch buffer once the stream has ended: the last
+// Data it backed is no longer valid after the End event.
+func (o *Opener) release() {
+	if o.scratch != nil {
+		b := o.scratch[:0]
+		scratchPool.Put(&b)
+		o.scratch = nil
+	}
+}
+
+// openRecord verifies the next record (spec §11.2: the header is judged
+// before the payload is awaited).
 func (o *Opener) openRecord() (data []byte, clear, final, got bool, err error) {
-	avail := o.buf[o.pos:]
+	avail := o.avail()
 	if len(avail) < HeaderLen {
 		return nil, false, false, false, nil
 	}
@@ -358,6 +421,10 @@ func (o *Opener) openRecord() (data []byte, clear, final, got bool, err error) {
 		}
 		data = payload
 	} else {
+		// The AEAD wants ciphertext || tag; the record has tag || ciphertext.
+		if cap(o.scratch) < l+TagLen {
+			o.scratch = getScratch(l + TagLen)
+		}
 		o.scratch = append(append(o.scratch[:0], payload...), tag...)
 		out, e := aead.Open(o.scratch[:0], short[:], o.scratch, o.c.ad)
 		if e != nil {
@@ -367,8 +434,8 @@ func (o *Opener) openRecord() (data []byte, clear, final, got bool, err error) {
 	}
 	copy(o.c.prevTag[:], tag)
 	o.c.index++
-	o.pos += total
-	if final && o.pos != len(o.buf) {
+	o.consume(total)
+	if final && len(o.avail()) != 0 {
 		return nil, false, false, false, o.fail(ErrTrailingData)
 	}
 	return data, clear, final, true, nil
