@@ -1,0 +1,118 @@
+/**
+ * The one error type of the client (spec §12): a stable snake_case `code`
+ * shared with the Rust core and the test vectors, and for problems a server
+ * reported, the problem type URN and status.
+ */
+
+/** Every error code of spec §12 (plus client-side ones for transport and configuration). */
+export type ErrorCode =
+  | 'bad_base64'
+  | 'bad_base32'
+  | 'bad_host'
+  | 'bad_nonce_path'
+  | 'bad_query'
+  | 'no_cookie'
+  | 'bad_cookie'
+  | 'unknown_key'
+  | 'small_order'
+  | 'body_too_large'
+  | 'record_too_large'
+  | 'integrity'
+  | 'clear_in_request'
+  | 'truncated'
+  | 'trailing_data'
+  | 'too_many_records'
+  | 'malformed_inner'
+  | 'inner_head_too_large'
+  | 'forbidden_header'
+  | 'content_length_mismatch'
+  | 'bad_date'
+  | 'stale'
+  | 'replay'
+  | 'token_required'
+  | 'overloaded'
+  | 'bad_certificate'
+  | 'bad_signature'
+  | 'not_valid'
+  | 'bad_record'
+  | 'bad_key_header'
+  | 'bad_keypair'
+  | 'bad_token'
+  // Client side, not in the wire protocol:
+  /** The server answered with a non-200 outer status (unauthenticated). */
+  | 'refused'
+  /** Network failure, or the caller aborted. */
+  | 'transport'
+  /** Unusable options or request (e.g. https URL, bad mount). */
+  | 'config';
+
+/** Problem type URNs (spec §4.4). */
+export const PROBLEM = {
+  malformed: 'urn:httpcrypt:malformed',
+  unknownKey: 'urn:httpcrypt:unknown-key',
+  tooLarge: 'urn:httpcrypt:too-large',
+  integrity: 'urn:httpcrypt:integrity',
+  stale: 'urn:httpcrypt:stale',
+  replay: 'urn:httpcrypt:replay',
+  tokenRequired: 'urn:httpcrypt:token-required',
+  overloaded: 'urn:httpcrypt:overloaded',
+} as const;
+
+/** Where a server-reported problem came from. */
+export type ProblemScope = 'outer' | 'inner';
+
+/** Details a server gave about a problem. */
+export interface ProblemInfo {
+  /** The RFC 9457 `type`, e.g. `urn:httpcrypt:replay`. */
+  type: string;
+  /** HTTP status (outer status, or the sealed inner status). */
+  status: number;
+  /** `outer`: plaintext and unauthenticated; `inner`: sealed, so the server's own word. */
+  scope: ProblemScope;
+  /** Informative `title`. */
+  title?: string;
+}
+
+/** The code a problem type maps to on the client (the fine-grained code does not travel, spec §4.4). */
+export function codeForProblem(type: string, status: number): ErrorCode {
+  switch (type) {
+    case PROBLEM.unknownKey:
+      return 'unknown_key';
+    case PROBLEM.integrity:
+      return 'integrity';
+    case PROBLEM.stale:
+      return 'stale';
+    case PROBLEM.replay:
+      return 'replay';
+    case PROBLEM.tokenRequired:
+      return 'token_required';
+    case PROBLEM.overloaded:
+      return 'overloaded';
+    case PROBLEM.tooLarge:
+      return status === 413 ? 'body_too_large' : 'record_too_large';
+    case PROBLEM.malformed:
+      return 'malformed_inner';
+    default:
+      return 'refused';
+  }
+}
+
+/** The error every part of this package throws. */
+export class HttpCryptError extends Error {
+  /** Stable snake_case code (spec §12). */
+  readonly code: ErrorCode;
+  /** For problems a server reported: type URN, status and scope. */
+  readonly problem?: ProblemInfo;
+
+  constructor(code: ErrorCode, message?: string, problem?: ProblemInfo, options?: { cause?: unknown }) {
+    super(message ?? code, options);
+    this.name = 'HttpCryptError';
+    this.code = code;
+    if (problem !== undefined) this.problem = problem;
+  }
+}
+
+/** Shorthand for throwing a coded error. */
+export function fail(code: ErrorCode, message?: string): never {
+  throw new HttpCryptError(code, message);
+}

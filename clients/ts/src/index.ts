@@ -1,0 +1,19 @@
+/**
+ * @httpcrypt/client: the HTTPCrypt v1 client for browsers and Node 20.
+ * `hcFetch`/`createClient` for applications; the protocol core (streams,
+ * inner messages, certificates, tickets, DNS forms) for tools and tests.
+ */
+export * from './errors.js';
+export * from './b64u.js';
+export * from './suite.js';
+export * from './stream.js';
+export * from './inner.js';
+export * from './date.js';
+export * from './cert.js';
+export * from './dns.js';
+export * from './ticket.js';
+export * from './token.js';
+export * from './outer.js';
+export * from './exchange.js';
+export * from './tlsa.js';
+export * as server from './server.js';

@@ -1,0 +1,200 @@
+/**
+ * The outer message (spec §4.1, §4.2, §11): mount and nonce path, routing,
+ * the cookie pair (format and the server's scan), the canonical request
+ * head, the GET-form size rule, and problem documents.
+ */
+import { b64uDecode, b64uDecodeExact, b64uEncode, encodedLen, isB64uText } from './b64u.js';
+import { fail } from './errors.js';
+import { KID_LEN, NONCE_LEN, bytesEqual, randomBytes } from './suite.js';
+import { SEALED_TICKET_LEN } from './ticket.js';
+
+export const NONCE_B64_LEN = 32;
+export const ID_B64_LEN = 14;
+export const PUBLIC_B64_LEN = 43;
+export const TICKET_B64_LEN = 115;
+export const MAX_PAD = 16;
+/** A client uses the GET form only while the request line stays below this (spec §4.1). */
+export const GET_FORM_LIMIT = 2000;
+export const OCTET_STREAM = 'application/octet-stream';
+export const CERTS_TYPE = 'application/httpcrypt-certs';
+export const PROBLEM_TYPE = 'application/problem+json';
+
+/** Normalises a mount (spec §4.1, D5): empty or `/`-led without trailing `/`. */
+export function normalizeMount(text: string): string {
+  if (/[?#%\s\x00-\x1f\x7f]/.test(text)) fail('bad_nonce_path', 'unusable mount');
+  let m = text.replace(/\/+$/, '');
+  if (m !== '' && !m.startsWith('/')) m = '/' + m;
+  return m;
+}
+
+/** `{mount}/{b64u(n0)}`. */
+export function noncePath(mount: string, n0: Uint8Array): string {
+  return `${mount}/${b64uEncode(n0)}`;
+}
+
+/** `{mount}/{b64u(n0)}?{b64u(stream)}`: the GET form's target. */
+export function getTarget(mount: string, n0: Uint8Array, stream: Uint8Array): string {
+  return `${noncePath(mount, n0)}?${b64uEncode(stream)}`;
+}
+
+/** Whether a GET request line with a stream of this length stays below the limit. */
+export function fitsGetForm(mount: string, streamLen: number): boolean {
+  const line = 4 + mount.length + 1 + NONCE_B64_LEN + 1 + encodedLen(streamLen) + 9;
+  return line < GET_FORM_LIMIT;
+}
+
+export type Route =
+  | { route: 'outside' }
+  | { route: 'options' }
+  | { route: 'method_not_allowed' }
+  | { route: 'not_found' }
+  | { route: 'post'; n0: Uint8Array }
+  | { route: 'get'; n0: Uint8Array; query: string };
+
+/** Exactly 32 canonical base64url characters naming a 24-byte nonce. */
+export function parseNonce(text: string): Uint8Array {
+  try {
+    return b64uDecodeExact(text, NONCE_LEN);
+  } catch {
+    fail('bad_nonce_path');
+  }
+}
+
+/** Routes an outer request (spec §11.1, D16, D17); no percent-decoding. */
+export function route(method: string, target: string, mount: string): Route {
+  const q = target.indexOf('?');
+  const path = q < 0 ? target : target.slice(0, q);
+  const query = q < 0 ? null : target.slice(q + 1);
+  if (!path.startsWith(mount + '/')) return { route: 'outside' };
+  const rest = path.slice(mount.length + 1);
+  if (method === 'OPTIONS') return rest === '' ? { route: 'options' } : { route: 'not_found' };
+  if (method !== 'POST' && method !== 'GET') return { route: 'method_not_allowed' };
+  const n0 = parseNonce(rest);
+  if (method === 'POST') return { route: 'post', n0 };
+  if (query === null) fail('bad_query');
+  return { route: 'get', n0, query };
+}
+
+/** Decodes a GET-form query (spec D8, D22). */
+export function decodeQuery(query: string, maxBody: number): Uint8Array {
+  if (Math.floor(query.length / 4) * 3 > maxBody) fail('body_too_large');
+  try {
+    return b64uDecode(query);
+  } catch {
+    fail('bad_query');
+  }
+}
+
+const PAD_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+
+/** 0–16 random base64url characters (spec §4.1). */
+export function randomPad(): string {
+  const b = randomBytes(MAX_PAD + 1);
+  const n = b[0]! % (MAX_PAD + 1);
+  let s = '';
+  for (let i = 1; i <= n; i++) s += PAD_ALPHABET[b[i]! & 63]!;
+  return s;
+}
+
+/** `{b64u(id)}{namePad}={b64u(value)}{valuePad}` (spec §4.1, §7.2). */
+export function formatCookie(id: Uint8Array, value: Uint8Array, namePad: string, valuePad: string): string {
+  for (const pad of [namePad, valuePad]) {
+    if (pad.length > MAX_PAD || !isB64uText(pad)) fail('bad_cookie', 'pad');
+  }
+  return `${b64uEncode(id)}${namePad}=${b64uEncode(value)}${valuePad}`;
+}
+
+export type IdKind = 'key' | 'ticket';
+export type Credential = { kind: 'key'; id: Uint8Array; value: Uint8Array } | { kind: 'ticket'; id: Uint8Array; value: Uint8Array };
+
+const trimOws = (s: string): string => s.replace(/^[ \t]+|[ \t]+$/g, '');
+
+function hasShape(name: string, value: string): boolean {
+  const nameOk = name.length >= ID_B64_LEN && name.length <= ID_B64_LEN + MAX_PAD && isB64uText(name);
+  const valueOk =
+    ((value.length >= PUBLIC_B64_LEN && value.length <= PUBLIC_B64_LEN + MAX_PAD) ||
+      (value.length >= TICKET_B64_LEN && value.length <= TICKET_B64_LEN + MAX_PAD)) &&
+    isB64uText(value);
+  return nameOk && valueOk;
+}
+
+function stripPad(text: string, n: number): Uint8Array {
+  const len = encodedLen(n);
+  if (text.length < len || text.length > len + MAX_PAD || !isB64uText(text.slice(len))) fail('bad_cookie');
+  try {
+    return b64uDecodeExact(text.slice(0, len), n);
+  } catch {
+    fail('bad_cookie');
+  }
+}
+
+/**
+ * The server's cookie scan (spec §11.3): the first pair whose 14-character
+ * name prefix is a known ID is used and must be well formed (`bad_cookie`);
+ * none: `unknown_key` if a pair has the HTTPCrypt shape, else `no_cookie`.
+ */
+export function scanCookies(fields: readonly string[], lookup: (id: Uint8Array) => IdKind | null): Credential {
+  let shaped = false;
+  for (const field of fields) {
+    for (const raw of field.split(';')) {
+      const pair = trimOws(raw);
+      const eq = pair.indexOf('=');
+      if (eq < 0) continue;
+      const name = trimOws(pair.slice(0, eq));
+      const value = trimOws(pair.slice(eq + 1));
+      shaped ||= hasShape(name, value);
+      if (name.length < ID_B64_LEN) continue;
+      let id: Uint8Array;
+      try {
+        id = b64uDecodeExact(name.slice(0, ID_B64_LEN), KID_LEN);
+      } catch {
+        continue;
+      }
+      const kind = lookup(id);
+      if (kind === null) continue;
+      const namePad = name.slice(ID_B64_LEN);
+      if (namePad.length > MAX_PAD || !isB64uText(namePad)) fail('bad_cookie');
+      return kind === 'key' ? { kind, id, value: stripPad(value, 32) } : { kind, id, value: stripPad(value, SEALED_TICKET_LEN) };
+    }
+  }
+  fail(shaped ? 'unknown_key' : 'no_cookie');
+}
+
+/** Looks `id` up in a list of `[id, kind]`. */
+export function idLookup(ids: ReadonlyArray<[Uint8Array, IdKind]>): (id: Uint8Array) => IdKind | null {
+  return (id) => ids.find(([x]) => bytesEqual(x, id))?.[1] ?? null;
+}
+
+/** The complete outer request head in the canonical layout (spec §4.1, D9). */
+export function formatOuterRequestHead(form: 'post' | 'get', target: string, host: string, cookie: string, bodyLen: number): string {
+  let s = `${form === 'post' ? 'POST' : 'GET'} ${target} HTTP/1.1\r\nHost: ${host}\r\nCookie: ${cookie}\r\n`;
+  if (form === 'post') s += `Content-Type: ${OCTET_STREAM}\r\n`;
+  s += 'Cache-Control: no-cache, no-store\r\nPragma: no-cache\r\n';
+  if (form === 'post') s += `Content-Length: ${bodyLen}\r\n`;
+  return s + '\r\n';
+}
+
+/** An RFC 9457 problem document as far as the protocol uses it. */
+export interface ProblemDoc {
+  type: string;
+  status: number;
+  title?: string;
+  certs: string[];
+}
+
+/** Parses a problem document; `null` if it is not one. Unknown members are ignored. */
+export function parseProblem(body: Uint8Array | string): ProblemDoc | null {
+  try {
+    const text = typeof body === 'string' ? body : new TextDecoder().decode(body);
+    const v: unknown = JSON.parse(text);
+    if (typeof v !== 'object' || v === null) return null;
+    const o = v as Record<string, unknown>;
+    if (typeof o['type'] !== 'string') return null;
+    const certs = Array.isArray(o['certs']) ? o['certs'].filter((x): x is string => typeof x === 'string') : [];
+    const doc: ProblemDoc = { type: o['type'], status: typeof o['status'] === 'number' ? o['status'] : 0, certs };
+    if (typeof o['title'] === 'string') doc.title = o['title'];
+    return doc;
+  } catch {
+    return null;
+  }
+}

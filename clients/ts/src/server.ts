@@ -1,0 +1,157 @@
+/**
+ * A minimal server side of one exchange, without IO (spec §11.1 order):
+ * route, Host, nonce path, body/query, cookie, key agreement or ticket;
+ * then the stream and the inner request. The client package carries it
+ * for the shared vectors (`server_request`, `exchange`) and for tests that
+ * play both ends in memory; it is not a production server.
+ */
+import { type KeyCert, isValidAt } from './cert.js';
+import { fail } from './errors.js';
+import { DEFAULT_INNER_LIMITS, InnerDecoder, type RequestHead, decodeAll, fromLatin1, latin1 } from './inner.js';
+import { decodeQuery, route, scanCookies, type Credential, type IdKind } from './outer.js';
+import { Opener, Sealer, openAll, sealAll, DEFAULT_MAX_RECORD } from './stream.js';
+import { bytesEqual, keyId, sessionKey } from './suite.js';
+import { openTicket } from './ticket.js';
+
+export interface ServerKey {
+  secret: Uint8Array;
+  cert: KeyCert;
+  kid: Uint8Array;
+}
+export interface ServerTicketKey {
+  tid: Uint8Array;
+  key: Uint8Array;
+  expires: number;
+}
+export interface ServerConfig {
+  keys: ServerKey[];
+  ticketKeys: ServerTicketKey[];
+  mount: string;
+  maxBody: number;
+}
+
+/** The outer request fields the server looks at. */
+export interface OuterRequest {
+  method: string;
+  target: string;
+  host: string | null;
+  cookies: string[];
+  contentLength: number | null;
+  body: Uint8Array;
+}
+
+/** Parses raw HTTP/1.1 request bytes (Content-Length framing; the rest is the body). */
+export function parseOuterRequest(bytes: Uint8Array): OuterRequest {
+  let end = -1;
+  for (let i = 0; i + 3 < bytes.length; i++) {
+    if (bytes[i] === 13 && bytes[i + 1] === 10 && bytes[i + 2] === 13 && bytes[i + 3] === 10) {
+      end = i + 4;
+      break;
+    }
+  }
+  if (end < 0) fail('truncated', 'no outer head');
+  const lines = fromLatin1(bytes.subarray(0, end - 4)).split('\r\n');
+  const m = /^(\S+) (\S+) HTTP\/1\.[01]$/.exec(lines[0]!);
+  if (!m) fail('truncated', 'outer request line');
+  const req: OuterRequest = { method: m[1]!, target: m[2]!, host: null, cookies: [], contentLength: null, body: bytes.slice(end) };
+  for (const line of lines.slice(1)) {
+    const c = line.indexOf(':');
+    if (c <= 0) continue;
+    const name = line.slice(0, c).toLowerCase();
+    const value = line.slice(c + 1).trim();
+    if (name === 'host' && req.host === null) req.host = value;
+    else if (name === 'cookie') req.cookies.push(value);
+    else if (name === 'content-length' && req.contentLength === null && /^\d+$/.test(value)) req.contentLength = Number(value);
+  }
+  return req;
+}
+
+/** A request whose key agreement succeeded. */
+export interface Accepted {
+  kid: Uint8Array;
+  n0: Uint8Array;
+  sessionKey: Uint8Array;
+  queryStream: Uint8Array | null;
+  credential: Credential;
+}
+
+export type AcceptResult = { kind: 'outside' | 'options' | 'method_not_allowed' | 'not_found' } | { kind: 'request'; accepted: Accepted };
+
+function findKey(cfg: ServerConfig, id: Uint8Array, now: number): ServerKey | undefined {
+  return cfg.keys.find((k) => now <= k.cert.notAfter && bytesEqual(k.kid, id));
+}
+function findTicketKey(cfg: ServerConfig, id: Uint8Array, now: number): ServerTicketKey | undefined {
+  return cfg.ticketKeys.find((k) => now <= k.expires && bytesEqual(k.tid, id));
+}
+
+/** Judges an outer request in the order of spec §11.1. */
+export function accept(cfg: ServerConfig, req: OuterRequest, now: number): AcceptResult {
+  let r: ReturnType<typeof route> | null = null;
+  let routeError: unknown = null;
+  try {
+    r = route(req.method, req.target, cfg.mount);
+  } catch (e) {
+    routeError = e;
+  }
+  if (r !== null && (r.route === 'outside' || r.route === 'options' || r.route === 'method_not_allowed' || r.route === 'not_found')) {
+    return { kind: r.route };
+  }
+  if (req.host === null || req.host === '') fail('bad_host');
+  if (routeError !== null) throw routeError;
+  if (r === null) fail('bad_nonce_path');
+  let queryStream: Uint8Array | null = null;
+  if (r.route === 'post') {
+    if (req.contentLength !== null && req.contentLength > cfg.maxBody) fail('body_too_large');
+  } else if (r.route === 'get') {
+    if ((req.contentLength ?? 0) > 0 || req.body.length > 0) fail('bad_query');
+    queryStream = decodeQuery(r.query, cfg.maxBody);
+  }
+  const n0 = r.route === 'post' || r.route === 'get' ? r.n0 : fail('bad_nonce_path');
+  const credential = scanCookies(req.cookies, (id): IdKind | null =>
+    findKey(cfg, id, now) ? 'key' : findTicketKey(cfg, id, now) ? 'ticket' : null,
+  );
+  let kid: Uint8Array;
+  let k: Uint8Array;
+  if (credential.kind === 'key') {
+    const sk = findKey(cfg, credential.id, now) ?? fail('unknown_key');
+    kid = sk.kid;
+    k = sessionKey(sk.secret, credential.value);
+  } else {
+    const tk = findTicketKey(cfg, credential.id, now) ?? fail('unknown_key');
+    const c = openTicket(tk.tid, tk.key, credential.value, now);
+    if (!findKey(cfg, c.kid, now)) fail('unknown_key', 'ticket names a kid no longer held');
+    kid = c.kid;
+    k = c.sessionKey;
+  }
+  return { kind: 'request', accepted: { kid, n0, sessionKey: k, queryStream, credential } };
+}
+
+/** Opens the request stream (body or GET query) and parses the inner request. */
+export function openRequest(a: Accepted, body: Uint8Array): { head: RequestHead; body: Uint8Array } {
+  const plaintext = openAll(Opener.request(a.sessionKey, a.n0, DEFAULT_MAX_RECORD), a.queryStream ?? body);
+  return decodeAll(InnerDecoder.request(DEFAULT_INNER_LIMITS), plaintext);
+}
+
+/** Seals a complete inner response: `n0 || stream`. */
+export function sealResponse(a: Accepted, responseN0: Uint8Array, innerResponse: Uint8Array, recordSize: number): Uint8Array {
+  const stream = sealAll(Sealer.response(a.sessionKey, responseN0, a.n0), innerResponse, recordSize);
+  const out = new Uint8Array(responseN0.length + stream.length);
+  out.set(responseN0);
+  out.set(stream, responseN0.length);
+  return out;
+}
+
+/** Certificates valid at `now`, highest serial first (for OPTIONS and unknown-key). */
+export function validCerts(cfg: ServerConfig, now: number): KeyCert[] {
+  return cfg.keys
+    .map((k) => k.cert)
+    .filter((c) => isValidAt(c, now))
+    .sort((a, b) => b.serial - a.serial || b.notBefore - a.notBefore);
+}
+
+/** A server key from its secret and certificate. */
+export function serverKey(secret: Uint8Array, cert: KeyCert): ServerKey {
+  return { secret, cert, kid: keyId(cert.kexPublic) };
+}
+
+export { latin1 };
