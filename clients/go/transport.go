@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"sort"
 	"strconv"
@@ -276,6 +277,7 @@ func isUnsafe(m string) bool {
 // answer (often a proxy that closes after each response).
 func closedBeforeAnswer(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, syscall.EPIPE) || strings.Contains(err.Error(), "server closed idle connection")
 }
 

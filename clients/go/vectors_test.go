@@ -56,8 +56,6 @@ var skipReasons = map[string]string{
 	"rspamd_keypair":       "rspamd compatibility profile: optional, not implemented by the Go client",
 	"rspamd_exchange":      "rspamd compatibility profile: optional, not implemented by the Go client",
 	"rspamd_open":          "rspamd compatibility profile: optional, not implemented by the Go client",
-	"tlsa":                 "TLSA X.509 form: not implemented yet",
-	"tlsa_read":            "TLSA X.509 form: not implemented yet",
 }
 
 var vectorRunners = map[string]func(t *testing.T, in map[string]any) (map[string]any, error){}
@@ -547,6 +545,36 @@ func init() {
 		return map[string]any{"method": acc.head.Method, "target": acc.head.Target, "body": hex.EncodeToString(acc.body)}, nil
 	}
 	vectorRunners["exchange"] = runExchange
+	vectorRunners["tlsa"] = func(t *testing.T, in map[string]any) (map[string]any, error) {
+		priv := ed25519.NewKeyFromSeed(hx(in, "identity_seed"))
+		c := SignCert(priv, uint32(num(in, "serial")), uint32(num(in, "not_before")), uint32(num(in, "not_after")), hx(in, "kex_public"))
+		der := EncodeTLSA(priv, c)
+		back, err := ReadTLSA(3, 0, 0, der)
+		if err != nil {
+			t.Fatalf("own TLSA certificate does not read back: %v", err)
+		}
+		id, _ := ParseIdentity(priv.Public().(ed25519.PublicKey))
+		if err := back.Verify(id); err != nil || back.Key() != c.Key() {
+			t.Fatalf("own TLSA certificate does not verify or differs: %v", err)
+		}
+		return map[string]any{"der": hex.EncodeToString(der), "rdata": FormatTLSA(der)}, nil
+	}
+	vectorRunners["tlsa_read"] = func(t *testing.T, in map[string]any) (map[string]any, error) {
+		c, err := ReadTLSA(int(num(in, "usage")), int(num(in, "selector")), int(num(in, "matching")), hx(in, "data"))
+		if err != nil {
+			return nil, err
+		}
+		id, err := identityOpt(in)
+		if err != nil {
+			return nil, err
+		}
+		if id != nil {
+			if err := c.Verify(id); err != nil {
+				return nil, err
+			}
+		}
+		return map[string]any{"serial": c.Serial, "not_before": c.NotBefore, "not_after": c.NotAfter, "kex_public": hex.EncodeToString(c.KexPublic[:])}, nil
+	}
 }
 
 func ticketKeyFrom(m map[string]any) *TicketKey {
