@@ -17,3 +17,4 @@ export * from './outer.js';
 export * from './exchange.js';
 export * from './tlsa.js';
 export * as server from './server.js';
+export * from './client.js';

@@ -7,7 +7,7 @@
  */
 import { type KeyCert, isValidAt } from './cert.js';
 import { fail } from './errors.js';
-import { DEFAULT_INNER_LIMITS, InnerDecoder, type RequestHead, decodeAll, fromLatin1, latin1 } from './inner.js';
+import { DEFAULT_INNER_LIMITS, InnerDecoder, type RequestHead, decodeAll, fromLatin1 } from './inner.js';
 import { decodeQuery, route, scanCookies, type Credential, type IdKind } from './outer.js';
 import { Opener, Sealer, openAll, sealAll, DEFAULT_MAX_RECORD } from './stream.js';
 import { bytesEqual, keyId, sessionKey } from './suite.js';
@@ -154,4 +154,3 @@ export function serverKey(secret: Uint8Array, cert: KeyCert): ServerKey {
   return { secret, cert, kid: keyId(cert.kexPublic) };
 }
 
-export { latin1 };

@@ -1,0 +1,560 @@
+/**
+ * `createClient` / `hcFetch`: a `fetch`-compatible HTTPCrypt client for
+ * browsers and Node 20. It finds the server's keys (`OPTIONS {mount}/`,
+ * cached for `max-age`), seals the request (GET form when it fits, else
+ * POST, streaming the body where the platform can), opens the response
+ * incrementally and hands out a standard `Response` whose body yields only
+ * verified bytes. It retries once on outer `unknown-key` and once on inner
+ * `stale`, never on `replay` (spec §11.5).
+ */
+import { b64uDecodeExact } from './b64u.js';
+import { type KeyCert, certFromText, chooseCert, parseCertList, verifyCert } from './cert.js';
+import { checkDate, formatHttpDate } from './date.js';
+import { HttpCryptError, codeForProblem, fail } from './errors.js';
+import { type ClientCredential, type PreparedRequest, prepareRequest, requestSealer, responseOpener } from './exchange.js';
+import { DEFAULT_INNER_LIMITS, FORBIDDEN, type Field, InnerDecoder, type InnerLimits, type ResponseHead, fieldValue, formatRequestHead } from './inner.js';
+import { PROBLEM_TYPE, fitsGetForm, getTarget, noncePath, normalizeMount, parseProblem, randomPad, OCTET_STREAM } from './outer.js';
+import { DEFAULT_MAX_RECORD, type Opener, sealAll } from './stream.js';
+import { concat, isIdentityKey, randomBytes } from './suite.js';
+import { TICKET_FIELD, parseTicketField } from './ticket.js';
+import { CLIENT_RANDOM_FIELD, RANDOM_FIELD, formatClientRandom } from './token.js';
+
+/** Options of `createClient`. */
+export interface ClientOptions {
+  /** The server's mount path (default `''`: `/{n0}`). */
+  mount?: string;
+  /** Authenticated mode: certificates must verify under this Ed25519 identity (32 bytes or base64url). */
+  identity?: Uint8Array | string;
+  /** `auto` (default, as the Rust client): GET form when the request fits in the request line, else POST. */
+  form?: 'auto' | 'post';
+  /** Reuse one X25519 key pair per host so the server's session cache helps (default: fresh per request). */
+  keyReuse?: boolean;
+  /** Present tickets the server issues (default true). */
+  tickets?: boolean;
+  /** Record size for request bodies (default 16 KiB). */
+  recordSize?: number;
+  /** Largest response record accepted (default 1 MiB). */
+  maxRecord?: number;
+  /** Inner head limits for responses. */
+  innerLimits?: InnerLimits;
+  /** The transport (default `globalThis.fetch`). */
+  fetch?: typeof globalThis.fetch;
+  /** Clock hook: unix seconds (default `Date.now() / 1000`). */
+  now?: () => number;
+  /**
+   * How the HTTPCrypt cookie travels. `header` sets the `Cookie` field
+   * (Node); `document` sets a same-origin cookie scoped to the request's
+   * nonce path through `document.cookie` (browsers, which forbid the field).
+   * Default: `document` when `document` exists, else `header`.
+   */
+  cookieMode?: 'header' | 'document';
+  /**
+   * Stream the sealed request body (`duplex: 'half'`). Default: true in
+   * Node; false in browsers, which do not generally support streaming
+   * uploads over HTTP/1.1, so the sealed body is buffered there.
+   */
+  streamingUploads?: boolean;
+  /** Certificate lines (`hc1 …`) known in advance, e.g. from DNS; checked like `OPTIONS` answers. */
+  certs?: string[];
+}
+
+/** What happened on the wire for one `hcFetch` call. */
+export interface ExchangeInfo {
+  /** What the outer cookie carried on the last attempt. */
+  credential: 'key' | 'ticket';
+  /** Requests sent (2 after a retry). */
+  attempts: number;
+  /** Outer form of the last attempt. */
+  form: 'post' | 'get';
+  /** Outer URL of the last attempt. */
+  outerUrl: string;
+}
+
+const INFO = new WeakMap<Response, ExchangeInfo>();
+
+/** The exchange details of a response `hcFetch` returned. */
+export function exchangeInfo(res: Response): ExchangeInfo | undefined {
+  return INFO.get(res);
+}
+
+interface HostState {
+  certs: KeyCert[];
+  fetched: number;
+  maxAge: number;
+  key: Uint8Array | null;
+  ticket: { ticket: Uint8Array; sessionKey: Uint8Array } | null;
+  token: { value: string; sessionKey: Uint8Array } | null;
+  clockOffset: number;
+}
+
+type Outcome = { kind: 'done'; response: Response } | { kind: 'retry_key' } | { kind: 'retry_stale' } | { kind: 'retry_token' };
+
+const SAFE = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
+const NULL_BODY = new Set([101, 204, 205, 304]);
+const PROBLEM_LIMIT = 64 * 1024;
+
+/** The HTTPCrypt client: `fetch` plus state per host (keys, tickets, clock offset). */
+export interface HcClient {
+  fetch(input: string | URL | Request, init?: RequestInit): Promise<Response>;
+  /** Fetches (or returns cached) certificates of `origin` (`http://host[:port]`). */
+  refreshCerts(origin: string): Promise<KeyCert[]>;
+  /** Forget cached keys and tickets (all hosts). */
+  clear(): void;
+}
+
+/** A view typed as backed by a plain ArrayBuffer (what BodyInit/BlobPart want). */
+function own(b: Uint8Array): Uint8Array<ArrayBuffer> {
+  return b.buffer instanceof ArrayBuffer ? (b as Uint8Array<ArrayBuffer>) : new Uint8Array(b);
+}
+
+function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+async function readLimited(body: ReadableStream<Uint8Array> | null, limit: number): Promise<Uint8Array> {
+  if (body === null) return new Uint8Array(0);
+  const reader = body.getReader();
+  const parts: Uint8Array[] = [];
+  let n = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    n += value.length;
+    if (n > limit) {
+      await reader.cancel().catch(() => undefined);
+      fail('body_too_large', 'response too large');
+    }
+    parts.push(value);
+  }
+  return concat(...parts);
+}
+
+/** Turns a caller's body into bytes (and its default Content-Type), or keeps a stream. */
+async function normalizeBody(body: BodyInit | null | undefined): Promise<{ bytes: Uint8Array | null; stream: ReadableStream<Uint8Array> | null; type: string | null }> {
+  if (body === null || body === undefined) return { bytes: null, stream: null, type: null };
+  if (body instanceof ReadableStream) return { bytes: null, stream: body as ReadableStream<Uint8Array>, type: null };
+  if (body instanceof Uint8Array) return { bytes: body, stream: null, type: null };
+  const r = new Response(body);
+  return { bytes: new Uint8Array(await r.arrayBuffer()), stream: null, type: r.headers.get('content-type') };
+}
+
+/** Creates a client. */
+export function createClient(options: ClientOptions = {}): HcClient {
+  const mount = normalizeMount(options.mount ?? '');
+  let identity: Uint8Array | undefined;
+  if (options.identity !== undefined) {
+    identity = typeof options.identity === 'string' ? b64uDecodeExact(options.identity, 32) : options.identity;
+    if (!isIdentityKey(identity)) fail('bad_signature', 'the pinned identity is not an Ed25519 point');
+  }
+  const form = options.form ?? 'auto';
+  const keyReuse = options.keyReuse ?? false;
+  const useTickets = options.tickets ?? true;
+  const recordSize = Math.max(1, options.recordSize ?? 16 * 1024);
+  const maxRecord = options.maxRecord ?? DEFAULT_MAX_RECORD;
+  const innerLimits = options.innerLimits ?? DEFAULT_INNER_LIMITS;
+  const transport = options.fetch ?? ((...a: Parameters<typeof fetch>) => globalThis.fetch(...a));
+  const clock = options.now ?? (() => Date.now() / 1000);
+  const now = (): number => Math.floor(clock());
+  const hasDocument = typeof (globalThis as { document?: unknown }).document !== 'undefined';
+  const cookieMode = options.cookieMode ?? (hasDocument ? 'document' : 'header');
+  const streaming = options.streamingUploads ?? !hasDocument;
+  const hosts = new Map<string, HostState>();
+
+  const host = (origin: string): HostState => {
+    let h = hosts.get(origin);
+    if (!h) {
+      h = { certs: [], fetched: 0, maxAge: 0, key: null, ticket: null, token: null, clockOffset: 0 };
+      if (options.certs) {
+        h.certs = checked(options.certs.map(certFromText));
+        h.fetched = now();
+        h.maxAge = 86400;
+      }
+      hosts.set(origin, h);
+    }
+    return h;
+  };
+
+  /** Authenticated mode keeps only certificates the identity signed. */
+  function checked(certs: KeyCert[]): KeyCert[] {
+    if (identity === undefined) return certs;
+    const id = identity;
+    return certs.filter((c) => {
+      try {
+        verifyCert(c, id);
+        return true;
+      } catch {
+        return false;
+      }
+    });
+  }
+
+  async function refreshCerts(origin: string): Promise<KeyCert[]> {
+    let rsp: Response;
+    try {
+      rsp = await transport(`${origin}${mount}/`, { method: 'OPTIONS', cache: 'no-store', redirect: 'manual' });
+    } catch (e) {
+      throw new HttpCryptError('transport', `OPTIONS ${origin}${mount}/: ${String(e)}`, undefined, { cause: e });
+    }
+    if (rsp.status !== 200) {
+      await rsp.body?.cancel().catch(() => undefined);
+      throw new HttpCryptError('refused', `OPTIONS answered ${rsp.status}`, { type: '', status: rsp.status, scope: 'outer' });
+    }
+    const m = /(?:^|,)\s*max-age=(\d+)/.exec(rsp.headers.get('cache-control') ?? '');
+    // max-age=0 (a rotation is due) means "ask again soon", not "keep forever".
+    const maxAge = m ? Math.max(1, Number(m[1])) : 0;
+    const certs = parseCertList(await readLimited(rsp.body, PROBLEM_LIMIT));
+    const t = now();
+    chooseCert(certs, t, identity); // bad_signature / not_valid when nothing usable
+    const h = host(origin);
+    h.certs = checked(certs);
+    h.fetched = t;
+    h.maxAge = maxAge;
+    return h.certs;
+  }
+
+  async function currentCert(origin: string): Promise<KeyCert> {
+    const h = host(origin);
+    const t = now();
+    if (h.certs.length > 0 && (h.maxAge === 0 || t < h.fetched + h.maxAge)) {
+      try {
+        return chooseCert(h.certs, t);
+      } catch {
+        // none valid any more: refresh
+      }
+    }
+    return chooseCert(await refreshCerts(origin), t, identity);
+  }
+
+  async function hcFetch(input: string | URL | Request, init: RequestInit = {}): Promise<Response> {
+    const base = typeof location !== 'undefined' ? location.href : undefined;
+    let url: URL;
+    let method: string;
+    let headers: Headers;
+    let rawBody: BodyInit | null | undefined;
+    const signal = init.signal ?? (input instanceof Request ? input.signal : undefined);
+    if (input instanceof Request) {
+      url = new URL(input.url);
+      method = (init.method ?? input.method).toUpperCase();
+      headers = new Headers(init.headers ?? input.headers);
+      rawBody = init.body !== undefined ? init.body : input.body;
+    } else {
+      url = new URL(String(input), base);
+      method = (init.method ?? 'GET').toUpperCase();
+      headers = new Headers(init.headers);
+      rawBody = init.body;
+    }
+    if (url.protocol !== 'http:') fail('config', `HTTPCrypt runs over plain http, not ${url.protocol}`);
+    const body = await normalizeBody(rawBody);
+    if (body.type !== null && !headers.has('content-type')) headers.set('content-type', body.type);
+
+    let retriedKey = false;
+    let retriedStale = false;
+    let retriedToken = false;
+    for (let attempts = 1; attempts <= 4; attempts++) {
+      const outcome = await sendOnce(url, method, headers, body, attempts, retriedStale, signal ?? undefined);
+      if (outcome.kind === 'done') return outcome.response;
+      // A streamed body was consumed: no retry is possible (state is refreshed for the next call).
+      const once = body.stream === null;
+      if (outcome.kind === 'retry_key' && once && !retriedKey) retriedKey = true;
+      else if (outcome.kind === 'retry_stale' && once && !retriedStale) retriedStale = true;
+      else if (outcome.kind === 'retry_token' && once && !retriedToken) retriedToken = true;
+      else {
+        const code = outcome.kind === 'retry_key' ? 'unknown_key' : outcome.kind === 'retry_stale' ? 'stale' : 'token_required';
+        fail(code, `${code} after retry`);
+      }
+    }
+    fail('config', 'too many attempts');
+  }
+
+  async function sendOnce(
+    url: URL,
+    method: string,
+    callerHeaders: Headers,
+    body: { bytes: Uint8Array | null; stream: ReadableStream<Uint8Array> | null },
+    attempts: number,
+    ownDate: boolean,
+    signal: AbortSignal | undefined,
+  ): Promise<Outcome> {
+    const origin = url.origin;
+    const authority = url.host;
+    const cert = await currentCert(origin);
+    const h = host(origin);
+    if (keyReuse && h.key === null) h.key = randomBytes(32);
+    const cred: ClientCredential =
+      useTickets && h.ticket !== null ? { kind: 'ticket', ...h.ticket } : { kind: 'key', secret: h.key ?? randomBytes(32) };
+    const p = prepareRequest(cert.kexPublic, cred, randomBytes(24), randomPad(), randomPad());
+
+    // Inner head: target, Host, the caller's fields, a corrected Date, framing, token.
+    const fields: Field[] = [];
+    if (!callerHeaders.has('host')) fields.push(['Host', authority]);
+    callerHeaders.forEach((value, name) => {
+      if (FORBIDDEN.includes(name) || name === 'content-length' || (ownDate && name === 'date')) return;
+      fields.push([name, value]);
+    });
+    if (ownDate || !callerHeaders.has('date')) fields.push(['Date', formatHttpDate(now() + h.clockOffset)]);
+    const len = body.bytes?.length ?? (body.stream === null ? 0 : null);
+    if (len !== null && (len > 0 || method === 'POST' || method === 'PUT')) fields.push(['Content-Length', String(len)]);
+    if (!SAFE.has(method)) {
+      if (h.token !== null && bytesEqual(h.token.sessionKey, p.sessionKey)) fields.push([RANDOM_FIELD, h.token.value]);
+      fields.push([CLIENT_RANDOM_FIELD, formatClientRandom(randomBytes(24))]);
+    }
+    const target = url.pathname + url.search;
+    const head = formatRequestHead({ method, target, fields });
+
+    const useGet = form === 'auto' && len !== null && fitsGetForm(mount, head.length + len + 64);
+    const outerHeaders = new Headers({ 'Cache-Control': 'no-cache, no-store', Pragma: 'no-cache' });
+    let outerUrl: string;
+    const outerInit: RequestInit & { duplex?: 'half' } = { headers: outerHeaders, cache: 'no-store', redirect: 'manual' };
+    if (signal) outerInit.signal = signal;
+    if (useGet) {
+      const stream = sealAll(requestSealer(p), concat(head, body.bytes ?? new Uint8Array(0)), recordSize);
+      outerUrl = origin + getTarget(mount, p.n0, stream);
+      outerInit.method = 'GET';
+    } else {
+      outerUrl = origin + noncePath(mount, p.n0);
+      outerInit.method = 'POST';
+      outerHeaders.set('Content-Type', OCTET_STREAM);
+      if (body.stream !== null) {
+        const sealed = sealStream(p, head, body.stream, recordSize);
+        if (streaming) {
+          outerInit.body = sealed;
+          outerInit.duplex = 'half';
+        } else {
+          outerInit.body = own(await readLimited(sealed, Number.MAX_SAFE_INTEGER));
+        }
+      } else {
+        outerInit.body = own(sealAll(requestSealer(p), concat(head, body.bytes ?? new Uint8Array(0)), recordSize));
+      }
+    }
+    const path = new URL(outerUrl).pathname;
+    const release = attachCookie(p, outerHeaders, outerInit, url, path);
+    let rsp: Response;
+    try {
+      rsp = await transport(outerUrl, outerInit);
+    } catch (e) {
+      if (e instanceof HttpCryptError) throw e;
+      throw new HttpCryptError('transport', `${method} ${url.href}: ${String(e)}`, undefined, { cause: e });
+    } finally {
+      release();
+    }
+
+    if (rsp.status !== 200) {
+      // Unauthenticated: at most a hint for a retry, never data.
+      const text = await readLimited(rsp.body, PROBLEM_LIMIT).catch(() => new Uint8Array(0));
+      const problem = parseProblem(text);
+      if (problem?.type === 'urn:httpcrypt:unknown-key') {
+        const certs: KeyCert[] = [];
+        for (const line of problem.certs) {
+          try {
+            certs.push(certFromText(line));
+          } catch {
+            // skip lines that do not parse
+          }
+        }
+        const usable = checked(certs);
+        h.ticket = null;
+        h.certs = usable;
+        h.fetched = now();
+        h.maxAge = usable.length > 0 ? Math.max(h.maxAge, 1) : 0;
+        return { kind: 'retry_key' };
+      }
+      const type = problem?.type ?? '';
+      throw new HttpCryptError(type ? codeForProblem(type, rsp.status) : 'refused', `outer ${rsp.status}${type ? ' ' + type : ''} (unauthenticated)`, {
+        type,
+        status: rsp.status,
+        scope: 'outer',
+        ...(problem?.title !== undefined ? { title: problem.title } : {}),
+      });
+    }
+
+    const opened = openBody(responseOpener(p, maxRecord), InnerDecoder.response(innerLimits), rsp.body);
+    const inner = await opened.head;
+    const ticketField = fieldValue(inner.fields, TICKET_FIELD);
+    if (ticketField !== undefined && useTickets) {
+      try {
+        h.ticket = { ticket: parseTicketField(ticketField), sessionKey: p.sessionKey };
+      } catch {
+        // a malformed ticket is ignored; the key pair keeps working
+      }
+    }
+    const random = fieldValue(inner.fields, RANDOM_FIELD);
+    if (random !== undefined) h.token = { value: random, sessionKey: p.sessionKey };
+
+    const ctype = fieldValue(inner.fields, 'content-type')?.split(';')[0]?.trim().toLowerCase();
+    let bodyStream: ReadableStream<Uint8Array> | null = opened.body;
+    if (ctype === PROBLEM_TYPE || NULL_BODY.has(inner.status) || method === 'HEAD') {
+      // Small (or empty) bodies are verified whole before anything is released.
+      const bytes = await readLimited(opened.body, ctype === PROBLEM_TYPE ? PROBLEM_LIMIT : maxRecord);
+      const problem = ctype === PROBLEM_TYPE ? parseProblem(bytes) : null;
+      if (problem !== null && problem.type.startsWith('urn:httpcrypt:')) {
+        if (problem.type === 'urn:httpcrypt:stale') {
+          try {
+            const server = checkDate(fieldValue(inner.fields, 'date'), 0, Number.MAX_SAFE_INTEGER);
+            h.clockOffset = server - now();
+          } catch {
+            // no usable Date: retry with the same clock
+          }
+          return { kind: 'retry_stale' };
+        }
+        if (problem.type === 'urn:httpcrypt:token-required') return { kind: 'retry_token' };
+        // Sealed, so it is the server's own word; still a protocol failure, not a document.
+        throw new HttpCryptError(codeForProblem(problem.type, inner.status), `server reported ${inner.status} ${problem.type}`, {
+          type: problem.type,
+          status: inner.status,
+          scope: 'inner',
+          ...(problem.title !== undefined ? { title: problem.title } : {}),
+        });
+      }
+      bodyStream = NULL_BODY.has(inner.status) || method === 'HEAD' ? null : new Blob([own(bytes)]).stream();
+    }
+    if (inner.status < 200 || inner.status > 599) fail('malformed_inner', `inner status ${inner.status} cannot be represented by a Response`);
+    const outHeaders = new Headers();
+    for (const [n, v] of inner.fields) {
+      try {
+        outHeaders.append(n, v);
+      } catch {
+        // names a Response may not carry (e.g. Set-Cookie in browsers) are left out
+      }
+    }
+    const response = new Response(bodyStream, { status: inner.status, statusText: inner.reason, headers: outHeaders });
+    INFO.set(response, { credential: p.credential, attempts, form: useGet ? 'get' : 'post', outerUrl });
+    Object.defineProperty(response, 'url', { value: url.href });
+    return { kind: 'done', response };
+  }
+
+  /**
+   * Puts the cookie pair on the outer request: as the `Cookie` field
+   * (Node), or in the browser as a same-origin cookie scoped to this
+   * request's unique nonce path (so concurrent requests never collide),
+   * removed again once the request has been sent.
+   */
+  function attachCookie(p: PreparedRequest, outerHeaders: Headers, init: RequestInit, url: URL, path: string): () => void {
+    if (cookieMode === 'header') {
+      outerHeaders.set('Cookie', p.cookie);
+      return () => undefined;
+    }
+    const doc = (globalThis as { document?: { cookie: string } }).document;
+    const loc = (globalThis as { location?: { origin: string } }).location;
+    if (!doc || !loc || loc.origin !== url.origin) {
+      fail('config', `browsers can only carry the HTTPCrypt cookie to the page's own origin (${loc?.origin ?? 'none'}), not ${url.origin}`);
+    }
+    const eq = p.cookie.indexOf('=');
+    const name = p.cookie.slice(0, eq);
+    doc.cookie = `${p.cookie}; path=${path}; max-age=60; samesite=strict`;
+    init.credentials = 'same-origin';
+    return () => {
+      doc.cookie = `${name}=; path=${path}; max-age=0; samesite=strict`;
+    };
+  }
+
+  return {
+    fetch: hcFetch,
+    refreshCerts,
+    clear: () => hosts.clear(),
+  };
+}
+
+/** Seals `head` then the caller's body stream, as records of `recordSize`, the last FINAL. */
+function sealStream(p: PreparedRequest, head: Uint8Array, input: ReadableStream<Uint8Array>, recordSize: number): ReadableStream<Uint8Array> {
+  const sealer = requestSealer(p);
+  const reader = input.getReader();
+  let pending: Uint8Array = head;
+  let ended = false;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      // Fill one record (or reach the end), then emit it.
+      while (!ended && pending.length <= recordSize) {
+        const { done, value } = await reader.read();
+        if (done) ended = true;
+        else if (value.length > 0) pending = concat(pending, value);
+      }
+      if (pending.length > recordSize) {
+        controller.enqueue(sealer.seal(pending.subarray(0, recordSize)));
+        pending = pending.slice(recordSize);
+        return;
+      }
+      controller.enqueue(sealer.finish(pending));
+      pending = new Uint8Array(0);
+      controller.close();
+    },
+    cancel(reason) {
+      return reader.cancel(reason);
+    },
+  });
+}
+
+/**
+ * Opens a response body incrementally: `head` resolves with the inner
+ * response head; `body` yields verified inner body bytes only and errors
+ * with the `HttpCryptError` on any failure (integrity, truncation, …).
+ */
+function openBody(
+  opener: Opener,
+  decoder: InnerDecoder<ResponseHead>,
+  source: ReadableStream<Uint8Array> | null,
+): { head: Promise<ResponseHead>; body: ReadableStream<Uint8Array> } {
+  const reader = source?.getReader() ?? null;
+  const ready: Uint8Array[] = [];
+  let head: ResponseHead | null = null;
+  let finished = false;
+
+  /** Pulls input until some body bytes are ready, the head arrived (when `forHead`), or the end. */
+  async function step(forHead: boolean): Promise<void> {
+    while (ready.length === 0 && !finished && !(forHead && head !== null)) {
+      const r = reader ? await reader.read() : { done: true as const, value: undefined };
+      if (r.done) {
+        opener.finish();
+        decoder.finish();
+        finished = true;
+        break;
+      }
+      opener.receive(r.value);
+      for (let ev = opener.nextEvent(); ev !== null; ev = opener.nextEvent()) {
+        if (ev.type === 'data') decoder.receive(ev.plaintext);
+      }
+      for (let ev = decoder.nextEvent(); ev !== null; ev = decoder.nextEvent()) {
+        if (ev.type === 'head') head = ev.head;
+        else ready.push(ev.bytes);
+      }
+    }
+  }
+
+  const headPromise = (async () => {
+    try {
+      await step(true);
+      if (head === null) fail('malformed_inner', 'no inner head');
+      return head;
+    } catch (e) {
+      await reader?.cancel().catch(() => undefined);
+      throw e;
+    }
+  })();
+
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        await step(false);
+      } catch (e) {
+        await reader?.cancel().catch(() => undefined);
+        controller.error(e);
+        return;
+      }
+      const chunk = ready.shift();
+      if (chunk !== undefined) controller.enqueue(chunk);
+      else if (finished) controller.close();
+    },
+    async cancel(reason) {
+      await reader?.cancel(reason).catch(() => undefined);
+    },
+  });
+  return { head: headPromise, body };
+}
+
+let defaultClient: HcClient | null = null;
+
+/** `fetch` over HTTPCrypt with a shared default client (mount `''`, opportunistic mode). */
+export function hcFetch(input: string | URL | Request, init?: RequestInit): Promise<Response> {
+  defaultClient ??= createClient();
+  return defaultClient.fetch(input, init);
+}
+
