@@ -33,7 +33,15 @@ from .errors import (
 )
 from .inner import RequestHead, ResponseDecoder, ResponseHead
 from .outer import Mount
-from .stream import DEFAULT_MAX_RECORD, RECORD_OVERHEAD, Opener, Sealer, open_all, seal_all
+from .stream import (
+    DEFAULT_MAX_RECORD,
+    RECORD_OVERHEAD,
+    Opener,
+    Sealer,
+    open_all,
+    seal_all,
+    seal_records,
+)
 from .suite import NONCE_LEN, generate_secret, kid, session_key, x25519_public
 from .ticket import TICKET_FIELD, Ticket
 from .token import CLIENT_RANDOM_FIELD, RANDOM_FIELD
@@ -478,15 +486,10 @@ async def aseal_chunks(sealer: Sealer, chunks: AsyncIterable[bytes], record_size
 
 
 def _seal_full(sealer: Sealer, pending: bytearray, record_size: int) -> bytes:
-    out = []
-    pos = 0
-    mv = memoryview(pending)
-    while len(pending) - pos > record_size:
-        out.append(sealer.seal(bytes(mv[pos:pos + record_size])))
-        pos += record_size
-    mv.release()
-    del pending[:pos]
-    return b"".join(out)
+    """Seals the full records of ``pending`` (leaving 1..record_size bytes)."""
+    records, taken = seal_records(sealer, pending, record_size, final=False)
+    del pending[:taken]
+    return b"".join(records)
 
 
 __all__ = [

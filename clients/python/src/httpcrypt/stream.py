@@ -12,7 +12,7 @@ split, :meth:`Opener.pull` returns verified plaintext only.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 from .errors import ProtocolError, protocol_error
 from .suite import NONCE_LEN, TAG_LEN, XChaCha
@@ -30,6 +30,7 @@ REQ_LABEL = b"hc1-req"
 RSP_LABEL = b"hc1-rsp"
 
 _U32 = struct.Struct(">I")
+_NONCE_MASK = (1 << 192) - 1
 
 
 def record_limit(max_record: int) -> int:
@@ -89,32 +90,44 @@ class Sealer:
         """Records sealed so far."""
         return self._chain.index
 
-    def _record(self, plaintext: bytes, last: bool, clear: bool) -> bytes:
+    def _check(self, n: int, clear: bool) -> None:
         if self._done:
             raise ProtocolError("trailing_data", "stream already finished")
-        n = len(plaintext)
         if n > RECORD_CEILING:
             raise ProtocolError("record_too_large", "record above 2^24 bytes")
         if clear and self._is_request:
             raise protocol_error("clear_in_request", "CLEAR record in a request")
-        c = self._chain
-        if c.index >= MAX_RECORDS:
+        if self._chain.index >= MAX_RECORDS:
             raise protocol_error("too_many_records", "more than 2^32 records")
+
+    def seal_parts(self, plaintext: bytes | memoryview, last: bool = False,
+                   clear: bool = False) -> tuple[bytes, bytes | memoryview]:
+        """One record as two pieces, ``header || tag`` and the payload, so
+        that the AEAD output is never copied (a sender writes both)."""
+        n = len(plaintext)
+        c = self._chain
+        if self._done or n > RECORD_CEILING or (clear and self._is_request) or (
+                c.index >= MAX_RECORDS):
+            self._check(n, clear)
         header = _U32.pack(n | (FINAL if last else 0) | (CLEAR if clear else 0))
-        ad = c.ad(header)
-        nonce = c.nonce()
+        ad = (c.label if c.index == 0 else c.prev_tag) + header
+        nonce = ((c.n0_int + c.index) & _NONCE_MASK).to_bytes(NONCE_LEN, "big")
+        payload: bytes | memoryview
         if clear:
-            tag = c.aead.seal(nonce, b"", ad + plaintext)
-            out = b"".join((header, tag, plaintext))
+            payload = bytes(plaintext)
+            tag = c.aead.seal(nonce, b"", ad + payload)
         else:
             sealed = c.aead.seal(nonce, plaintext, ad)
             tag = sealed[n:]
-            out = b"".join((header, tag, memoryview(sealed)[:n]))
+            payload = memoryview(sealed)[:n]
         c.prev_tag = tag
         c.index += 1
         if last:
             self._done = True
-        return out
+        return header + tag, payload
+
+    def _record(self, plaintext: bytes, last: bool, clear: bool) -> bytes:
+        return b"".join(self.seal_parts(plaintext, last, clear))
 
     def seal(self, plaintext: bytes) -> bytes:
         """A non-final encrypted record holding ``plaintext``."""
@@ -133,42 +146,35 @@ class Sealer:
         return self._record(plaintext, True, True)
 
 
-def seal_all(sealer: Sealer, plaintext: bytes, record_size: int) -> bytes:
-    """``plaintext`` as records of at most ``record_size`` bytes, the last
-    FINAL (an empty plaintext gives one empty FINAL record)."""
+def seal_records(sealer: Sealer, plaintext: bytes | bytearray | memoryview, record_size: int,
+                 final: bool = True) -> tuple[list[bytes | memoryview], int]:
+    """Seals ``plaintext`` into records of ``record_size`` bytes, as pieces
+    to write in order (two per record: ``header || tag``, payload). With
+    ``final`` the last record (1..record_size bytes, or empty for an empty
+    plaintext) is FINAL; without, that last part is left unsealed. Returns
+    the pieces and the number of plaintext bytes they hold."""
     record_size = max(record_size, 1)
     mv = memoryview(plaintext)
-    parts = []
+    total = len(mv)
+    full = max(0, (total - 1) // record_size)
+    pieces: list[bytes | memoryview] = []
+    seal = sealer.seal_parts
     pos = 0
-    while len(mv) - pos > record_size:
-        parts.append(sealer.seal(bytes(mv[pos:pos + record_size])))
+    for _ in range(full):
+        pieces.extend(seal(mv[pos:pos + record_size]))
         pos += record_size
-    parts.append(sealer.finish(bytes(mv[pos:])))
-    return b"".join(parts)
+    if final:
+        pieces.extend(seal(mv[pos:], last=True))
+        pos = total
+    return pieces, pos
 
 
-def seal_chunks(sealer: Sealer, chunks: Iterable[bytes], record_size: int,
-                prefix: bytes = b"") -> Iterator[bytes]:
-    """Seals a plaintext given as chunks (``prefix`` first) into records of
-    at most ``record_size``, yielding each batch of records as soon as it
-    is sealed. Holds at most one record of plaintext beyond a chunk."""
-    record_size = max(record_size, 1)
-    pending = bytearray(prefix)
-    for chunk in chunks:
-        if not chunk:
-            continue
-        pending += chunk
-        if len(pending) > record_size:
-            out = []
-            mv = memoryview(pending)
-            pos = 0
-            while len(pending) - pos > record_size:
-                out.append(sealer.seal(bytes(mv[pos:pos + record_size])))
-                pos += record_size
-            mv.release()
-            del pending[:pos]
-            yield b"".join(out)
-    yield sealer.finish(bytes(pending))
+def seal_all(sealer: Sealer, plaintext: bytes | bytearray | memoryview,
+             record_size: int) -> bytes:
+    """``plaintext`` as one sealed stream of records of at most
+    ``record_size`` bytes, the last FINAL (an empty plaintext gives one
+    empty FINAL record)."""
+    return b"".join(seal_records(sealer, plaintext, record_size)[0])
 
 
 class Opener:
@@ -183,7 +189,7 @@ class Opener:
         self._is_request = request_n0 is None
         self._chain = _Chain(key, n0 or bytes(NONCE_LEN), request_n0)
         self._max = record_limit(max_record)
-        self._buf = bytearray()
+        self._buf: bytes | bytearray = b""
         self._pos = 0
         self._need_nonce = n0 is None
         self._done = False
@@ -213,11 +219,11 @@ class Opener:
 
     def _fail(self, code: str, message: str) -> ProtocolError:
         self._failed = protocol_error(code, message)
-        self._buf = bytearray()
+        self._buf = b""
         self._pos = 0
         return self._failed
 
-    def receive(self, data: bytes) -> None:
+    def receive(self, data: bytes | bytearray | memoryview) -> None:
         """Pushes received bytes. Bytes after the FINAL record are an error."""
         if self._failed is not None:
             raise self._failed
@@ -225,8 +231,13 @@ class Opener:
             return
         if self._done:
             raise self._fail("trailing_data", "bytes after the FINAL record")
-        if self._pos:
-            del self._buf[:self._pos]
+        if self._pos >= len(self._buf):
+            # Nothing buffered: borrow the caller's bytes (no copy).
+            self._buf = data if isinstance(data, bytes) else bytes(data)
+            self._pos = 0
+            return
+        if self._pos or not isinstance(self._buf, bytearray):
+            self._buf = bytearray(memoryview(self._buf)[self._pos:])
             self._pos = 0
         self._buf += data
 
@@ -250,48 +261,53 @@ class Opener:
             if avail < HEADER_LEN:
                 return None
             p = self._pos
-            header = bytes(buf[p:p + HEADER_LEN])
-            (word,) = _U32.unpack(header)
+            (word,) = _U32.unpack_from(buf, p)
             length = word & LEN_MASK
-            clear = bool(word & CLEAR)
-            last = bool(word & FINAL)
             # Spec §11.2: the header is judged before the payload is awaited.
             if length > self._max:
                 raise self._fail("record_too_large", f"record of {length} bytes")
+            clear = word & CLEAR
             if clear and self._is_request:
                 raise self._fail("clear_in_request", "CLEAR record in a request")
             c = self._chain
-            if c.index >= MAX_RECORDS:
+            index = c.index
+            if index >= MAX_RECORDS:
                 raise self._fail("too_many_records", "more than 2^32 records")
-            total = RECORD_OVERHEAD + length
-            if avail < total:
+            end = p + RECORD_OVERHEAD + length
+            if avail < RECORD_OVERHEAD + length:
                 return None
             tag = bytes(buf[p + HEADER_LEN:p + RECORD_OVERHEAD])
-            payload = bytes(buf[p + RECORD_OVERHEAD:p + total])
-            ad = c.ad(header)
-            nonce = c.nonce()
+            ad = (c.label if index == 0 else c.prev_tag) + buf[p:p + HEADER_LEN]
+            nonce = ((c.n0_int + index) & _NONCE_MASK).to_bytes(NONCE_LEN, "big")
+            mv = memoryview(buf)
             try:
                 if clear:
-                    c.aead.open(nonce, tag, ad + payload)
-                    plaintext = payload
+                    plaintext = mv[p + RECORD_OVERHEAD:end].tobytes()
+                    c.aead.open(nonce, tag, ad + plaintext)
                 else:
-                    plaintext = c.aead.open(nonce, payload + tag, ad)
+                    # The AEAD wants ciphertext || tag: one copy into that order.
+                    plaintext = c.aead.open(nonce, b"".join((mv[p + RECORD_OVERHEAD:end], tag)),
+                                            ad)
             except ProtocolError:
                 raise self._fail("integrity", "record tag did not verify") from None
+            finally:
+                mv.release()
             c.prev_tag = tag
-            c.index += 1
-            self._pos = p + total
-            if last:
-                if self._pos != len(buf):
+            c.index = index + 1
+            self._pos = end
+            if word & FINAL:
+                if end != len(buf):
                     raise self._fail("trailing_data", "bytes after the FINAL record")
                 self._done = True
-                self._buf = bytearray()
+                self._buf = b""
                 self._pos = 0
-            if plaintext:
-                self.last_clear = clear
-                return plaintext
-            if last:
+                if plaintext:
+                    self.last_clear = bool(clear)
+                    return plaintext
                 return None
+            if plaintext:
+                self.last_clear = bool(clear)
+                return plaintext
 
     def feed(self, data: bytes) -> Iterator[bytes]:
         """:meth:`receive` then every plaintext :meth:`pull` yields."""
@@ -307,8 +323,11 @@ class Opener:
             raise self._fail("truncated", "stream ended before its FINAL record")
 
 
-def open_all(opener: Opener, data: bytes) -> bytes:
+def open_all(opener: Opener, data: bytes | bytearray | memoryview) -> bytes:
     """Opens a whole stream held in memory."""
-    out = list(opener.feed(data))
+    opener.receive(data)
+    out = []
+    while (p := opener.pull()) is not None:
+        out.append(p)
     opener.finish()
     return b"".join(out)

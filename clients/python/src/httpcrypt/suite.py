@@ -89,11 +89,12 @@ class XChaCha:
             self._prefix = prefix
         return self._aead
 
-    def seal(self, nonce: bytes, plaintext: bytes, ad: bytes) -> bytes:
+    def seal(self, nonce: bytes, plaintext: bytes | memoryview, ad: bytes) -> bytes:
         """Returns ``ciphertext || tag``."""
         return self._for(nonce).encrypt(b"\0\0\0\0" + nonce[16:], plaintext, ad)
 
-    def open(self, nonce: bytes, ciphertext_and_tag: bytes, ad: bytes) -> bytes:
+    def open(self, nonce: bytes, ciphertext_and_tag: bytes | bytearray | memoryview,
+             ad: bytes) -> bytes:
         """Verifies and decrypts ``ciphertext || tag``; ``integrity`` on failure."""
         try:
             return self._for(nonce).decrypt(b"\0\0\0\0" + nonce[16:], ciphertext_and_tag, ad)
