@@ -141,3 +141,14 @@ func BenchmarkOpen(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkX25519 is one key agreement, the unit of the first request's cost.
+func BenchmarkX25519(b *testing.B) {
+	k := GenerateKexSecret()
+	peer := GenerateKexSecret().Public()
+	for i := 0; i < b.N; i++ {
+		if _, err := k.Shared(peer); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,12 +1,12 @@
 package httpcrypt
 
 import (
+	"crypto/ecdh"
 	"crypto/rand"
 	"crypto/subtle"
 	"errors"
 
 	"golang.org/x/crypto/chacha20"
-	"golang.org/x/crypto/curve25519"
 	"golang.org/x/crypto/sha3"
 )
 
@@ -38,56 +38,48 @@ type SessionKey [KeyLen]byte
 // String never prints the key.
 func (SessionKey) String() string { return "SessionKey(..)" }
 
-// KexSecret is an X25519 secret key (client key pair, or a server's in tests).
+// KexSecret is an X25519 key pair (the client's, or a server's in tests).
+// It uses crypto/ecdh, which refuses an all-zero shared secret.
 type KexSecret struct {
-	secret [KeyLen]byte
-	public [KeyLen]byte
+	priv   *ecdh.PrivateKey
+	public []byte
 }
 
 // NewKexSecret makes a key pair from 32 secret bytes (X25519 clamps).
 func NewKexSecret(secret []byte) (*KexSecret, error) {
-	if len(secret) != KeyLen {
+	priv, err := ecdh.X25519().NewPrivateKey(secret)
+	if err != nil {
 		return nil, errors.New("httpcrypt: X25519 secret must be 32 bytes")
 	}
-	k := &KexSecret{}
-	copy(k.secret[:], secret)
-	pub, err := curve25519.X25519(k.secret[:], curve25519.Basepoint)
-	if err != nil {
-		return nil, err
-	}
-	copy(k.public[:], pub)
-	return k, nil
+	return &KexSecret{priv: priv, public: priv.PublicKey().Bytes()}, nil
 }
 
 // GenerateKexSecret draws a fresh key pair from crypto/rand.
 func GenerateKexSecret() *KexSecret {
-	var b [KeyLen]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	priv, err := ecdh.X25519().GenerateKey(rand.Reader)
+	if err != nil {
 		panic("httpcrypt: crypto/rand failed: " + err.Error())
 	}
-	k, err := NewKexSecret(b[:])
-	if err != nil {
-		panic("httpcrypt: X25519 base point multiplication failed")
-	}
-	return k
+	return &KexSecret{priv: priv, public: priv.PublicKey().Bytes()}
 }
 
 // Public returns the X25519 public key.
-func (k *KexSecret) Public() []byte { p := k.public; return p[:] }
+func (k *KexSecret) Public() []byte { return append([]byte(nil), k.public...) }
 
 // Shared returns the raw X25519 output; an all-zero result (small-order
 // peer key) is small_order.
 func (k *KexSecret) Shared(peer []byte) ([]byte, error) {
-	if len(peer) != KeyLen {
+	pub, err := ecdh.X25519().NewPublicKey(peer)
+	if err != nil {
 		return nil, ErrSmallOrder
 	}
-	s, err := curve25519.X25519(k.secret[:], peer)
+	s, err := k.priv.ECDH(pub)
 	if err != nil {
 		return nil, ErrSmallOrder
 	}
 	var zero [KeyLen]byte
 	if subtle.ConstantTimeCompare(s, zero[:]) == 1 {
-		return nil, ErrSmallOrder
+		return nil, ErrSmallOrder // crypto/ecdh refuses it already; checked again
 	}
 	return s, nil
 }
