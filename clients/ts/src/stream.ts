@@ -8,7 +8,7 @@
  * works for any split of its input (spec §3.6, §11.2).
  */
 import { HttpCryptError, fail } from './errors.js';
-import { NONCE_LEN, TAG_LEN, aeadOpen, aeadSeal, concat, nonceAdd, utf8 } from './suite.js';
+import { NONCE_LEN, TAG_LEN, aeadOpen, aeadOpenInPlace, aeadSeal, aeadSealInto, concat, nonceAdd, utf8 } from './suite.js';
 
 export const HEADER_LEN = 4;
 export const RECORD_OVERHEAD = HEADER_LEN + TAG_LEN;
@@ -90,30 +90,41 @@ export class Sealer {
 
   /** Seals one record. `last` ends the stream; `clear` is for responses only (spec §9). */
   seal(plaintext: Uint8Array, last = false, clear = false): Uint8Array {
+    // 16 bytes of slack: the AEAD writes its tag after the ciphertext first.
+    const out = new Uint8Array(RECORD_OVERHEAD + plaintext.length + TAG_LEN);
+    this.sealInto(plaintext, out, 0, last, clear);
+    return out.subarray(0, RECORD_OVERHEAD + plaintext.length);
+  }
+
+  /**
+   * Seals one record into `out` at `offset`. `out` needs
+   * `offset + 20 + L + 16` bytes: the 16 bytes after the record are
+   * scratch space (the next record may overwrite them). Returns the record length.
+   */
+  sealInto(plaintext: Uint8Array, out: Uint8Array, offset: number, last = false, clear = false): number {
     const c = this.#chain;
     if (this.#done) fail('trailing_data', 'stream already finished');
     if (plaintext.length > RECORD_CEILING) fail('record_too_large');
     if (clear && c.direction.kind === 'request') fail('clear_in_request');
     if (c.index >= MAX_RECORDS) fail('too_many_records');
-    const header = encodeHeader(last, clear, plaintext.length);
+    const len = plaintext.length;
+    const header = encodeHeader(last, clear, len);
     const ad = c.ad(header);
     const nonce = c.nonce();
-    const out = new Uint8Array(RECORD_OVERHEAD + plaintext.length);
-    out.set(header, 0);
-    let tag: Uint8Array;
+    out.set(header, offset);
+    const body = offset + RECORD_OVERHEAD;
     if (clear) {
-      tag = aeadSeal(c.key, nonce, new Uint8Array(0), concat(ad, plaintext));
-      out.set(plaintext, RECORD_OVERHEAD);
+      out.set(aeadSeal(c.key, nonce, new Uint8Array(0), concat(ad, plaintext)), offset + HEADER_LEN);
+      out.set(plaintext, body);
     } else {
-      const sealed = aeadSeal(c.key, nonce, plaintext, ad);
-      tag = sealed.subarray(plaintext.length);
-      out.set(sealed.subarray(0, plaintext.length), RECORD_OVERHEAD);
+      // ciphertext lands in place, the tag right after it; move the tag to its slot.
+      aeadSealInto(c.key, nonce, plaintext, ad, out.subarray(body, body + len + TAG_LEN));
+      out.copyWithin(offset + HEADER_LEN, body + len, body + len + TAG_LEN);
     }
-    out.set(tag, HEADER_LEN);
-    c.prevTag = out.slice(HEADER_LEN, RECORD_OVERHEAD);
+    c.prevTag = out.slice(offset + HEADER_LEN, body);
     c.index++;
     if (last) this.#done = true;
-    return out;
+    return RECORD_OVERHEAD + len;
   }
 
   /** Seals the FINAL record (possibly empty). */
@@ -125,14 +136,17 @@ export class Sealer {
 /** Seals a whole plaintext as records of at most `recordSize` bytes (the last one FINAL). */
 export function sealAll(sealer: Sealer, plaintext: Uint8Array, recordSize: number): Uint8Array {
   const size = Math.max(1, recordSize);
-  const parts: Uint8Array[] = [];
+  const records = Math.max(1, Math.ceil(plaintext.length / size));
+  const total = plaintext.length + records * RECORD_OVERHEAD;
+  const out = new Uint8Array(total + TAG_LEN);
   let off = 0;
+  let o = 0;
   while (plaintext.length - off > size) {
-    parts.push(sealer.seal(plaintext.subarray(off, off + size)));
+    o += sealer.sealInto(plaintext.subarray(off, off + size), out, o);
     off += size;
   }
-  parts.push(sealer.finish(plaintext.subarray(off)));
-  return concat(...parts);
+  o += sealer.sealInto(plaintext.subarray(off), out, o, true);
+  return out.subarray(0, o);
 }
 
 /** What an `Opener` yields. */
@@ -273,7 +287,7 @@ export class Opener {
       const sealed = new Uint8Array(len + TAG_LEN);
       sealed.set(payload, 0);
       sealed.set(tag, len);
-      plaintext = aeadOpen(c.key, nonce, sealed, ad);
+      plaintext = aeadOpenInPlace(c.key, nonce, sealed, ad) ? sealed.subarray(0, len) : null;
     }
     if (plaintext === null) this.#fail(new HttpCryptError('integrity'));
     c.prevTag = tag;

@@ -57,7 +57,8 @@ export function fromHex(h: string): Uint8Array {
 /** `n` bytes from the platform CSPRNG (WebCrypto, in browsers and Node alike). */
 export function randomBytes(n: number): Uint8Array {
   const out = new Uint8Array(n);
-  globalThis.crypto.getRandomValues(out);
+  // getRandomValues fills at most 65536 bytes per call.
+  for (let i = 0; i < n; i += 65536) globalThis.crypto.getRandomValues(out.subarray(i, Math.min(n, i + 65536)));
   return out;
 }
 
@@ -133,6 +134,27 @@ export function sessionKey(secret: Uint8Array, peerPublic: Uint8Array): Uint8Arr
 /** XChaCha20-Poly1305 seal: returns `ciphertext || tag`. */
 export function aeadSeal(key: Uint8Array, nonce: Uint8Array, plaintext: Uint8Array, ad: Uint8Array): Uint8Array {
   return xchacha20poly1305(key, nonce, ad).encrypt(plaintext);
+}
+
+/**
+ * XChaCha20-Poly1305 seal writing `ciphertext || tag` into `output`
+ * (exactly `plaintext.length + 16` bytes, not overlapping the plaintext).
+ */
+export function aeadSealInto(key: Uint8Array, nonce: Uint8Array, plaintext: Uint8Array, ad: Uint8Array, output: Uint8Array): void {
+  xchacha20poly1305(key, nonce, ad).encrypt(plaintext, output);
+}
+
+/**
+ * XChaCha20-Poly1305 open in place: `sealed` is `ciphertext || tag`; on
+ * success the plaintext is `sealed[0..len-16]`. Returns false when the tag fails.
+ */
+export function aeadOpenInPlace(key: Uint8Array, nonce: Uint8Array, sealed: Uint8Array, ad: Uint8Array): boolean {
+  try {
+    xchacha20poly1305(key, nonce, ad).decrypt(sealed, sealed.subarray(0, sealed.length - TAG_LEN));
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** XChaCha20-Poly1305 open of `ciphertext || tag`; `null` when the tag fails. */
