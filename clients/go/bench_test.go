@@ -68,7 +68,7 @@ func BenchmarkSeal(b *testing.B) {
 		msg := make([]byte, size)
 		b.Run("stream/"+sizeName(size), func(b *testing.B) {
 			b.SetBytes(int64(size))
-			out := make([]byte, 0, size+size/1000+64)
+			out := make([]byte, 0, size+(size/DefaultRecordSize+1)*RecordOverhead+TagLen)
 			for i := 0; i < b.N; i++ {
 				var err error
 				if out, err = SealAll(NewRequestSealer(k, n0), out[:0], msg, DefaultRecordSize); err != nil {

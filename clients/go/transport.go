@@ -34,7 +34,8 @@ type Options struct {
 	// Identity pins the server's Ed25519 identity key (base64url):
 	// authenticated mode, certificates must verify under it.
 	Identity string
-	// Base carries the outer requests; nil uses a new http.Transport.
+	// Base carries the outer requests; nil uses a new http.Transport
+	// (proxy from the environment, no transparent compression).
 	Base http.RoundTripper
 	// KeyPolicy chooses fresh or per-host client key pairs.
 	KeyPolicy KeyPolicy
@@ -102,6 +103,7 @@ func NewTransport(opts Options) *Transport {
 	t := &Transport{opts: opts, hosts: map[string]*hostState{}, base: opts.Base, limits: opts.Limits.orDefault()}
 	if t.base == nil {
 		t.base = &http.Transport{
+			Proxy:               http.ProxyFromEnvironment,
 			MaxIdleConnsPerHost: 16,
 			DisableCompression:  true,
 			IdleConnTimeout:     90 * time.Second,
