@@ -21,7 +21,10 @@ export const PROBLEM_TYPE = 'application/problem+json';
 
 /** Normalises a mount (spec §4.1, D5): empty or `/`-led without trailing `/`. */
 export function normalizeMount(text: string): string {
-  if (/[?#%\s\x00-\x1f\x7f]/.test(text)) fail('bad_nonce_path', 'unusable mount');
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x20 || c === 0x7f || '?#% \t'.includes(text[i]!)) fail('bad_nonce_path', 'unusable mount');
+  }
   let m = text.replace(/\/+$/, '');
   if (m !== '' && !m.startsWith('/')) m = '/' + m;
   return m;

@@ -22,7 +22,6 @@ const SKIP = {
   rspamd_open: 'rspamd compatibility profile (spec §10); not part of the v1 client',
 };
 
-const latin1 = (h) => hc.fromLatin1(hex(h));
 
 /** Whole, byte by byte, and split at every offset (lazily: bodies reach 64 KiB). */
 function* streamSplits(body) {
@@ -152,7 +151,7 @@ const RUN = {
     const plaintext = sameForEverySplit(hex(i.body), (chunks) => toHex(openWith(makeOpener(i), chunks)));
     return o ? { plaintext } : {};
   },
-  exchange: (i, o) => {
+  exchange: (i) => {
     const { cert, cfg } = serverConfig(i);
     const mount = cfg.mount;
     const cred = i.client_secret
