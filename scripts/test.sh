@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks, then runs every check:
-# formatting, clippy, the workspace tests (vectors included), and a smoke
-# run of every fuzz target. FUZZ_SECONDS (default 30) sets the fuzz time;
+# formatting, clippy, the workspace tests (vectors included), the benchmark
+# smoke runs, the Go, Python and TypeScript clients (vectors, live tests,
+# Chromium), the interop matrix, and a smoke run of every fuzz target. FUZZ_SECONDS (default 30) sets the fuzz time;
 # FUZZ_SECONDS=0 skips fuzzing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +29,18 @@ cargo test --workspace --locked
 
 step "benchmark harness smoke run (bench/run --smoke)"
 bash bench/run --smoke
+
+# The clients in other languages run the shared vectors and live tests
+# against the server binary the workspace tests just built.
+export HTTPCRYPT_BIN="$PWD/${CARGO_TARGET_DIR:-target}/debug/httpcrypt"
+step "Go client (clients/go/test.sh)"
+bash clients/go/test.sh
+step "Python client (clients/python/test.sh)"
+bash clients/python/test.sh
+step "TypeScript client (clients/ts/test.sh)"
+bash clients/ts/test.sh
+step "interop matrix (scripts/interop.sh)"
+bash scripts/interop.sh
 
 if [ "${FUZZ_SECONDS:-30}" != "0" ]; then
   step "fuzz smoke (${FUZZ_SECONDS:-30} s per target)"
