@@ -205,7 +205,8 @@ def test_refused_unknown_key_takes_certs_and_drops_ticket() -> None:
     key = e.store_certs("h", 200, None, s.certs())
     a = e.build("http", "h", key, "GET", "/", [], b"")
     doc = outer.format_problem("urn:httpcrypt:unknown-key", 400, "x", [s2.cert.to_text()])
-    e.refused(a, 400, doc)
+    err = e.refused(a, 400, doc)
+    assert err.code == "unknown_key" and err.problem_type == "urn:httpcrypt:unknown-key"
     assert e.cached_key("h") == s2.cert.discovered()
     with pytest.raises(RefusedError) as r:
         e.refused(a, 400, outer.format_problem("urn:httpcrypt:malformed", 400, "bad"))
@@ -229,15 +230,17 @@ def test_judge_problem() -> None:
     head = ResponseHead(425, "Too Early", [("Content-Type", "application/problem+json"),
                                            ("Date", format_date(now))])
     stale = outer.format_problem("urn:httpcrypt:stale", 425, "stale")
-    assert e.judge_problem(a, head, stale) == "stale"
+    got = e.judge_problem(a, head, stale)
+    assert got is not None and got.code == "stale" and got.problem_type == "urn:httpcrypt:stale"
     a2 = e.build("http", "h", key, "GET", "/", [], b"")
     _, h2, _ = s.serve(_outer_bytes(a2), now)
     assert inner.field_value(h2.fields, "date") == format_date(now)  # corrected clock
     with pytest.raises(ReplayError) as r:
         e.judge_problem(a, head, outer.format_problem("urn:httpcrypt:replay", 425, "again"))
     assert r.value.code == "replay" and r.value.status == 425
-    assert e.judge_problem(a, head, outer.format_problem("urn:httpcrypt:token-required",
-                                                         425, "t")) == "token"
+    token = e.judge_problem(a, head, outer.format_problem("urn:httpcrypt:token-required",
+                                                          425, "t"))
+    assert isinstance(token, TokenRequiredError)
     assert e.judge_problem(a, head, b'{"type": "https://example.com/app-error"}') is None
     assert TokenRequiredError("urn:httpcrypt:token-required", 425).code == "token_required"
 

@@ -20,6 +20,7 @@ from httpcrypt.errors import (
     IntegrityError,
     ProtocolError,
     ReplayError,
+    TokenRequiredError,
 )
 from httpcrypt.httpx_transport import HTTPCryptTransport
 
@@ -68,6 +69,22 @@ def gateway(bin_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         ident = keygen(bin_path, d / "keys")
         g = start(bin_path, ["gateway", "--keys", str(d / "keys"), "--upstream",
                              f"http://127.0.0.1:{up_port}", "--mount", "/hc"],
+                  ident, free_port(), d / "gateway.log")
+        yield g
+        g.stop()
+    finally:
+        stop(up)
+
+
+@pytest.fixture(scope="module")
+def token_gateway(bin_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A gateway that demands the application token before side effects."""
+    d = tmp_path_factory.mktemp("token")
+    up, up_port = start_upstream()
+    try:
+        ident = keygen(bin_path, d / "keys")
+        g = start(bin_path, ["gateway", "--keys", str(d / "keys"), "--upstream",
+                             f"http://127.0.0.1:{up_port}", "--mount", "/hc", "--require-token"],
                   ident, free_port(), d / "gateway.log")
         yield g
         g.stop()
@@ -313,6 +330,27 @@ def test_gateway_echo_reconstruction(gateway: Server, flavour: str) -> None:
         assert "cookie" not in names and "client-random" in names
     finally:
         d.close()
+
+
+def test_token_required_retry(token_gateway: Server, flavour: str) -> None:
+    d = make(flavour, mount="/hc")
+    try:
+        r = d.post(token_gateway.base + "/echo", b"side effect")
+        # 425 token-required (with a token and a ticket), then the retry.
+        assert r.status == 200 and r.info.attempts == 2 and r.info.credential == "ticket"
+        assert httpx.Response(200, content=r.body).json()["length"] == 11
+        assert d.get(token_gateway.base + "/echo").info.attempts == 1  # GET needs none
+    finally:
+        d.close()
+    no_tickets = make(flavour, mount="/hc", tickets=False)
+    try:
+        # Without a ticket the retry runs under a new key, which the token
+        # does not match: the second refusal is an error.
+        with pytest.raises(TokenRequiredError) as e:
+            no_tickets.post(token_gateway.base + "/echo", b"side effect")
+        assert e.value.code == "token_required" and e.value.status == 425
+    finally:
+        no_tickets.close()
 
 
 class _Twice(httpx.BaseTransport):

@@ -4,16 +4,11 @@ for a streamed body (it cannot be sent twice); never on ``replay``."""
 
 from __future__ import annotations
 
-from typing import Literal
-
-from .errors import ProtocolError
-
-Reason = Literal["unknown_key", "stale", "token"]
-_CODES = {"unknown_key": "unknown_key", "stale": "stale", "token": "token_required"}
+from .errors import HTTPCryptError
 
 
 class Retries:
-    """Counts attempts and allows each retry reason once."""
+    """Counts attempts and allows each retryable error once."""
 
     def __init__(self, replayable: bool):
         self.replayable = replayable
@@ -30,8 +25,9 @@ class Retries:
         self.attempts += 1
         return self.attempts
 
-    def allow(self, reason: Reason) -> None:
-        """Returns if ``reason`` may be retried, else raises its error."""
-        if reason in self._used or not self.replayable:
-            raise ProtocolError(_CODES[reason], f"{_CODES[reason]} (no further retry)")
-        self._used.add(reason)
+    def allow(self, error: HTTPCryptError) -> None:
+        """Returns if ``error`` (unknown_key, stale, token_required) may be
+        retried; otherwise raises it."""
+        if error.code in self._used or not self.replayable:
+            raise error
+        self._used.add(error.code)

@@ -371,9 +371,10 @@ class Engine:
         return Attempt(scheme, authority, prepared, "POST", base + self.mount.nonce_path(n0),
                        out_headers, sealed, length, method)
 
-    def refused(self, attempt: Attempt, status: int, body: bytes) -> None:
-        """A non-200 outer answer: returns if the request should be retried
-        (``unknown-key``, with the problem's certificates), else raises."""
+    def refused(self, attempt: Attempt, status: int, body: bytes) -> RefusedError:
+        """A non-200 outer answer. For ``unknown-key`` takes the problem's
+        certificates and returns the error (retry once, else raise it);
+        raises for every other answer."""
         problem = outer.parse_problem(body)
         if problem is None or problem.type != UNKNOWN_KEY:
             raise RefusedError(status, problem.type if problem else None)
@@ -399,6 +400,7 @@ class Engine:
                 h.fetched = now
             else:
                 h.keys = []  # the retry fetches OPTIONS again
+        return RefusedError(status, UNKNOWN_KEY)
 
     def reader(self, attempt: Attempt) -> ResponseReader:
         """A reader for the 200 outer response of ``attempt``."""
@@ -426,10 +428,11 @@ class Engine:
         return ctype.split(";")[0].strip().lower() == outer.PROBLEM_TYPE
 
     def judge_problem(self, attempt: Attempt, head: ResponseHead,
-                      body: bytes) -> Literal["stale", "token"] | None:
-        """For an inner problem document: ``stale`` / ``token`` to retry
-        (clock corrected), raises :class:`InnerProblem` for other protocol
-        problems, None for an application's own problem document."""
+                      body: bytes) -> InnerProblem | None:
+        """For an inner problem document: returns the ``stale`` (clock
+        corrected) or ``token-required`` problem, which may be retried once;
+        raises :class:`InnerProblem` for other protocol problems; None for
+        an application's own problem document."""
         p = outer.parse_problem(body)
         if p is None or not p.type.startswith("urn:httpcrypt:"):
             return None
@@ -443,10 +446,10 @@ class Engine:
                 else:
                     with self._lock:
                         self._host(attempt.authority).clock_offset = server - int(self.now())
-            return "stale"
-        if p.type == TOKEN_REQUIRED:
-            return "token"
-        raise inner_problem(p.type, head.status, p.title)
+        problem = inner_problem(p.type, head.status, p.title)
+        if p.type in (STALE, TOKEN_REQUIRED):
+            return problem
+        raise problem
 
 
 def _verifies(cert: KeyCert, identity: bytes) -> bool:

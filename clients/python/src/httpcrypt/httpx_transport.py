@@ -213,8 +213,7 @@ class HTTPCryptTransport(httpx.BaseTransport):
                     problem = b""
                 finally:
                     rsp.close()
-                engine.refused(attempt, rsp.status_code, problem)
-                retries.allow("unknown_key")
+                retries.allow(engine.refused(attempt, rsp.status_code, problem))
                 continue
             reader = engine.reader(attempt)
             chunks = iter(rsp.stream)
@@ -233,7 +232,7 @@ class HTTPCryptTransport(httpx.BaseTransport):
                     rsp.close()
                     verdict = engine.judge_problem(attempt, head, whole)
                     if verdict is not None:
-                        retries.allow("stale" if verdict == "stale" else "token")
+                        retries.allow(verdict)
                         continue
                     return _response(head, httpx.ByteStream(whole), info)
             except BaseException:
@@ -291,8 +290,7 @@ class AsyncHTTPCryptTransport(httpx.AsyncBaseTransport):
                     problem = b""
                 finally:
                     await rsp.aclose()
-                engine.refused(attempt, rsp.status_code, problem)
-                retries.allow("unknown_key")
+                retries.allow(engine.refused(attempt, rsp.status_code, problem))
                 continue
             reader = engine.reader(attempt)
             chunks = rsp.stream.__aiter__()
@@ -312,7 +310,7 @@ class AsyncHTTPCryptTransport(httpx.AsyncBaseTransport):
                     await rsp.aclose()
                     verdict = engine.judge_problem(attempt, head, whole)
                     if verdict is not None:
-                        retries.allow("stale" if verdict == "stale" else "token")
+                        retries.allow(verdict)
                         continue
                     return _response(head, httpx.ByteStream(whole), info)
             except BaseException:

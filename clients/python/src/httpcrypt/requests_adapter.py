@@ -162,8 +162,7 @@ class HTTPCryptAdapter(HTTPAdapter):
                     problem = b""
                 finally:
                     rsp.release_conn()
-                engine.refused(attempt, rsp.status, problem)
-                retries.allow("unknown_key")
+                retries.allow(engine.refused(attempt, rsp.status, problem))
                 continue
             reader = engine.reader(attempt)
             chunks = rsp.stream(_CHUNK, decode_content=False)
@@ -186,7 +185,7 @@ class HTTPCryptAdapter(HTTPAdapter):
                     rsp.release_conn()
                     verdict = engine.judge_problem(attempt, head, bytes(whole))
                     if verdict is not None:
-                        retries.allow("stale" if verdict == "stale" else "token")
+                        retries.allow(verdict)
                         continue
                     fp: io.IOBase = io.BytesIO(bytes(whole))
                 else:

@@ -31,6 +31,7 @@ RSP_LABEL = b"hc1-rsp"
 
 _U32 = struct.Struct(">I")
 _NONCE_MASK = (1 << 192) - 1
+_ZERO_NONCE = bytes(NONCE_LEN)
 
 
 def record_limit(max_record: int) -> int:
@@ -66,6 +67,8 @@ class _Chain:
 class Sealer:
     """Produces the records of one stream. :meth:`finish` appends the FINAL
     record; nothing can be sealed after it."""
+
+    __slots__ = ("_chain", "_done", "_is_request")
 
     def __init__(self, key: bytes, n0: bytes, request_n0: bytes | None = None):
         if len(n0) != NONCE_LEN:
@@ -184,11 +187,15 @@ class Opener:
     Holds at most one record beyond the caller's input. After a failure it
     keeps raising the same error and has discarded what it buffered."""
 
+    __slots__ = ("_buf", "_chain", "_done", "_failed", "_is_request", "_max", "_need_nonce",
+                 "_pos", "last_clear")
+
     def __init__(self, key: bytes, n0: bytes | None, request_n0: bytes | None,
                  max_record: int = DEFAULT_MAX_RECORD):
         self._is_request = request_n0 is None
-        self._chain = _Chain(key, n0 or bytes(NONCE_LEN), request_n0)
-        self._max = record_limit(max_record)
+        self._chain = _Chain(key, n0 or _ZERO_NONCE, request_n0)
+        self._max = (RECORD_FLOOR if max_record < RECORD_FLOOR
+                     else RECORD_CEILING if max_record > RECORD_CEILING else max_record)
         self._buf: bytes | bytearray = b""
         self._pos = 0
         self._need_nonce = n0 is None
@@ -279,19 +286,19 @@ class Opener:
             tag = bytes(buf[p + HEADER_LEN:p + RECORD_OVERHEAD])
             ad = (c.label if index == 0 else c.prev_tag) + buf[p:p + HEADER_LEN]
             nonce = ((c.n0_int + index) & _NONCE_MASK).to_bytes(NONCE_LEN, "big")
-            mv = memoryview(buf)
+            # (The memoryview dies with this frame: CPython frees it at once,
+            # so the buffer can grow again on the next receive.)
+            payload = memoryview(buf)[p + RECORD_OVERHEAD:end]
             try:
                 if clear:
-                    plaintext = mv[p + RECORD_OVERHEAD:end].tobytes()
+                    plaintext = payload.tobytes()
                     c.aead.open(nonce, tag, ad + plaintext)
                 else:
                     # The AEAD wants ciphertext || tag: one copy into that order.
-                    plaintext = c.aead.open(nonce, b"".join((mv[p + RECORD_OVERHEAD:end], tag)),
-                                            ad)
+                    plaintext = c.aead.open(nonce, b"".join((payload, tag)), ad)
             except ProtocolError:
                 raise self._fail("integrity", "record tag did not verify") from None
-            finally:
-                mv.release()
+            del payload
             c.prev_tag = tag
             c.index = index + 1
             self._pos = end
