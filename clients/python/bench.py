@@ -24,7 +24,7 @@ from httpcrypt import outer
 from httpcrypt.client import PreparedRequest
 from httpcrypt.inner import RequestHead, ResponseHead
 from httpcrypt.stream import Opener, Sealer, open_all, seal_all, seal_records
-from httpcrypt.suite import XChaCha, generate_secret, x25519_public
+from httpcrypt.suite import KexKey, XChaCha, generate_secret, x25519_public
 
 RECORD = 16 * 1024
 
@@ -94,7 +94,7 @@ def main() -> None:
 
     def first_request() -> bytes:
         p = PreparedRequest.for_key(server_public, os.urandom(24), outer.random_pad(),
-                                    outer.random_pad(), client_secret=generate_secret())
+                                    outer.random_pad(), client_secret=KexKey())
         stream = seal_all(p.sealer(), head, RECORD)
         return p.encode_outer("get", outer.Mount("/hc"), "www.example.com", stream)
 

@@ -42,7 +42,7 @@ from .stream import (
     seal_all,
     seal_records,
 )
-from .suite import NONCE_LEN, generate_secret, kid, session_key, x25519_public
+from .suite import NONCE_LEN, KexKey, kid
 from .ticket import TICKET_FIELD, Ticket
 from .token import CLIENT_RANDOM_FIELD, RANDOM_FIELD
 
@@ -66,7 +66,7 @@ class PreparedRequest:
 
     @classmethod
     def for_key(cls, server_public: bytes, n0: bytes, name_pad: str = "", value_pad: str = "",
-                *, client_secret: bytes | None = None, ticket: Ticket | None = None,
+                *, client_secret: bytes | KexKey | None = None, ticket: Ticket | None = None,
                 ticket_key: bytes | None = None) -> PreparedRequest:
         """Derives ``k`` against the server key with ``client_secret``, or
         takes it from a ticket (``ticket_key`` is the session key it carries)."""
@@ -77,9 +77,9 @@ class PreparedRequest:
             return cls(n0, ticket_key, cookie, "ticket")
         if client_secret is None:
             raise ConfigError("need a client secret or a ticket")
-        k = session_key(client_secret, server_public)
-        cookie = outer.format_cookie(kid(server_public), x25519_public(client_secret),
-                                     name_pad, value_pad)
+        ck = client_secret if isinstance(client_secret, KexKey) else KexKey(client_secret)
+        k = ck.session_key(server_public)
+        cookie = outer.format_cookie(kid(server_public), ck.public, name_pad, value_pad)
         return cls(n0, k, cookie, "key")
 
     def sealer(self) -> Sealer:
@@ -136,7 +136,7 @@ class _Host:
     keys: list[DiscoveredKey] = field(default_factory=list)
     fetched: float = 0.0
     max_age: int = 0
-    secret: bytes | None = None
+    secret: KexKey | None = None
     ticket: tuple[Ticket, bytes] | None = None
     token: tuple[str, bytes] | None = None
     clock_offset: int = 0
@@ -303,7 +303,7 @@ class Engine:
             h = self._host(authority)
             ticket = h.ticket if cfg.tickets else None
             if cfg.reuse_key and h.secret is None:
-                h.secret = generate_secret()
+                h.secret = KexKey()
             secret = h.secret
             offset = h.clock_offset
             token = h.token
@@ -315,7 +315,7 @@ class Engine:
         else:
             prepared = PreparedRequest.for_key(server_key.kex_public, n0, outer.random_pad(),
                                                outer.random_pad(),
-                                               client_secret=secret or generate_secret())
+                                               client_secret=secret or KexKey())
         if body is not None:
             body_len = len(body)
         # Inner head: the caller's fields, Host, a (corrected) Date, framing.

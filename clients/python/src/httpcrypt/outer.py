@@ -5,7 +5,7 @@ cookie scanning (server side), and problem documents."""
 from __future__ import annotations
 
 import json
-import secrets
+import os
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -65,9 +65,9 @@ def fits_get_form(mount: Mount, stream_len: int) -> bool:
 
 
 def random_pad() -> str:
-    """0-16 random base64url characters."""
-    n = secrets.randbelow(MAX_PAD + 1)
-    return "".join(chr(b64.ALPHABET[secrets.randbelow(64)]) for _ in range(n))
+    """0-16 random base64url characters (length and content from the OS CSPRNG)."""
+    r = os.urandom(MAX_PAD + 1)
+    return bytes(b64.ALPHABET[x & 63] for x in r[1:1 + r[0] % (MAX_PAD + 1)]).decode()
 
 
 def format_cookie(id_: bytes, value: bytes, name_pad: str = "", value_pad: str = "") -> str:

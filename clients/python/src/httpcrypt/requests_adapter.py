@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 import requests
 import urllib3
 from requests.adapters import HTTPAdapter
+from requests.utils import select_proxy
 from urllib3 import HTTPHeaderDict
 
 from ._retry import Retries
@@ -102,11 +103,12 @@ class HTTPCryptAdapter(HTTPAdapter):
             engine = Engine(config or ClientConfig(**kwargs))
         self.engine = engine
 
-    def _key(self, scheme: str, authority: str, timeout: urllib3.Timeout) -> DiscoveredKey:
+    def _key(self, pool: urllib3.PoolManager, scheme: str, authority: str,
+             timeout: urllib3.Timeout) -> DiscoveredKey:
         key = self.engine.cached_key(authority)
         if key is not None:
             return key
-        rsp = self.poolmanager.urlopen(
+        rsp = pool.urlopen(
             "OPTIONS", self.engine.options_url(scheme, authority), headers={"Host": authority},
             redirect=False, retries=False, preload_content=False, timeout=timeout)
         try:
@@ -141,14 +143,18 @@ class HTTPCryptAdapter(HTTPAdapter):
             cl = request.headers.get("Content-Length")
             body_len = int(cl) if cl and cl.isdigit() else None
         to = _timeout(timeout)
+        # Outer requests go direct or through the session's HTTP proxy (the
+        # proxy sees only what any middlebox sees).
+        proxy = select_proxy(request.url or "", dict(proxies or {}))
+        pool = self.proxy_manager_for(proxy) if proxy else self.poolmanager
         retries = Retries(replayable=body is not None)
         engine = self.engine
         while True:
             n = retries.next()
-            key = self._key(scheme, authority, to)
+            key = self._key(pool, scheme, authority, to)
             attempt = engine.build(scheme, authority, key, method, target, headers, body,
                                    body_stream, body_len, retries.own_date)
-            rsp = self.poolmanager.urlopen(
+            rsp = pool.urlopen(
                 attempt.method, attempt.url, body=attempt.body, headers=dict(attempt.headers),
                 redirect=False, retries=False, preload_content=False, decode_content=False,
                 chunked=attempt.body is not None and attempt.content_length is None,

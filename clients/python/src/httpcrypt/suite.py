@@ -109,14 +109,38 @@ def x25519_public(secret: bytes) -> bytes:
     return X25519PrivateKey.from_private_bytes(secret).public_key().public_bytes_raw()
 
 
+class KexKey:
+    """An X25519 key pair (a client's, fresh per request or kept per host)."""
+
+    __slots__ = ("_key", "public")
+
+    def __init__(self, secret: bytes | None = None):
+        self._key = (X25519PrivateKey.generate() if secret is None
+                     else X25519PrivateKey.from_private_bytes(secret))
+        self.public = self._key.public_key().public_bytes_raw()
+
+    def __repr__(self) -> str:
+        return f"KexKey(public={self.public.hex()})"
+
+    def agree(self, peer_public: bytes) -> bytes:
+        """Raw X25519 with ``peer_public`` (``small_order`` on an all-zero result)."""
+        return _exchange(self._key, peer_public)
+
+    def session_key(self, peer_public: bytes) -> bytes:
+        """``k = HChaCha20(X25519(secret, peer), 0^16)``."""
+        return hchacha20(self.agree(peer_public), bytes(16))
+
+
 def x25519(secret: bytes, peer_public: bytes) -> bytes:
     """Raw X25519; an all-zero result (small-order peer) is ``small_order``."""
+    return _exchange(X25519PrivateKey.from_private_bytes(secret), peer_public)
+
+
+def _exchange(key: X25519PrivateKey, peer_public: bytes) -> bytes:
     if len(peer_public) != 32:
         raise ProtocolError("bad_base64", "X25519 public key must be 32 bytes")
     try:
-        shared = X25519PrivateKey.from_private_bytes(secret).exchange(
-            X25519PublicKey.from_public_bytes(peer_public)
-        )
+        shared = key.exchange(X25519PublicKey.from_public_bytes(peer_public))
     except ValueError:
         # OpenSSL refuses the all-zero output itself.
         raise ProtocolError("small_order", "peer key has small order") from None
