@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"strconv"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/chacha20poly1305"
 )
@@ -151,4 +152,84 @@ func BenchmarkX25519(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkPair runs the sealed stream and raw XChaCha20-Poly1305 over the
+// same bytes alternately within each iteration, so both see the same
+// machine load, and reports each one's time and the overhead. (The
+// separate Seal/Open benchmarks run minutes apart on a shared machine.)
+func BenchmarkPair(b *testing.B) {
+	k := SessionKey{1}
+	n0 := [NonceLen]byte{3}
+	aead, _ := chacha20poly1305.NewX(k[:])
+	for _, size := range benchSizes {
+		msg := make([]byte, size)
+		rs := DefaultRecordSize
+		out := make([]byte, 0, size+(size/rs+1)*RecordOverhead+TagLen)
+		raw := make([]byte, 0, rs+TagLen)
+		stream, _ := SealAll(NewRequestSealer(k, n0), nil, msg, rs)
+		var sealedChunks [][]byte
+		for off, r := 0, uint64(0); off < size; off, r = off+rs, r+1 {
+			n := nonceAdd(&n0, r)
+			sealedChunks = append(sealedChunks, aead.Seal(nil, n[:], msg[off:min(off+rs, size)], nil))
+		}
+		b.Run("seal/"+sizeName(size), func(b *testing.B) {
+			b.SetBytes(int64(size))
+			var ts, tr time.Duration
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				out, _ = SealAll(NewRequestSealer(k, n0), out[:0], msg, rs)
+				t1 := time.Now()
+				for off, r := 0, uint64(0); off < size; off, r = off+rs, r+1 {
+					n := nonceAdd(&n0, r)
+					raw = aead.Seal(raw[:0], n[:], msg[off:min(off+rs, size)], nil)
+				}
+				ts, tr = ts+t1.Sub(t0), tr+time.Since(t1)
+			}
+			reportPair(b, ts, tr)
+		})
+		b.Run("open/"+sizeName(size), func(b *testing.B) {
+			b.SetBytes(int64(size))
+			var ts, tr time.Duration
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				openEvents(b, NewRequestOpener(k, n0, DefaultMaxRecord), stream)
+				t1 := time.Now()
+				for r, c := range sealedChunks {
+					n := nonceAdd(&n0, uint64(r))
+					var err error
+					if raw, err = aead.Open(raw[:0], n[:], c, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				ts, tr = ts+t1.Sub(t0), tr+time.Since(t1)
+			}
+			reportPair(b, ts, tr)
+		})
+	}
+}
+
+// openEvents opens a stream, consuming each record's plaintext in place.
+func openEvents(b *testing.B, o *Opener, stream []byte) {
+	if err := o.Receive(stream); err != nil {
+		b.Fatal(err)
+	}
+	for {
+		ev, ok, err := o.NextEvent()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !ok || ev.End {
+			break
+		}
+	}
+	if err := o.Finish(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func reportPair(b *testing.B, stream, raw time.Duration) {
+	b.ReportMetric(float64(stream.Nanoseconds())/float64(b.N), "stream-ns/op")
+	b.ReportMetric(float64(raw.Nanoseconds())/float64(b.N), "xchacha-ns/op")
+	b.ReportMetric((float64(stream)/float64(raw)-1)*100, "overhead-%")
 }

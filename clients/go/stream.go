@@ -145,10 +145,9 @@ func (s *Sealer) append(dst, plaintext []byte, final, clear bool) ([]byte, error
 		s.c.ad = append(s.c.ad, plaintext...)
 		aead.Seal(rec[HeaderLen:HeaderLen], short[:], nil, s.c.ad)
 	} else {
-		// Seal in place after the header gap: ct || tag, then move the tag
-		// in front of the ciphertext.
-		copy(payload, plaintext)
-		out := aead.Seal(payload[:0], short[:], payload, s.c.ad)
+		// Seal straight into the payload slot (ct || tag; the record has
+		// room for the tag after it), then move the tag in front.
+		out := aead.Seal(payload[:0], short[:], plaintext, s.c.ad)
 		var tag [TagLen]byte
 		copy(tag[:], out[len(plaintext):])
 		copy(rec[HeaderLen:RecordOverhead], tag[:])
@@ -464,7 +463,7 @@ func OpenAll(o *Opener, body []byte) ([]byte, error) {
 	if err := o.Receive(body); err != nil {
 		return nil, err
 	}
-	var out []byte
+	out := make([]byte, 0, len(body)) // plaintext is never longer than its stream
 	for {
 		ev, ok, err := o.NextEvent()
 		if err != nil {
