@@ -1,0 +1,206 @@
+// hcFetch against the in-memory server (src/server.ts) through a fake
+// transport: both cookie modes (the browser one with a simulated cookie
+// jar that attaches cookies by path, as browsers do), concurrency,
+// refusal of cross-origin and https, tampering and truncation, retries.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as hc from '../dist/index.js';
+
+const ORIGIN = 'http://app.test:8080';
+const NOW = Math.floor(Date.now() / 1000);
+
+function makeServer() {
+  const identitySeed = hc.randomBytes(32);
+  const secret = hc.randomBytes(32);
+  const cert = hc.signCert(identitySeed, 7, NOW - 60, NOW + 7200, hc.x25519Public(secret));
+  const cfg = {
+    keys: [hc.server.serverKey(secret, cert)],
+    ticketKeys: [{ tid: hc.randomBytes(10), key: hc.randomBytes(32), expires: NOW + 7200 }],
+    mount: '/hc',
+    maxBody: 16 << 20,
+  };
+  return { cfg, cert, identity: hc.ed25519Public(identitySeed) };
+}
+
+/**
+ * A fetch that plays the server. `cookiesFor(path)` supplies cookies the
+ * way a browser jar would; `tamper(body)` may alter the sealed response.
+ */
+function fakeFetch(srv, { cookiesFor = null, tamper = (b) => b, log = [] } = {}) {
+  return async (url, init = {}) => {
+    const u = new URL(url);
+    const method = init.method ?? 'GET';
+    const headers = new Headers(init.headers);
+    if (method === 'OPTIONS') {
+      return new Response(hc.formatCertList(hc.server.validCerts(srv.cfg, NOW)), {
+        status: 200,
+        headers: { 'content-type': 'application/httpcrypt-certs', 'cache-control': 'max-age=3600' },
+      });
+    }
+    let body = new Uint8Array(0);
+    if (init.body instanceof ReadableStream) body = new Uint8Array(await new Response(init.body).arrayBuffer());
+    else if (init.body) body = new Uint8Array(init.body);
+    const cookies = cookiesFor ? cookiesFor(u.pathname) : headers.get('cookie') ? [headers.get('cookie')] : [];
+    log.push({ method, path: u.pathname, cookies, credentials: init.credentials });
+    const req = { method, target: u.pathname + u.search, host: u.host, cookies, contentLength: method === 'POST' ? body.length : null, body };
+    let accepted;
+    try {
+      const r = hc.server.accept(srv.cfg, req, NOW);
+      if (r.kind !== 'request') return new Response('not found', { status: 404 });
+      accepted = r.accepted;
+    } catch (e) {
+      const type = e.code === 'unknown_key' ? 'urn:httpcrypt:unknown-key' : 'urn:httpcrypt:malformed';
+      const doc = { type, status: 400, title: e.message, ...(e.code === 'unknown_key' ? { certs: hc.server.validCerts(srv.cfg, NOW).map(hc.certToText) } : {}) };
+      return new Response(JSON.stringify(doc), { status: 400, headers: { 'content-type': 'application/problem+json' } });
+    }
+    const inner = hc.server.openRequest(accepted, req.body);
+    const payload = new TextEncoder().encode(JSON.stringify({ method: inner.head.method, target: inner.head.target, length: inner.body.length, fields: inner.head.fields }));
+    const ticket = hc.sealTicket(srv.cfg.ticketKeys[0].tid, srv.cfg.ticketKeys[0].key, { sessionKey: accepted.sessionKey, kid: accepted.kid, expiry: NOW + 7200 }, hc.randomBytes(24));
+    const head = `HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${payload.length}\r\nDate: ${hc.formatHttpDate(NOW)}\r\nTicket: ${hc.formatTicketField(ticket)}\r\n\r\n`;
+    const sealed = hc.server.sealResponse(accepted, hc.randomBytes(24), hc.concat(hc.utf8(head), payload), 64);
+    return new Response(tamper(sealed), { status: 200, headers: { 'content-type': 'application/octet-stream' } });
+  };
+}
+
+/** A minimal browser cookie jar behind `document.cookie`, matching by path as RFC 6265 does. */
+function installBrowser(origin) {
+  const jar = new Map(); // key name|path -> { name, value, path }
+  const writes = [];
+  globalThis.location = { origin, href: origin + '/index.html' };
+  globalThis.document = {
+    get cookie() {
+      return [...jar.values()].filter((c) => c.path === '/').map((c) => `${c.name}=${c.value}`).join('; ');
+    },
+    set cookie(s) {
+      writes.push(s);
+      const [pair, ...attrs] = s.split(';').map((x) => x.trim());
+      const eq = pair.indexOf('=');
+      const name = pair.slice(0, eq);
+      const value = pair.slice(eq + 1);
+      const a = Object.fromEntries(attrs.map((x) => x.split('=')).map(([k, v]) => [k.toLowerCase(), v ?? true]));
+      const key = `${name}|${a.path}`;
+      if (a['max-age'] === '0') jar.delete(key);
+      else jar.set(key, { name, value, path: a.path });
+    },
+  };
+  const cookiesFor = (path) => {
+    const matching = [...jar.values()].filter((c) => path === c.path || path.startsWith(c.path.endsWith('/') ? c.path : c.path + '/'));
+    return matching.length ? [matching.map((c) => `${c.name}=${c.value}`).join('; ')] : [];
+  };
+  const uninstall = () => {
+    delete globalThis.document;
+    delete globalThis.location;
+  };
+  return { jar, writes, cookiesFor, uninstall };
+}
+
+test('header mode (Node): the Cookie field carries the pair; GET form then POST form', async () => {
+  const srv = makeServer();
+  const log = [];
+  const c = hc.createClient({ mount: '/hc', identity: srv.identity, fetch: fakeFetch(srv, { log }) });
+  const small = await c.fetch(`${ORIGIN}/a?b=1`);
+  assert.equal(small.status, 200);
+  assert.deepEqual(await small.json().then((d) => [d.method, d.target, d.length]), ['GET', '/a?b=1', 0]);
+  assert.equal(hc.exchangeInfo(small).form, 'get');
+  const big = await c.fetch(`${ORIGIN}/upload`, { method: 'POST', body: new Uint8Array(5000) });
+  const d = await big.json();
+  assert.equal(d.length, 5000);
+  assert.equal(hc.exchangeInfo(big).form, 'post');
+  assert.equal(hc.exchangeInfo(big).credential, 'ticket');
+  const fields = Object.fromEntries(d.fields.map(([n, v]) => [n.toLowerCase(), v]));
+  assert.equal(fields['content-length'], '5000');
+  assert.match(fields['client-random'], /^[A-Za-z0-9_-]{32}$/, 'unsafe methods ask for a token');
+  assert.ok(fields.date && fields.host === 'app.test:8080');
+  assert.equal(log.filter((l) => l.method !== 'OPTIONS').length, 2);
+});
+
+test('document mode (browsers): a cookie per nonce path, sent same-origin, removed afterwards, no collisions', async () => {
+  const srv = makeServer();
+  const b = installBrowser(ORIGIN);
+  try {
+    const log = [];
+    const c = hc.createClient({ mount: '/hc', tickets: false, fetch: fakeFetch(srv, { cookiesFor: b.cookiesFor, log }) });
+    const results = await Promise.all(Array.from({ length: 12 }, (_, i) => c.fetch(`/item/${i}`).then((r) => r.json())));
+    results.forEach((d, i) => assert.equal(d.target, `/item/${i}`));
+    const sealed = log.filter((l) => l.method !== 'OPTIONS');
+    assert.equal(sealed.length, 12);
+    for (const l of sealed) {
+      assert.equal(l.credentials, 'same-origin');
+      assert.equal(l.cookies.length, 1);
+      assert.equal(l.cookies[0].split(';').length, 1, 'exactly one HTTPCrypt pair: its own');
+    }
+    for (const w of b.writes) assert.match(w, /; path=\/hc\/[A-Za-z0-9_-]{32}; max-age=(60|0); samesite=strict$/);
+    assert.equal(b.jar.size, 0, 'every per-request cookie was deleted');
+  } finally {
+    b.uninstall();
+  }
+});
+
+test('document mode refuses cross-origin requests (the cookie cannot travel there)', async () => {
+  const srv = makeServer();
+  const b = installBrowser('http://other.test');
+  try {
+    const c = hc.createClient({ mount: '/hc', certs: hc.server.validCerts(srv.cfg, NOW).map(hc.certToText), fetch: fakeFetch(srv, { cookiesFor: b.cookiesFor }) });
+    await assert.rejects(c.fetch(`${ORIGIN}/x`), (e) => e instanceof hc.HttpCryptError && e.code === 'config');
+    assert.equal(b.jar.size, 0);
+  } finally {
+    b.uninstall();
+  }
+});
+
+test('https URLs are refused: HTTPCrypt replaces TLS', async () => {
+  const c = hc.createClient({ fetch: () => assert.fail('no request expected') });
+  await assert.rejects(c.fetch('https://example.com/'), (e) => e.code === 'config');
+});
+
+test('a flipped response byte: the fetch rejects with integrity (nothing released)', async () => {
+  const srv = makeServer();
+  for (const at of [0, 24, 30, 60, 100]) {
+    const c = hc.createClient({ mount: '/hc', fetch: fakeFetch(srv, { tamper: (b) => ((b[at] ^= 1), b) }) });
+    await assert.rejects(
+      c.fetch(`${ORIGIN}/x`).then((r) => r.arrayBuffer()),
+      (e) => e instanceof hc.HttpCryptError && ['integrity', 'record_too_large'].includes(e.code),
+      `flip at ${at}`,
+    );
+  }
+});
+
+test('a truncated response: the body errors with truncated, never ends cleanly', async () => {
+  const srv = makeServer();
+  const c = hc.createClient({ mount: '/hc', fetch: fakeFetch(srv, { tamper: (b) => b.subarray(0, b.length - 1) }) });
+  await assert.rejects(
+    c.fetch(`${ORIGIN}/x`).then((r) => r.text()),
+    (e) => e instanceof hc.HttpCryptError && e.code === 'truncated',
+  );
+  const c2 = hc.createClient({ mount: '/hc', fetch: fakeFetch(srv, { tamper: (b) => hc.concat(b, Uint8Array.of(0)) }) });
+  await assert.rejects(
+    c2.fetch(`${ORIGIN}/x`).then((r) => r.text()),
+    (e) => e instanceof hc.HttpCryptError && e.code === 'trailing_data',
+  );
+});
+
+test('unknown-key: one retry with the certificates of the problem document', async () => {
+  const srv = makeServer();
+  const stale = makeServer(); // another server's certificate: unknown here
+  const staleLines = hc.server.validCerts(stale.cfg, NOW).map(hc.certToText);
+  const c = hc.createClient({ mount: '/hc', certs: staleLines, tickets: false, fetch: fakeFetch(srv) });
+  const r = await c.fetch(`${ORIGIN}/x`);
+  assert.equal(r.status, 200);
+  assert.equal(hc.exchangeInfo(r).attempts, 2);
+  await r.arrayBuffer();
+});
+
+test('a streamed body is sealed record by record', async () => {
+  const srv = makeServer();
+  const c = hc.createClient({ mount: '/hc', recordSize: 1000, fetch: fakeFetch(srv) });
+  const chunks = [new Uint8Array(700), new Uint8Array(2500), new Uint8Array(1)];
+  const body = new ReadableStream({
+    pull(ctrl) {
+      const next = chunks.shift();
+      if (next) ctrl.enqueue(next);
+      else ctrl.close();
+    },
+  });
+  const d = await (await c.fetch(`${ORIGIN}/s`, { method: 'POST', body, duplex: 'half' })).json();
+  assert.equal(d.length, 3201);
+});
