@@ -265,3 +265,26 @@ def test_prepared_request_round_trip() -> None:
         PreparedRequest.for_key(s.cert.kex_public, os.urandom(24), "!", "",
                                 client_secret=os.urandom(32))
     assert e.value.code == "bad_cookie"
+
+
+def test_certificate_cache_follows_max_age() -> None:
+    now = [float(int(time.time()))]
+    s = Fake(int(now[0]))
+    e = Engine(mount="/hc", clock=lambda: now[0])
+    key = e.store_certs("h", 200, "public, max-age=100", s.certs())
+    assert e.cached_key("h") == key
+    now[0] += 99
+    assert e.cached_key("h") == key
+    now[0] += 1
+    assert e.cached_key("h") is None  # stale: ask OPTIONS again
+    e.store_certs("h", 200, "max-age=0", s.certs())
+    assert e.cached_key("h") == key  # max-age=0 counts as one second
+    now[0] += 1
+    assert e.cached_key("h") is None
+    e.store_certs("h", 200, None, s.certs())  # no max-age: until no cert is valid
+    now[0] += 7000
+    assert e.cached_key("h") == key
+    now[0] += 1000
+    assert e.cached_key("h") is None
+    with pytest.raises(RefusedError):
+        e.store_certs("h", 404, None, b"")
