@@ -1,5 +1,7 @@
 """httpcrypt: opportunistic encryption for plain HTTP (HTTPCrypt v1), Python client."""
 
+from typing import TYPE_CHECKING
+
 from .client import ClientConfig, Engine, ExchangeInfo, PreparedRequest
 from .errors import (
     ConfigError,
@@ -14,9 +16,27 @@ from .errors import (
     TokenRequiredError,
 )
 
+if TYPE_CHECKING:
+    from .httpx_transport import AsyncHTTPCryptTransport, HTTPCryptTransport
+    from .requests_adapter import HTTPCryptAdapter
+
 __all__ = [
+    "AsyncHTTPCryptTransport", "HTTPCryptAdapter", "HTTPCryptTransport",
     "ClientConfig", "ConfigError", "Engine", "ExchangeInfo", "HTTPCryptError", "InnerProblem",
     "IntegrityError", "PreparedRequest", "ProtocolError", "RefusedError", "ReplayError",
     "ServerIntegrityError", "StaleError", "TokenRequiredError",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    # The drivers import httpx / requests: load them on first use only.
+    if name in ("HTTPCryptTransport", "AsyncHTTPCryptTransport"):
+        from . import httpx_transport
+
+        return getattr(httpx_transport, name)
+    if name == "HTTPCryptAdapter":
+        from .requests_adapter import HTTPCryptAdapter
+
+        return HTTPCryptAdapter
+    raise AttributeError(f"module 'httpcrypt' has no attribute {name!r}")
