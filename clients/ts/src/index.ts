@@ -18,3 +18,4 @@ export * from './exchange.js';
 export * from './tlsa.js';
 export * as server from './server.js';
 export * from './client.js';
+export * as rspamd from './rspamd.js';

@@ -12,15 +12,7 @@ const { fromHex: hex, toHex } = hc;
 const dir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../vectors');
 const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
 
-const SKIP = {
-  rspamd_base32: 'rspamd compatibility profile (spec §10) is server/gateway-side; the TS client speaks v1 only',
-  rspamd_base32_decode: 'rspamd compatibility profile (spec §10); not part of the v1 client',
-  rspamd_key_id: 'rspamd compatibility profile (spec §10); not part of the v1 client',
-  rspamd_key_header: 'rspamd compatibility profile (spec §10); not part of the v1 client',
-  rspamd_keypair: 'rspamd compatibility profile (spec §10); not part of the v1 client',
-  rspamd_exchange: 'rspamd compatibility profile (spec §10); not part of the v1 client',
-  rspamd_open: 'rspamd compatibility profile (spec §10); not part of the v1 client',
-};
+const SKIP = {};
 
 
 /** Whole, byte by byte, and split at every offset (lazily: bodies reach 64 KiB). */
@@ -232,6 +224,40 @@ const RUN = {
   token: (i) => {
     const cr = hex(i.client_random);
     return { client_random_field: hc.formatClientRandom(cr), random_field: hc.formatRandom(hex(i.token_secret), hex(i.session_key), cr) };
+  },
+  rspamd_base32: (i) => ({ text: hc.rspamd.rspamdBase32Encode(hex(i.hex)) }),
+  rspamd_base32_decode: (i) => ({ hex: toHex(hc.rspamd.rspamdBase32Decode(i.text)) }),
+  rspamd_key_id: (i) => {
+    const { id, shortId } = hc.rspamd.rspamdKeyId(hc.rspamd.rspamdDecodeKey(i.pubkey));
+    return { id: hc.rspamd.rspamdBase32Encode(id), short_id: hc.rspamd.rspamdBase32Encode(shortId) };
+  },
+  rspamd_key_header: (i) => {
+    const h = hc.rspamd.parseRspamdKeyHeader(i.value);
+    return h.encrypted ? { encrypted: true, short_id: toHex(h.shortId), client_public: toHex(h.clientPublic) } : { encrypted: false };
+  },
+  rspamd_keypair: (i) => ({ pubkey: hc.rspamd.rspamdBase32Encode(hc.rspamd.parseRspamdKeypair(i.text).publicKey) }),
+  rspamd_exchange: (i) => {
+    const server = hc.rspamd.parseRspamdKeypair(i.server_keypair);
+    const clientSecret = hex(i.client_secret);
+    const nm = hc.rspamd.rspamdNm(clientSecret, server.publicKey);
+    const keyHeader = hc.rspamd.formatRspamdKeyHeader(hc.rspamd.rspamdKeyId(server.publicKey).shortId, hc.x25519Public(clientSecret));
+    const body = hc.rspamd.rspamdSeal(nm, hex(i.nonce), hex(i.inner_request));
+    const outerRequest = hc.rspamd.formatRspamdRequest(i.host, keyHeader, body);
+    // the server side: parse the Key header, derive nm, open
+    const h = hc.rspamd.parseRspamdKeyHeader(keyHeader);
+    const serverNm = hc.rspamd.rspamdNm(server.secret, h.clientPublic);
+    assert.equal(toHex(hc.rspamd.rspamdOpen(serverNm, body)), i.inner_request);
+    const rspBody = hc.rspamd.rspamdSeal(serverNm, hex(i.response_nonce), hex(i.inner_response));
+    assert.equal(toHex(hc.rspamd.rspamdOpen(nm, rspBody)), i.inner_response);
+    return { key_header: keyHeader, outer_request: toHex(outerRequest), outer_response: toHex(hc.rspamd.formatRspamdResponse(rspBody)) };
+  },
+  rspamd_open: (i) => {
+    const server = hc.rspamd.parseRspamdKeypair(i.keypair);
+    const h = hc.rspamd.parseRspamdKeyHeader(i.key_header);
+    if (!h.encrypted) throw new hc.HttpCryptError('bad_key_header');
+    const shortId = hc.rspamd.rspamdKeyId(server.publicKey).shortId;
+    if (toHex(shortId) !== toHex(h.shortId)) throw new hc.HttpCryptError('unknown_key');
+    return { inner: toHex(hc.rspamd.rspamdOpen(hc.rspamd.rspamdNm(server.secret, h.clientPublic), hex(i.body))) };
   },
   token_verify: (i) => ({ client_random: toHex(hc.verifyRandom(hex(i.token_secret), hex(i.session_key), i.random_field)) }),
 };
