@@ -288,3 +288,20 @@ def test_certificate_cache_follows_max_age() -> None:
     assert e.cached_key("h") is None
     with pytest.raises(RefusedError):
         e.store_certs("h", 404, None, b"")
+
+
+def test_requests_response_hands_set_cookie_to_the_jar() -> None:
+    import io
+
+    import requests
+    from requests.cookies import RequestsCookieJar, extract_cookies_to_jar
+
+    from httpcrypt.requests_adapter import inner_response
+
+    fields = [("Content-Length", "2"), ("Set-Cookie", "sid=42; Path=/")]
+    rsp = inner_response(fields, 200, "OK", io.BytesIO(b"ok"), "GET", "http://h/x")
+    req = requests.Request("GET", "http://h/x").prepare()
+    jar = RequestsCookieJar()
+    extract_cookies_to_jar(jar, req, rsp)
+    assert jar.get("sid") == "42"
+    assert rsp.read() == b"ok"

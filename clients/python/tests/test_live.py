@@ -353,6 +353,19 @@ def test_token_required_retry(token_gateway: Server, flavour: str) -> None:
         no_tickets.close()
 
 
+def test_requests_session_cookies_travel_inside(gateway: Server) -> None:
+    import requests
+
+    from httpcrypt.requests_adapter import HTTPCryptAdapter
+
+    with requests.Session() as s:
+        s.mount("http://", HTTPCryptAdapter(mount="/hc"))
+        s.cookies.set("sid", "42")
+        doc = s.get(gateway.base + "/echo", timeout=60).json()
+    cookies = [v for n, v in doc["headers"] if n.lower() == "cookie"]
+    assert cookies == ["sid=42"]  # the inner one; the outer key cookie was dropped
+
+
 class _Twice(httpx.BaseTransport):
     """Sends every sealed request twice (a replaying middlebox) and returns
     the second answer."""

@@ -5,6 +5,7 @@ With ``stream=True`` the body is read record by record, verified bytes only."""
 
 from __future__ import annotations
 
+import http.client
 import io
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -57,6 +58,37 @@ class _VerifiedRaw(io.RawIOBase):
         if not self._eof:
             self._outer.close()
         super().close()
+
+
+class _OriginalResponse:
+    """What requests and urllib3 read from ``HTTPResponse._original_response``:
+    the inner fields as ``msg`` (requests takes ``Set-Cookie`` from there into
+    the session's jar), the method, and the closed state."""
+
+    def __init__(self, fields: list[tuple[str, str]], method: str):
+        self.msg = http.client.HTTPMessage()
+        for name, value in fields:
+            self.msg[name] = value
+        self._method = method
+        self._closed = False
+
+    def close(self) -> None:
+        self._closed = True
+
+    def isclosed(self) -> bool:
+        return self._closed
+
+
+def inner_response(fields: list[tuple[str, str]], status: int, reason: str, fp: Any,
+                   method: str, url: str | None) -> urllib3.HTTPResponse:
+    """A urllib3 response over verified inner bytes, as requests expects it
+    (content decoding by urllib3, cookies through ``_original_response``)."""
+    return urllib3.HTTPResponse(
+        body=fp, headers=HTTPHeaderDict(fields), status=status, reason=reason,
+        preload_content=False, decode_content=True, request_method=method,
+        request_url=url,
+        original_response=_OriginalResponse(fields, method),  # type: ignore[arg-type]
+    )
 
 
 def _rest(reader: ResponseReader, chunks: Iterator[bytes]) -> Iterator[bytes]:
@@ -200,10 +232,8 @@ class HTTPCryptAdapter(HTTPAdapter):
             except BaseException:
                 rsp.close()
                 raise
-            inner_rsp = urllib3.HTTPResponse(
-                body=fp, headers=HTTPHeaderDict(head.fields),
-                status=head.status, reason=head.reason, preload_content=False,
-                decode_content=True, request_method=method, request_url=request.url)
+            inner_rsp = inner_response(head.fields, head.status, head.reason, fp, method,
+                                       request.url)
             response = self.build_response(request, inner_rsp)
             response.httpcrypt = info  # type: ignore[attr-defined]
             return response
