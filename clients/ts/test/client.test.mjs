@@ -204,3 +204,18 @@ test('a streamed body is sealed record by record', async () => {
   const d = await (await c.fetch(`${ORIGIN}/s`, { method: 'POST', body, duplex: 'half' })).json();
   assert.equal(d.length, 3201);
 });
+
+test('keyReuse: one client key pair per host; without it, a fresh one per request', async () => {
+  const srv = makeServer();
+  const cookieValues = async (opts) => {
+    const log = [];
+    const c = hc.createClient({ mount: '/hc', tickets: false, fetch: fakeFetch(srv, { log }), ...opts });
+    for (let i = 0; i < 3; i++) await (await c.fetch(`${ORIGIN}/k`)).arrayBuffer();
+    // the first 43 characters of the value are the client public key (the pad follows)
+    return log.filter((l) => l.method !== 'OPTIONS').map((l) => l.cookies[0].split('=')[1].slice(0, 43));
+  };
+  const reused = await cookieValues({ keyReuse: true });
+  assert.equal(new Set(reused).size, 1);
+  const fresh = await cookieValues({});
+  assert.equal(new Set(fresh).size, 3);
+});
