@@ -64,16 +64,16 @@ class _Chain:
         return ((self.n0_int + self.index) & ((1 << 192) - 1)).to_bytes(NONCE_LEN, "big")
 
 
-class Sealer:
+class Sealer(_Chain):
     """Produces the records of one stream. :meth:`finish` appends the FINAL
     record; nothing can be sealed after it."""
 
-    __slots__ = ("_chain", "_done", "_is_request")
+    __slots__ = ("_done", "_is_request")
 
     def __init__(self, key: bytes, n0: bytes, request_n0: bytes | None = None):
         if len(n0) != NONCE_LEN:
             raise ValueError("n0 must be 24 bytes")
-        self._chain = _Chain(key, n0, request_n0)
+        _Chain.__init__(self, key, n0, request_n0)
         self._is_request = request_n0 is None
         self._done = False
 
@@ -91,7 +91,7 @@ class Sealer:
     @property
     def records(self) -> int:
         """Records sealed so far."""
-        return self._chain.index
+        return self.index
 
     def _check(self, n: int, clear: bool) -> None:
         if self._done:
@@ -100,7 +100,7 @@ class Sealer:
             raise ProtocolError("record_too_large", "record above 2^24 bytes")
         if clear and self._is_request:
             raise protocol_error("clear_in_request", "CLEAR record in a request")
-        if self._chain.index >= MAX_RECORDS:
+        if self.index >= MAX_RECORDS:
             raise protocol_error("too_many_records", "more than 2^32 records")
 
     def seal_parts(self, plaintext: bytes | memoryview, last: bool = False,
@@ -108,7 +108,7 @@ class Sealer:
         """One record as two pieces, ``header || tag`` and the payload, so
         that the AEAD output is never copied (a sender writes both)."""
         n = len(plaintext)
-        c = self._chain
+        c = self
         if self._done or n > RECORD_CEILING or (clear and self._is_request) or (
                 c.index >= MAX_RECORDS):
             self._check(n, clear)
@@ -180,20 +180,20 @@ def seal_all(sealer: Sealer, plaintext: bytes | bytearray | memoryview,
     return b"".join(seal_records(sealer, plaintext, record_size)[0])
 
 
-class Opener:
+class Opener(_Chain):
     """Opens one stream: :meth:`receive` bytes (any split), :meth:`pull`
     verified plaintext, :meth:`finish` at the end of input.
 
     Holds at most one record beyond the caller's input. After a failure it
     keeps raising the same error and has discarded what it buffered."""
 
-    __slots__ = ("_buf", "_chain", "_done", "_failed", "_is_request", "_max", "_need_nonce",
+    __slots__ = ("_buf", "_done", "_failed", "_is_request", "_max", "_need_nonce",
                  "_pos", "last_clear")
 
     def __init__(self, key: bytes, n0: bytes | None, request_n0: bytes | None,
                  max_record: int = DEFAULT_MAX_RECORD):
         self._is_request = request_n0 is None
-        self._chain = _Chain(key, n0 or _ZERO_NONCE, request_n0)
+        _Chain.__init__(self, key, n0 or _ZERO_NONCE, request_n0)
         self._max = (RECORD_FLOOR if max_record < RECORD_FLOOR
                      else RECORD_CEILING if max_record > RECORD_CEILING else max_record)
         self._buf: bytes | bytearray = b""
@@ -222,7 +222,7 @@ class Opener:
     @property
     def records(self) -> int:
         """Records verified so far."""
-        return self._chain.index
+        return self.index
 
     def _fail(self, code: str, message: str) -> ProtocolError:
         self._failed = protocol_error(code, message)
@@ -261,7 +261,7 @@ class Opener:
             if self._need_nonce:
                 if avail < NONCE_LEN:
                     return None
-                self._chain.set_n0(bytes(buf[self._pos:self._pos + NONCE_LEN]))
+                self.set_n0(bytes(buf[self._pos:self._pos + NONCE_LEN]))
                 self._pos += NONCE_LEN
                 self._need_nonce = False
                 continue
@@ -276,7 +276,7 @@ class Opener:
             clear = word & CLEAR
             if clear and self._is_request:
                 raise self._fail("clear_in_request", "CLEAR record in a request")
-            c = self._chain
+            c = self
             index = c.index
             if index >= MAX_RECORDS:
                 raise self._fail("too_many_records", "more than 2^32 records")
