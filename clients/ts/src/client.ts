@@ -25,8 +25,12 @@ export interface ClientOptions {
   mount?: string;
   /** Authenticated mode: certificates must verify under this Ed25519 identity (32 bytes or base64url). */
   identity?: Uint8Array | string;
-  /** `auto` (default, as the Rust client): GET form when the request fits in the request line, else POST. */
-  form?: 'auto' | 'post';
+  /**
+   * `auto` (default, as the Rust client): GET form when the request fits in
+   * the request line (under 2000 bytes), else POST. `post`: always POST.
+   * `get`: always the GET form; a request that does not fit is a `config` error.
+   */
+  form?: 'auto' | 'post' | 'get';
   /** Reuse one X25519 key pair per host so the server's session cache helps (default: fresh per request). */
   keyReuse?: boolean;
   /** Present tickets the server issues (default true). */
@@ -301,7 +305,9 @@ export function createClient(options: ClientOptions = {}): HcClient {
     const target = url.pathname + url.search;
     const head = formatRequestHead({ method, target, fields });
 
-    const useGet = form === 'auto' && len !== null && fitsGetForm(mount, head.length + len + 64);
+    const fits = len !== null && fitsGetForm(mount, head.length + len + 64);
+    if (form === 'get' && !fits) fail('config', 'the request does not fit the GET form (2000-byte request line, body in memory)');
+    const useGet = form !== 'post' && fits;
     const outerHeaders = new Headers({ 'Cache-Control': 'no-cache, no-store', Pragma: 'no-cache' });
     let outerUrl: string;
     const outerInit: RequestInit & { duplex?: 'half' } = { headers: outerHeaders, cache: 'no-store', redirect: 'manual' };
@@ -416,7 +422,13 @@ export function createClient(options: ClientOptions = {}): HcClient {
         // names a Response may not carry (e.g. Set-Cookie in browsers) are left out
       }
     }
-    const response = new Response(bodyStream, { status: inner.status, statusText: inner.reason, headers: outHeaders });
+    let response: Response;
+    try {
+      response = new Response(bodyStream, { status: inner.status, statusText: inner.reason, headers: outHeaders });
+    } catch {
+      // a reason phrase with bytes a Response cannot carry: keep the status, drop the phrase
+      response = new Response(bodyStream, { status: inner.status, headers: outHeaders });
+    }
     INFO.set(response, { credential: p.credential, attempts, form: useGet ? 'get' : 'post', outerUrl });
     Object.defineProperty(response, 'url', { value: url.href });
     return { kind: 'done', response };

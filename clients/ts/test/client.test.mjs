@@ -219,3 +219,16 @@ test('keyReuse: one client key pair per host; without it, a fresh one per reques
   const fresh = await cookieValues({});
   assert.equal(new Set(fresh).size, 3);
 });
+
+test("form: 'post' always POSTs; 'get' refuses what does not fit", async () => {
+  const srv = makeServer();
+  const post = hc.createClient({ mount: '/hc', form: 'post', fetch: fakeFetch(srv) });
+  const r = await post.fetch(`${ORIGIN}/small`);
+  assert.equal(hc.exchangeInfo(r).form, 'post');
+  assert.equal((await r.json()).target, '/small');
+  const get = hc.createClient({ mount: '/hc', form: 'get', fetch: fakeFetch(srv) });
+  const g = await get.fetch(`${ORIGIN}/small`, { method: 'PUT', body: 'x' });
+  assert.equal(hc.exchangeInfo(g).form, 'get');
+  assert.equal((await g.json()).method, 'PUT');
+  await assert.rejects(get.fetch(`${ORIGIN}/big`, { method: 'POST', body: new Uint8Array(3000) }), (e) => e.code === 'config');
+});
