@@ -114,13 +114,13 @@ class Sealer(_Chain):
             self._check(n, clear)
         header = _U32.pack(n | (FINAL if last else 0) | (CLEAR if clear else 0))
         ad = (c.label if c.index == 0 else c.prev_tag) + header
-        nonce = ((c.n0_int + c.index) & _NONCE_MASK).to_bytes(NONCE_LEN, "big")
+        nonce = (c.n0_int + c.index) & _NONCE_MASK
         payload: bytes | memoryview
         if clear:
             payload = bytes(plaintext)
-            tag = c.aead.seal(nonce, b"", ad + payload)
+            tag = c.aead.seal_at(nonce, b"", ad + payload)
         else:
-            sealed = c.aead.seal(nonce, plaintext, ad)
+            sealed = c.aead.seal_at(nonce, plaintext, ad)
             tag = sealed[n:]
             payload = memoryview(sealed)[:n]
         c.prev_tag = tag
@@ -285,17 +285,17 @@ class Opener(_Chain):
                 return None
             tag = bytes(buf[p + HEADER_LEN:p + RECORD_OVERHEAD])
             ad = (c.label if index == 0 else c.prev_tag) + buf[p:p + HEADER_LEN]
-            nonce = ((c.n0_int + index) & _NONCE_MASK).to_bytes(NONCE_LEN, "big")
+            nonce = (c.n0_int + index) & _NONCE_MASK
             # (The memoryview dies with this frame: CPython frees it at once,
             # so the buffer can grow again on the next receive.)
             payload = memoryview(buf)[p + RECORD_OVERHEAD:end]
             try:
                 if clear:
                     plaintext = payload.tobytes()
-                    c.aead.open(nonce, tag, ad + plaintext)
+                    c.aead.open_at(nonce, tag, ad + plaintext)
                 else:
                     # The AEAD wants ciphertext || tag: one copy into that order.
-                    plaintext = c.aead.open(nonce, b"".join((payload, tag)), ad)
+                    plaintext = c.aead.open_at(nonce, b"".join((payload, tag)), ad)
             except ProtocolError:
                 raise self._fail("integrity", "record tag did not verify") from None
             del payload

@@ -70,36 +70,54 @@ def nonce_add(n0: bytes, i: int) -> bytes:
     return v.to_bytes(NONCE_LEN, "big")
 
 
-class XChaCha:
-    """XChaCha20-Poly1305 under one key, caching the HChaCha20 subkey."""
+_MASK64 = (1 << 64) - 1
+_MASK192 = (1 << 192) - 1
 
-    __slots__ = ("_aead", "_key", "_prefix")
+
+class XChaCha:
+    """XChaCha20-Poly1305 under one key, caching the HChaCha20 subkey of the
+    current 16-byte nonce prefix. Nonces are 24 bytes, or (for the record
+    layer's consecutive nonces) a 192-bit integer."""
+
+    __slots__ = ("_aead", "_hi", "_key")
 
     def __init__(self, key: bytes):
         if len(key) != KEY_LEN:
             raise ValueError("XChaCha20-Poly1305 key must be 32 bytes")
         self._key = bytes(key)
-        self._prefix: bytes | None = None
+        self._hi = -1
         self._aead: ChaCha20Poly1305 | None = None
 
-    def _for(self, nonce: bytes) -> ChaCha20Poly1305:
-        prefix = nonce[:16]
-        if self._aead is None or prefix != self._prefix:
-            self._aead = ChaCha20Poly1305(hchacha20(self._key, prefix))
-            self._prefix = prefix
-        return self._aead
+    def _at(self, nonce: int) -> tuple[ChaCha20Poly1305, bytes]:
+        hi = nonce >> 64
+        aead = self._aead
+        if aead is None or hi != self._hi:
+            aead = self._aead = ChaCha20Poly1305(hchacha20(self._key, hi.to_bytes(16, "big")))
+            self._hi = hi
+        return aead, b"\0\0\0\0" + (nonce & _MASK64).to_bytes(8, "big")
+
+    def seal_at(self, nonce: int, plaintext: bytes | memoryview, ad: bytes) -> bytes:
+        """``ciphertext || tag`` under the nonce given as an integer."""
+        aead, n12 = self._at(nonce)
+        return aead.encrypt(n12, plaintext, ad)
+
+    def open_at(self, nonce: int, ciphertext_and_tag: bytes | bytearray | memoryview,
+                ad: bytes) -> bytes:
+        """Verifies and decrypts under the nonce given as an integer."""
+        aead, n12 = self._at(nonce)
+        try:
+            return aead.decrypt(n12, ciphertext_and_tag, ad)
+        except InvalidTag:
+            raise ProtocolError("integrity", "tag did not verify") from None
 
     def seal(self, nonce: bytes, plaintext: bytes | memoryview, ad: bytes) -> bytes:
         """Returns ``ciphertext || tag``."""
-        return self._for(nonce).encrypt(b"\0\0\0\0" + nonce[16:], plaintext, ad)
+        return self.seal_at(int.from_bytes(nonce, "big"), plaintext, ad)
 
     def open(self, nonce: bytes, ciphertext_and_tag: bytes | bytearray | memoryview,
              ad: bytes) -> bytes:
         """Verifies and decrypts ``ciphertext || tag``; ``integrity`` on failure."""
-        try:
-            return self._for(nonce).decrypt(b"\0\0\0\0" + nonce[16:], ciphertext_and_tag, ad)
-        except InvalidTag:
-            raise ProtocolError("integrity", "tag did not verify") from None
+        return self.open_at(int.from_bytes(nonce, "big"), ciphertext_and_tag, ad)
 
 
 # ---- X25519 (spec §2) ----
