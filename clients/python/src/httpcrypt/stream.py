@@ -14,6 +14,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
+from cryptography.exceptions import InvalidTag
+
 from .errors import ProtocolError, protocol_error
 from .suite import NONCE_LEN, TAG_LEN, XChaCha
 
@@ -40,28 +42,23 @@ def record_limit(max_record: int) -> int:
 
 
 class _Chain:
-    """Nonce, index and previous tag shared by both ends."""
+    """The record chain both ends keep (spec §3.2, §3.3): the AEAD, the
+    stream's ``n0`` (also as an integer), the record index, the previous
+    tag, and the label that starts ``AD_0``. Sealer and opener set these
+    fields themselves: that runs once per message and is on the hot path."""
 
     __slots__ = ("aead", "index", "label", "n0", "n0_int", "prev_tag")
 
-    def __init__(self, key: bytes, n0: bytes, request_n0: bytes | None):
-        self.aead = XChaCha(key)
-        self.n0 = n0
-        self.n0_int = int.from_bytes(n0, "big")
-        self.index = 0
-        self.prev_tag = b""
-        # AD_0 prefix: "hc1-req", or "hc1-rsp" || request_n0.
-        self.label = REQ_LABEL if request_n0 is None else RSP_LABEL + request_n0
+    aead: XChaCha
+    index: int
+    label: bytes
+    n0: bytes
+    n0_int: int
+    prev_tag: bytes
 
     def set_n0(self, n0: bytes) -> None:
         self.n0 = n0
         self.n0_int = int.from_bytes(n0, "big")
-
-    def ad(self, header: bytes) -> bytes:
-        return (self.label if self.index == 0 else self.prev_tag) + header
-
-    def nonce(self) -> bytes:
-        return ((self.n0_int + self.index) & ((1 << 192) - 1)).to_bytes(NONCE_LEN, "big")
 
 
 class Sealer(_Chain):
@@ -73,8 +70,14 @@ class Sealer(_Chain):
     def __init__(self, key: bytes, n0: bytes, request_n0: bytes | None = None):
         if len(n0) != NONCE_LEN:
             raise ValueError("n0 must be 24 bytes")
-        _Chain.__init__(self, key, n0, request_n0)
+        # (The chain's fields, set here directly: this runs once per message.)
+        self.aead = XChaCha(key)
+        self.n0 = n0
+        self.n0_int = int.from_bytes(n0, "big")
+        self.index = 0
+        self.prev_tag = b""
         self._is_request = request_n0 is None
+        self.label = REQ_LABEL if request_n0 is None else RSP_LABEL + request_n0
         self._done = False
 
     @classmethod
@@ -103,7 +106,7 @@ class Sealer(_Chain):
         if self.index >= MAX_RECORDS:
             raise protocol_error("too_many_records", "more than 2^32 records")
 
-    def seal_parts(self, plaintext: bytes | memoryview, last: bool = False,
+    def seal_parts(self, plaintext: bytes | bytearray | memoryview, last: bool = False,
                    clear: bool = False) -> tuple[bytes, bytes | memoryview]:
         """One record as two pieces, ``header || tag`` and the payload, so
         that the AEAD output is never copied (a sender writes both)."""
@@ -116,11 +119,12 @@ class Sealer(_Chain):
         ad = (c.label if c.index == 0 else c.prev_tag) + header
         nonce = (c.n0_int + c.index) & _NONCE_MASK
         payload: bytes | memoryview
+        aead, n12 = c.aead.at(nonce)
         if clear:
             payload = bytes(plaintext)
-            tag = c.aead.seal_at(nonce, b"", ad + payload)
+            tag = aead.encrypt(n12, b"", ad + payload)
         else:
-            sealed = c.aead.seal_at(nonce, plaintext, ad)
+            sealed = aead.encrypt(n12, plaintext, ad)
             tag = sealed[n:]
             payload = memoryview(sealed)[:n]
         c.prev_tag = tag
@@ -157,8 +161,10 @@ def seal_records(sealer: Sealer, plaintext: bytes | bytearray | memoryview, reco
     plaintext) is FINAL; without, that last part is left unsealed. Returns
     the pieces and the number of plaintext bytes they hold."""
     record_size = max(record_size, 1)
+    total = len(plaintext)
+    if final and total <= record_size:
+        return list(sealer.seal_parts(plaintext, last=True)), total
     mv = memoryview(plaintext)
-    total = len(mv)
     full = max(0, (total - 1) // record_size)
     pieces: list[bytes | memoryview] = []
     seal = sealer.seal_parts
@@ -193,7 +199,12 @@ class Opener(_Chain):
     def __init__(self, key: bytes, n0: bytes | None, request_n0: bytes | None,
                  max_record: int = DEFAULT_MAX_RECORD):
         self._is_request = request_n0 is None
-        _Chain.__init__(self, key, n0 or _ZERO_NONCE, request_n0)
+        self.aead = XChaCha(key)
+        self.n0 = n0 or _ZERO_NONCE
+        self.n0_int = int.from_bytes(self.n0, "big")
+        self.index = 0
+        self.prev_tag = b""
+        self.label = REQ_LABEL if request_n0 is None else RSP_LABEL + request_n0
         self._max = (RECORD_FLOOR if max_record < RECORD_FLOOR
                      else RECORD_CEILING if max_record > RECORD_CEILING else max_record)
         self._buf: bytes | bytearray = b""
@@ -289,14 +300,15 @@ class Opener(_Chain):
             # (The memoryview dies with this frame: CPython frees it at once,
             # so the buffer can grow again on the next receive.)
             payload = memoryview(buf)[p + RECORD_OVERHEAD:end]
+            aead, n12 = c.aead.at(nonce)
             try:
                 if clear:
                     plaintext = payload.tobytes()
-                    c.aead.open_at(nonce, tag, ad + plaintext)
+                    aead.decrypt(n12, tag, ad + plaintext)
                 else:
                     # The AEAD wants ciphertext || tag: one copy into that order.
-                    plaintext = c.aead.open_at(nonce, b"".join((payload, tag)), ad)
-            except ProtocolError:
+                    plaintext = aead.decrypt(n12, b"".join((payload, tag)), ad)
+            except InvalidTag:
                 raise self._fail("integrity", "record tag did not verify") from None
             del payload
             c.prev_tag = tag

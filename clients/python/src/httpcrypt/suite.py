@@ -84,11 +84,14 @@ class XChaCha:
     def __init__(self, key: bytes):
         if len(key) != KEY_LEN:
             raise ValueError("XChaCha20-Poly1305 key must be 32 bytes")
-        self._key = bytes(key)
+        self._key = key if type(key) is bytes else bytes(key)
         self._hi = -1
         self._aead: ChaCha20Poly1305 | None = None
 
-    def _at(self, nonce: int) -> tuple[ChaCha20Poly1305, bytes]:
+    def at(self, nonce: int) -> tuple[ChaCha20Poly1305, bytes]:
+        """The RFC 8439 AEAD (under the HChaCha20 subkey) and 12-byte nonce
+        for the XChaCha nonce given as an integer (the record layer's hot
+        path calls the AEAD itself)."""
         hi = nonce >> 64
         aead = self._aead
         if aead is None or hi != self._hi:
@@ -96,21 +99,21 @@ class XChaCha:
             self._hi = hi
         return aead, b"\0\0\0\0" + (nonce & _MASK64).to_bytes(8, "big")
 
-    def seal_at(self, nonce: int, plaintext: bytes | memoryview, ad: bytes) -> bytes:
+    def seal_at(self, nonce: int, plaintext: bytes | bytearray | memoryview, ad: bytes) -> bytes:
         """``ciphertext || tag`` under the nonce given as an integer."""
-        aead, n12 = self._at(nonce)
+        aead, n12 = self.at(nonce)
         return aead.encrypt(n12, plaintext, ad)
 
     def open_at(self, nonce: int, ciphertext_and_tag: bytes | bytearray | memoryview,
                 ad: bytes) -> bytes:
         """Verifies and decrypts under the nonce given as an integer."""
-        aead, n12 = self._at(nonce)
+        aead, n12 = self.at(nonce)
         try:
             return aead.decrypt(n12, ciphertext_and_tag, ad)
         except InvalidTag:
             raise ProtocolError("integrity", "tag did not verify") from None
 
-    def seal(self, nonce: bytes, plaintext: bytes | memoryview, ad: bytes) -> bytes:
+    def seal(self, nonce: bytes, plaintext: bytes | bytearray | memoryview, ad: bytes) -> bytes:
         """Returns ``ciphertext || tag``."""
         return self.seal_at(int.from_bytes(nonce, "big"), plaintext, ad)
 
