@@ -479,6 +479,8 @@ func startGateway2(t *testing.T, extra ...string) *liveServer {
 type tcpProxy struct {
 	l           net.Listener
 	target      string
+	targets     []string // if set: connections go round-robin to these
+	conns       atomic.Int32
 	flip        bool
 	closeSecond bool
 	closed      atomic.Int32
@@ -510,7 +512,11 @@ func (p *tcpProxy) serve() {
 
 func (p *tcpProxy) handle(c net.Conn) {
 	defer c.Close()
-	s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	target := p.target
+	if n := int(p.conns.Add(1)) - 1; len(p.targets) > 0 {
+		target = p.targets[n%len(p.targets)]
+	}
+	s, err := net.DialTimeout("tcp", target, 5*time.Second)
 	if err != nil {
 		return
 	}
@@ -698,5 +704,36 @@ func TestLiveHcfetch(t *testing.T) {
 	_, errOut, code = run("--mount", "/wrong", url)
 	if code != 1 || !strings.Contains(errOut, "error: ") {
 		t.Fatalf("wrong mount: code %d stderr %q", code, errOut)
+	}
+}
+
+func TestLiveFleetInstancesShareKeysAndTickets(t *testing.T) {
+	dir := t.TempDir()
+	keysA := filepath.Join(dir, "a")
+	identity := keygen(t, keysA)
+	if out, err := exec.Command(serverBin(t), "fleet", "init", "--keys", keysA, "--period", "600").CombinedOutput(); err != nil {
+		t.Fatalf("fleet init: %v\n%s", err, out)
+	}
+	keysB := filepath.Join(dir, "b")
+	if out, err := exec.Command("cp", "-r", keysA, keysB).CombinedOutput(); err != nil {
+		t.Fatalf("copying the fleet state: %v\n%s", err, out)
+	}
+	a := startServe(t, "", keysA)
+	b := startServe(t, "", keysB)
+	// One address, connections alternating between the two instances.
+	p := startProxy(t, "", false, false)
+	p.targets = []string{a.addr, b.addr}
+	c, rec := newClient(Options{Mount: "/hc", Identity: identity, Base: &http.Transport{DisableKeepAlives: true}})
+	for i, want := range []string{"key", "ticket", "ticket", "ticket"} {
+		rsp, body, err := fetch(t, c, "GET", "http://"+p.addr()+"/index.html", nil)
+		if err != nil || rsp.StatusCode != 200 || !strings.Contains(string(body), "hello") {
+			t.Fatalf("request %d: %v %v", i+1, rsp, err)
+		}
+		if x := rec.last(); x.Credential != want || x.Attempts != 1 {
+			t.Fatalf("request %d: %+v, want %s on the first attempt", i+1, x, want)
+		}
+	}
+	if n := p.conns.Load(); n < 5 {
+		t.Fatalf("only %d connections: the instances did not alternate", n)
 	}
 }
