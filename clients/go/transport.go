@@ -299,6 +299,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, &Error{Code: CodeConfig, Err: errors.New("HTTPCrypt needs an http:// URL with a host")}
 	}
 	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
 	retried := map[outcome]bool{}
 	retriedConn := false
 	ownDate := false
@@ -318,7 +322,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		rsp, out, err := t.once(req, body, attempt, ownDate)
 		if err != nil {
 			var he *Error
-			if replayable && !retriedConn && isIdempotent(req.Method) && errors.As(err, &he) &&
+			if replayable && !retriedConn && isIdempotent(method) && errors.As(err, &he) &&
 				he.Code == CodeTransport && he.Err != nil && closedBeforeAnswer(he.Err) {
 				retriedConn = true
 				continue
