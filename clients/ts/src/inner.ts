@@ -160,7 +160,9 @@ export type InnerEvent<H> = { type: 'head'; head: H } | { type: 'body'; bytes: U
 export class InnerDecoder<H extends RequestHead | ResponseHead> {
   readonly #parse: (head: string, limits: InnerLimits) => H;
   readonly #limits: InnerLimits;
-  #head: Uint8Array = new Uint8Array(0);
+  /** Head bytes so far: `#headBuf[0..#headLen]`, grown by doubling (no quadratic copying on tiny pushes). */
+  #headBuf: Uint8Array = new Uint8Array(0);
+  #headLen = 0;
   #pending: Uint8Array[] = [];
   #headDone = false;
   #contentLength: bigint | null = null;
@@ -181,7 +183,8 @@ export class InnerDecoder<H extends RequestHead | ResponseHead> {
 
   #fail(e: unknown): never {
     this.#error = e instanceof HttpCryptError ? e : new HttpCryptError('malformed_inner');
-    this.#head = new Uint8Array(0);
+    this.#headBuf = new Uint8Array(0);
+    this.#headLen = 0;
     this.#pending = [];
     throw this.#error;
   }
@@ -195,26 +198,36 @@ export class InnerDecoder<H extends RequestHead | ResponseHead> {
     if (this.#error) throw this.#error;
     if (!this.#headDone) {
       if (this.#pending.length === 0) return null;
-      const scanFrom = Math.max(0, this.#head.length - 3);
-      this.#head = concat(this.#head, ...this.#pending);
+      const scanFrom = Math.max(0, this.#headLen - 3);
+      for (const p of this.#pending) {
+        if (this.#headLen + p.length > this.#headBuf.length) {
+          const grown = new Uint8Array(Math.max(this.#headLen + p.length, this.#headBuf.length * 2, 1024));
+          grown.set(this.#headBuf.subarray(0, this.#headLen));
+          this.#headBuf = grown;
+        }
+        this.#headBuf.set(p, this.#headLen);
+        this.#headLen += p.length;
+      }
       this.#pending = [];
-      const end = findHeadEnd(this.#head, scanFrom);
+      const buf = this.#headBuf.subarray(0, this.#headLen);
+      const end = findHeadEnd(buf, scanFrom);
       if (end < 0) {
-        if (this.#head.length >= this.#limits.maxInnerHead) this.#fail(new HttpCryptError('inner_head_too_large'));
+        if (buf.length >= this.#limits.maxInnerHead) this.#fail(new HttpCryptError('inner_head_too_large'));
         return null;
       }
       if (end > this.#limits.maxInnerHead) this.#fail(new HttpCryptError('inner_head_too_large'));
       let head: H;
       try {
-        head = this.#parse(fromLatin1(this.#head.subarray(0, end)), this.#limits);
+        head = this.#parse(fromLatin1(buf.subarray(0, end)), this.#limits);
       } catch (e) {
         this.#fail(e);
       }
       const cl = fieldValue(head.fields, 'content-length');
       this.#contentLength = cl === undefined ? null : parseContentLength(cl);
       this.#headDone = true;
-      const rest = this.#head.subarray(end);
-      this.#head = new Uint8Array(0);
+      const rest = buf.slice(end);
+      this.#headBuf = new Uint8Array(0);
+      this.#headLen = 0;
       if (rest.length > 0) this.#pending.push(rest);
       return { type: 'head', head };
     }
