@@ -486,13 +486,13 @@ type tcpProxy struct {
 	closed      atomic.Int32
 }
 
-func startProxy(t *testing.T, target string, flip, closeSecond bool) *tcpProxy {
+func startProxy(t *testing.T, target string, flip, closeSecond bool, roundRobin ...string) *tcpProxy {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &tcpProxy{l: l, target: target, flip: flip, closeSecond: closeSecond}
+	p := &tcpProxy{l: l, target: target, flip: flip, closeSecond: closeSecond, targets: roundRobin}
 	go p.serve()
 	t.Cleanup(func() { l.Close() })
 	return p
@@ -721,8 +721,7 @@ func TestLiveFleetInstancesShareKeysAndTickets(t *testing.T) {
 	a := startServe(t, "", keysA)
 	b := startServe(t, "", keysB)
 	// One address, connections alternating between the two instances.
-	p := startProxy(t, "", false, false)
-	p.targets = []string{a.addr, b.addr}
+	p := startProxy(t, "", false, false, a.addr, b.addr)
 	c, rec := newClient(Options{Mount: "/hc", Identity: identity, Base: &http.Transport{DisableKeepAlives: true}})
 	for i, want := range []string{"key", "ticket", "ticket", "ticket"} {
 		rsp, body, err := fetch(t, c, "GET", "http://"+p.addr()+"/index.html", nil)
