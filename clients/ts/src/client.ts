@@ -5,12 +5,15 @@
  * POST, streaming the body where the platform can), opens the response
  * incrementally and hands out a standard `Response` whose body yields only
  * verified bytes. It retries once on outer `unknown-key` and once on inner
- * `stale`, never on `replay` (spec §11.5).
+ * `stale`, never on `replay` (spec §11.5), and obeys a server's admission
+ * defence (spec §14.5): it solves the puzzle of an outer 429 `admission`
+ * challenge, waits out `busy`, at most three such retries per call.
  */
+import { ADMIT_COOKIE_LEN, ADMIT_COOKIE_NAME, ADMIT_ECHO_SECONDS, MAX_CLIENT_DIFFICULTY, cookieDifficulty, formatEcho, solvePuzzle } from './admission.js';
 import { b64uDecodeExact } from './b64u.js';
 import { type KeyCert, certFromText, chooseCert, parseCertList, verifyCert } from './cert.js';
 import { checkDate, formatHttpDate } from './date.js';
-import { HttpCryptError, codeForProblem, fail } from './errors.js';
+import { type ErrorCode, HttpCryptError, PROBLEM, type ProblemInfo, codeForProblem, fail } from './errors.js';
 import { type ClientCredential, type PreparedRequest, prepareRequest, requestSealer, responseOpener } from './exchange.js';
 import { DEFAULT_INNER_LIMITS, FORBIDDEN, type Field, InnerDecoder, type InnerLimits, type ResponseHead, fieldValue, formatRequestHead } from './inner.js';
 import { PROBLEM_TYPE, fitsGetForm, getTarget, noncePath, normalizeMount, parseProblem, randomPad, OCTET_STREAM } from './outer.js';
@@ -72,6 +75,15 @@ export interface ExchangeInfo {
   form: 'post' | 'get';
   /** Outer URL of the last attempt. */
   outerUrl: string;
+  /** Admission (spec §14): challenges and `busy` answers met in this call, and the echo of the last attempt. */
+  admission: {
+    /** Outer 429 `urn:httpcrypt:admission` answers this call got (each one solved and retried). */
+    challenges: number;
+    /** Outer 429 `urn:httpcrypt:busy` answers this call waited out. */
+    busy: number;
+    /** Whether the last attempt carried an `hc1-admit` echo, and the difficulty it solved (else null). */
+    echoDifficulty: number | null;
+  };
 }
 
 const INFO = new WeakMap<Response, ExchangeInfo>();
@@ -89,9 +101,44 @@ interface HostState {
   ticket: { ticket: Uint8Array; sessionKey: Uint8Array } | null;
   token: { value: string; sessionKey: Uint8Array } | null;
   clockOffset: number;
+  /** The admission cookie to echo on fresh-key requests until `until` (clock seconds), spec §14.5. */
+  admit: { cookie: Uint8Array; difficulty: number; until: number } | null;
 }
 
-type Outcome = { kind: 'done'; response: Response } | { kind: 'retry_key' } | { kind: 'retry_stale' } | { kind: 'retry_token' };
+type Outcome =
+  | { kind: 'done'; response: Response }
+  | { kind: 'retry_key' }
+  | { kind: 'retry_stale' }
+  | { kind: 'retry_token' }
+  | { kind: 'retry_admission'; problem: ProblemInfo }
+  | { kind: 'retry_busy'; wait: number; problem: ProblemInfo };
+
+/** Retries spent on admission challenges and `busy` answers, together, per call (spec §14.5). */
+const ADMISSION_RETRIES = 3;
+/** The longest `busy` wait (seconds). */
+const MAX_BUSY_WAIT = 5;
+
+interface CallStats {
+  challenges: number;
+  busy: number;
+  echoDifficulty: number | null;
+}
+
+/** Waits `seconds`, or rejects with `transport` when `signal` aborts. */
+function sleep(seconds: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const abort = (): void => {
+      clearTimeout(t);
+      reject(new HttpCryptError('transport', 'aborted while waiting out busy', undefined, { cause: signal?.reason }));
+    };
+    const t = setTimeout(() => {
+      signal?.removeEventListener('abort', abort);
+      resolve();
+    }, seconds * 1000);
+    if (signal?.aborted) abort();
+    else signal?.addEventListener('abort', abort, { once: true });
+  });
+}
 
 const SAFE = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
 const NULL_BODY = new Set([101, 204, 205, 304]);
@@ -167,7 +214,7 @@ export function createClient(options: ClientOptions = {}): HcClient {
   const host = (origin: string): HostState => {
     let h = hosts.get(origin);
     if (!h) {
-      h = { certs: [], fetched: 0, maxAge: 0, key: null, ticket: null, token: null, clockOffset: 0 };
+      h = { certs: [], fetched: 0, maxAge: 0, key: null, ticket: null, token: null, clockOffset: 0, admit: null };
       if (options.certs) {
         h.certs = checked(options.certs.map(certFromText));
         h.fetched = now();
@@ -254,11 +301,27 @@ export function createClient(options: ClientOptions = {}): HcClient {
     let retriedKey = false;
     let retriedStale = false;
     let retriedToken = false;
-    for (let attempts = 1; attempts <= 4; attempts++) {
-      const outcome = await sendOnce(url, method, headers, body, attempts, retriedStale, signal ?? undefined);
+    let admissionRetries = 0;
+    const stats: CallStats = { challenges: 0, busy: 0, echoDifficulty: null };
+    for (let attempts = 1; attempts <= 4 + ADMISSION_RETRIES; attempts++) {
+      const outcome = await sendOnce(url, method, headers, body, attempts, retriedStale, signal ?? undefined, stats);
       if (outcome.kind === 'done') return outcome.response;
       // A streamed body was consumed: no retry is possible (state is refreshed for the next call).
       const once = body.stream === null;
+      if (outcome.kind === 'retry_admission' || outcome.kind === 'retry_busy') {
+        // Challenges and busy answers share one bound (spec §14.5); the stored cookie serves the next call.
+        const code: ErrorCode = outcome.kind === 'retry_admission' ? 'admission_required' : 'busy';
+        if (!once) throw new HttpCryptError(code, `outer 429 ${outcome.problem.type}: a streamed body cannot be sent again`, outcome.problem);
+        if (admissionRetries >= ADMISSION_RETRIES) throw new HttpCryptError(code, `outer 429 ${outcome.problem.type} after ${ADMISSION_RETRIES} retries`, outcome.problem);
+        admissionRetries++;
+        if (outcome.kind === 'retry_busy') {
+          stats.busy++;
+          await sleep(outcome.wait, signal ?? undefined);
+        } else {
+          stats.challenges++;
+        }
+        continue;
+      }
       if (outcome.kind === 'retry_key' && once && !retriedKey) retriedKey = true;
       else if (outcome.kind === 'retry_stale' && once && !retriedStale) retriedStale = true;
       else if (outcome.kind === 'retry_token' && once && !retriedToken) retriedToken = true;
@@ -278,6 +341,7 @@ export function createClient(options: ClientOptions = {}): HcClient {
     attempts: number,
     ownDate: boolean,
     signal: AbortSignal | undefined,
+    stats: CallStats,
   ): Promise<Outcome> {
     const origin = url.origin;
     const authority = url.host;
@@ -287,6 +351,15 @@ export function createClient(options: ClientOptions = {}): HcClient {
     const cred: ClientCredential =
       useTickets && h.ticket !== null ? { kind: 'ticket', ...h.ticket } : { kind: 'key', secret: h.key ?? randomBytes(32) };
     const p = prepareRequest(cert.kexPublic, cred, randomBytes(24), randomPad(), randomPad());
+    // Under admission: fresh-key requests echo the host's cookie with a solution for this n0; ticket requests never.
+    let echo: string | null = null;
+    stats.echoDifficulty = null;
+    if (h.admit !== null && clock() >= h.admit.until) h.admit = null;
+    if (cred.kind === 'key' && h.admit !== null) {
+      const { cookie, difficulty } = h.admit;
+      echo = formatEcho(cookie, await solvePuzzle(cookie, p.n0, difficulty, { signal }));
+      stats.echoDifficulty = difficulty;
+    }
 
     // Inner head: target, Host, the caller's fields, a corrected Date, framing, token.
     const fields: Field[] = [];
@@ -333,7 +406,7 @@ export function createClient(options: ClientOptions = {}): HcClient {
       }
     }
     const path = new URL(outerUrl).pathname;
-    const release = attachCookie(p, outerHeaders, outerInit, url, path);
+    const release = attachCookie(p, echo, outerHeaders, outerInit, url, path);
     let rsp: Response;
     try {
       rsp = await transport(outerUrl, outerInit);
@@ -363,6 +436,34 @@ export function createClient(options: ClientOptions = {}): HcClient {
         h.fetched = now();
         h.maxAge = usable.length > 0 ? Math.max(h.maxAge, 1) : 0;
         return { kind: 'retry_key' };
+      }
+      const info: ProblemInfo = {
+        type: problem?.type ?? '',
+        status: rsp.status,
+        scope: 'outer',
+        ...(problem?.title !== undefined ? { title: problem.title } : {}),
+      };
+      if (rsp.status === 429 && problem?.type === PROBLEM.admission) {
+        let cookie: Uint8Array;
+        try {
+          cookie = b64uDecodeExact(problem.admit ?? '', ADMIT_COOKIE_LEN);
+        } catch {
+          throw new HttpCryptError('admission_required', 'outer 429 admission without a usable cookie (unauthenticated)', info);
+        }
+        // The cookie's own difficulty byte is what the server checks (its MAC covers it); never solve less than either says.
+        const d = Math.max(cookieDifficulty(cookie), problem.difficulty ?? 0);
+        if (!Number.isInteger(d) || d > MAX_CLIENT_DIFFICULTY) {
+          throw new HttpCryptError('bad_admission', `admission puzzle of difficulty ${d} is above ${MAX_CLIENT_DIFFICULTY}: not solved`, info);
+        }
+        h.admit = { cookie, difficulty: d, until: clock() + ADMIT_ECHO_SECONDS };
+        // Tickets never meet the defence; a challenged ticket request goes again as a fresh-key request.
+        if (p.credential === 'ticket') h.ticket = null;
+        return { kind: 'retry_admission', problem: info };
+      }
+      if (rsp.status === 429 && problem?.type === PROBLEM.busy) {
+        const header = Number(rsp.headers.get('retry-after') ?? '');
+        const s = problem.retryAfter ?? (Number.isFinite(header) ? header : 1);
+        return { kind: 'retry_busy', wait: Math.min(Math.max(0, s), MAX_BUSY_WAIT), problem: info };
       }
       const type = problem?.type ?? '';
       throw new HttpCryptError(type ? codeForProblem(type, rsp.status) : 'refused', `outer ${rsp.status}${type ? ' ' + type : ''} (unauthenticated)`, {
@@ -429,7 +530,7 @@ export function createClient(options: ClientOptions = {}): HcClient {
       // a reason phrase with bytes a Response cannot carry: keep the status, drop the phrase
       response = new Response(bodyStream, { status: inner.status, headers: outHeaders });
     }
-    INFO.set(response, { credential: p.credential, attempts, form: useGet ? 'get' : 'post', outerUrl });
+    INFO.set(response, { credential: p.credential, attempts, form: useGet ? 'get' : 'post', outerUrl, admission: { ...stats } });
     Object.defineProperty(response, 'url', { value: url.href });
     return { kind: 'done', response };
   }
@@ -438,11 +539,13 @@ export function createClient(options: ClientOptions = {}): HcClient {
    * Puts the cookie pair on the outer request: as the `Cookie` field
    * (Node), or in the browser as a same-origin cookie scoped to this
    * request's unique nonce path (so concurrent requests never collide),
-   * removed again once the request has been sent.
+   * removed again once the request has been sent. An admission echo is one
+   * more pair, `hc1-admit`, travelling and removed the same way.
    */
-  function attachCookie(p: PreparedRequest, outerHeaders: Headers, init: RequestInit, url: URL, path: string): () => void {
+  function attachCookie(p: PreparedRequest, echo: string | null, outerHeaders: Headers, init: RequestInit, url: URL, path: string): () => void {
+    const echoPair = echo === null ? null : `${ADMIT_COOKIE_NAME}=${echo}`;
     if (cookieMode === 'header') {
-      outerHeaders.set('Cookie', p.cookie);
+      outerHeaders.set('Cookie', echoPair === null ? p.cookie : `${p.cookie}; ${echoPair}`);
       return () => undefined;
     }
     const doc = (globalThis as { document?: { cookie: string } }).document;
@@ -453,9 +556,11 @@ export function createClient(options: ClientOptions = {}): HcClient {
     const eq = p.cookie.indexOf('=');
     const name = p.cookie.slice(0, eq);
     doc.cookie = `${p.cookie}; path=${path}; max-age=60; samesite=strict`;
+    if (echoPair !== null) doc.cookie = `${echoPair}; path=${path}; max-age=60; samesite=strict`;
     init.credentials = 'same-origin';
     return () => {
       doc.cookie = `${name}=; path=${path}; max-age=0; samesite=strict`;
+      if (echoPair !== null) doc.cookie = `${ADMIT_COOKIE_NAME}=; path=${path}; max-age=0; samesite=strict`;
     };
   }
 

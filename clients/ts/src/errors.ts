@@ -38,6 +38,12 @@ export type ErrorCode =
   | 'bad_key_header'
   | 'bad_keypair'
   | 'bad_token'
+  /** An admission echo the server would refuse, or a puzzle above difficulty 24 (spec §14.3, §14.5). */
+  | 'bad_admission'
+  /** The server under load still asked for an admission cookie after the retries (spec §14.5). */
+  | 'admission_required'
+  /** The server's budget for this source prefix stayed empty after the retries (spec §14.5). */
+  | 'busy'
   // Client side, not in the wire protocol:
   /** The server answered with a non-200 outer status (unauthenticated). */
   | 'refused'
@@ -56,6 +62,8 @@ export const PROBLEM = {
   replay: 'urn:httpcrypt:replay',
   tokenRequired: 'urn:httpcrypt:token-required',
   overloaded: 'urn:httpcrypt:overloaded',
+  admission: 'urn:httpcrypt:admission',
+  busy: 'urn:httpcrypt:busy',
 } as const;
 
 /** Where a server-reported problem came from. */
@@ -88,6 +96,10 @@ export function codeForProblem(type: string, status: number): ErrorCode {
       return 'token_required';
     case PROBLEM.overloaded:
       return 'overloaded';
+    case PROBLEM.admission:
+      return 'admission_required';
+    case PROBLEM.busy:
+      return 'busy';
     case PROBLEM.tooLarge:
       return status === 413 ? 'body_too_large' : 'record_too_large';
     case PROBLEM.malformed:

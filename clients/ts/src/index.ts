@@ -15,6 +15,7 @@ export * from './ticket.js';
 export * from './token.js';
 export * from './outer.js';
 export * from './exchange.js';
+export * from './admission.js';
 export * from './tlsa.js';
 export * as server from './server.js';
 export * from './client.js';

@@ -183,6 +183,11 @@ export interface ProblemDoc {
   status: number;
   title?: string;
   certs: string[];
+  /** `urn:httpcrypt:admission`: the cookie (base64url) and the puzzle difficulty (spec §14.4). */
+  admit?: string;
+  difficulty?: number;
+  /** `urn:httpcrypt:busy`: seconds to wait. */
+  retryAfter?: number;
 }
 
 /** Parses a problem document; `null` if it is not one. Unknown members are ignored. */
@@ -196,6 +201,9 @@ export function parseProblem(body: Uint8Array | string): ProblemDoc | null {
     const certs = Array.isArray(o['certs']) ? o['certs'].filter((x): x is string => typeof x === 'string') : [];
     const doc: ProblemDoc = { type: o['type'], status: typeof o['status'] === 'number' ? o['status'] : 0, certs };
     if (typeof o['title'] === 'string') doc.title = o['title'];
+    if (typeof o['admit'] === 'string') doc.admit = o['admit'];
+    if (typeof o['difficulty'] === 'number') doc.difficulty = o['difficulty'];
+    if (typeof o['retry_after'] === 'number') doc.retryAfter = o['retry_after'];
     return doc;
   } catch {
     return null;

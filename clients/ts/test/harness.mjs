@@ -91,8 +91,8 @@ export function stopProcess(proc) {
 const LISTENING = /listening on http:\/\/(127\.0\.0\.1:\d+)/;
 
 /** `httpcrypt serve` on a free loopback port; `.addr` is `127.0.0.1:PORT`. */
-export async function startServe({ keys, root, mount = '/hc', passThrough = false }) {
-  const args = ['serve', '--keys', keys, '--root', root, '--listen', '127.0.0.1:0', '--mount', mount];
+export async function startServe({ keys, root, mount = '/hc', passThrough = false, extraArgs = [] }) {
+  const args = ['serve', '--keys', keys, '--root', root, '--listen', '127.0.0.1:0', '--mount', mount, ...extraArgs];
   if (passThrough) args.push('--pass-through');
   const p = await startProcess(httpcryptBin(), args, LISTENING);
   return { ...p, addr: p.match[1] };
