@@ -11,6 +11,6 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 timeout 600 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
-timeout 120 .venv/bin/ruff check src tests bench.py
+timeout 120 .venv/bin/ruff check src tests bench.py bench_puzzle.py
 timeout 300 .venv/bin/mypy
 timeout 900 .venv/bin/python -m pytest -q tests "$@"

@@ -341,3 +341,100 @@ class RequestsDriver(Driver):
 
 DRIVERS: dict[str, type[Driver]] = {
     "httpx": HttpxDriver, "httpx-async": AsyncDriver, "requests": RequestsDriver}
+
+
+def has_defence(bin_: Path) -> bool:
+    """Whether the binary's ``serve`` has the load-aware defence (spec §14)."""
+    out = subprocess.run([str(bin_), "serve", "--help"], capture_output=True, timeout=30)
+    return b"--defence-threshold" in out.stdout
+
+
+class Pressure:
+    """Fresh-key requests without an admission echo, as fast as one
+    keep-alive connection carries them, from a background thread: they push
+    the server's key-agreement demand over its threshold so the defence
+    switches on. Counts the answers; stops on ``stop()`` or after
+    ``max_seconds`` / ``max_requests``."""
+
+    def __init__(self, base: str, mount: str, max_seconds: float = 60.0,
+                 max_requests: int = 50_000):
+        from httpcrypt.client import Engine
+
+        self.base = base
+        self.engine = Engine(mount=mount, tickets=False)
+        self.max_seconds = max_seconds
+        self.max_requests = max_requests
+        self.sent = 0
+        self.ok = 0
+        self.challenged = 0
+        self.other: list[int] = []
+        self.rate = 0  # requests in the second after the defence switched on
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Pressure:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        authority = self.base.split("//", 1)[1]
+        deadline = time.monotonic() + self.max_seconds
+        try:
+            with httpx.Client(timeout=10.0) as c:
+                r = c.options(self.engine.options_url("http", authority))
+                key = self.engine.store_certs(authority, r.status_code,
+                                              r.headers.get("cache-control"), r.content)
+                while (not self._stop.is_set() and time.monotonic() < deadline
+                       and self.sent < self.max_requests):
+                    a = self.engine.build("http", authority, key, "GET", "/index.html", [], b"")
+                    rsp = c.request(a.method, a.url, headers=a.headers)
+                    self.sent += 1
+                    if rsp.status_code == 200:
+                        self.ok += 1
+                    elif (rsp.status_code == 429
+                          and b"urn:httpcrypt:admission" in rsp.content):
+                        self.challenged += 1
+                    else:
+                        self.other.append(rsp.status_code)
+        except BaseException as e:  # reported by the test
+            self.error = e
+
+    def wait_on(self, timeout: float = 15.0) -> None:
+        """Waits until the server has challenged a pressure request."""
+        deadline = time.monotonic() + timeout
+        while self.challenged == 0 and time.monotonic() < deadline:
+            if self.error is not None or not self._thread.is_alive():
+                break
+            time.sleep(0.02)
+        if self.challenged == 0:
+            raise RuntimeError(f"the defence did not switch on: {self.sent} sent, "
+                               f"{self.ok} ok, other {self.other[:5]}, error {self.error!r}")
+        # One more second fills the server's demand meter (a 1 s window)
+        # with the full rate, so the challenges carry a puzzle.
+        sent = self.sent
+        time.sleep(1.0)
+        self.rate = self.sent - sent
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=15)
+
+
+def wait_idle(base: str, mount: str, timeout: float = 15.0) -> None:
+    """Waits until an echo-less fresh-key request is admitted again (the
+    defence switches off 3 s after the demand fell below half the
+    threshold); probes twice a second."""
+    deadline = time.monotonic() + timeout
+    while True:
+        p = Pressure(base, mount, max_requests=1)
+        p._run()
+        if p.ok == 1:
+            return
+        if p.error is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the defence stayed on: {p.challenged} challenged, "
+                               f"other {p.other}, error {p.error!r}")
+        time.sleep(0.5)

@@ -396,7 +396,8 @@ def _hcfetch(*args: str) -> subprocess.CompletedProcess[bytes]:
 
 
 def test_hcfetch_contract(served: Server, gateway: Server, tmp_path: Path) -> None:
-    p = _hcfetch("--mount", "/hc", "--identity", served.identity, "--repeat", "3",
+    # "--identity=": a base64url identity may start with "-" (argparse).
+    p = _hcfetch("--mount", "/hc", f"--identity={served.identity}", "--repeat", "3",
                  served.base + "/index.html")
     assert p.returncode == 0, p.stderr
     assert p.stdout == INDEX

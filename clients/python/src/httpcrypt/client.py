@@ -5,7 +5,9 @@ cookie, sealing, opening). :class:`Engine` keeps per-host state (keys from
 ``OPTIONS {mount}/`` or an ``unknown-key`` problem, the client key pair when
 reused, the last ticket and token, the clock offset) and turns a caller's
 request into an outer :class:`Attempt`; the httpx transports and the
-requests adapter are thin drivers around it (spec §11.5 retry rules)."""
+requests adapter are thin drivers around it (spec §11.5 retry rules; §14.5:
+the admission cookie a server under load issued is echoed, with a solved
+puzzle, on fresh-key requests)."""
 
 from __future__ import annotations
 
@@ -17,10 +19,12 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, It
 from dataclasses import dataclass, field
 from typing import Literal
 
-from . import b64, inner, outer
+from . import admission, b64, inner, outer
 from .cert import DiscoveredKey, KeyCert, choose, choose_key, parse_cert_list
 from .date import format_date, parse_date
 from .errors import (
+    ADMISSION,
+    BUSY,
     STALE,
     TOKEN_REQUIRED,
     UNKNOWN_KEY,
@@ -52,6 +56,9 @@ CERTS_LIMIT = 64 * 1024
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 # Caller fields never copied into the inner request (the stream frames it).
 _SKIP_FIELDS = inner.FORBIDDEN | {"content-length", "te", "trailer", "proxy-connection"}
+# How long an admission cookie is echoed after the server issued it (spec
+# §14.5: the server accepts it for at least one 30 s cookie period).
+ADMIT_REUSE = 25.0
 
 
 class PreparedRequest:
@@ -140,6 +147,7 @@ class _Host:
     ticket: tuple[Ticket, bytes] | None = None
     token: tuple[str, bytes] | None = None
     clock_offset: int = 0
+    admit: tuple[bytes, float] | None = None  # admission cookie, when received
 
 
 @dataclass
@@ -152,6 +160,7 @@ class ExchangeInfo:
     credential: Literal["key", "ticket"]
     status: int = 0
     attempts: int = 1
+    admission: int | None = None  # difficulty of the admission echo sent, if one was
 
 
 @dataclass
@@ -168,11 +177,13 @@ class Attempt:
     body: bytes | Iterable[bytes] | AsyncIterable[bytes] | None
     content_length: int | None
     inner_method: str
+    admission: int | None = None
 
     def info(self, attempts: int) -> ExchangeInfo:
         """The outer view of this attempt."""
         return ExchangeInfo(self.method, self.url, list(self.headers),
-                            self.prepared.credential, attempts=attempts)
+                            self.prepared.credential, attempts=attempts,
+                            admission=self.admission)
 
 
 class ResponseReader:
@@ -288,6 +299,29 @@ class Engine:
             h.keys, h.fetched, h.max_age = keys, now, _max_age(cache_control)
         return choose_key(keys, now)
 
+    # ---- admission (spec §14.5) ----
+
+    def _admit_cookie(self, h: _Host) -> bytes | None:
+        if h.admit is None:
+            return None
+        cookie, at = h.admit
+        if not at <= self.now() < at + ADMIT_REUSE:
+            h.admit = None
+            return None
+        return cookie
+
+    def admission_cookie(self, authority: str) -> bytes | None:
+        """The admission cookie echoed on fresh-key requests to ``authority``
+        (received less than 25 s ago), if any."""
+        with self._lock:
+            return self._admit_cookie(self._host(authority))
+
+    def needs_puzzle(self, authority: str) -> bool:
+        """Whether the next :meth:`build` for ``authority`` may solve a puzzle
+        (the async transport then builds off the event loop)."""
+        c = self.admission_cookie(authority)
+        return c is not None and admission.cookie_difficulty(c) > 0
+
     # ---- requests ----
 
     def build(self, scheme: str, authority: str, server_key: DiscoveredKey, method: str,
@@ -307,6 +341,8 @@ class Engine:
             secret = h.secret
             offset = h.clock_offset
             token = h.token
+            # Tickets never meet the defence: only fresh-key requests echo.
+            admit_cookie = self._admit_cookie(h) if ticket is None else None
         n0 = os.urandom(NONCE_LEN)
         if ticket is not None:
             prepared = PreparedRequest.for_key(server_key.kex_public, n0, outer.random_pad(),
@@ -339,7 +375,13 @@ class Engine:
                 head.fields.append((RANDOM_FIELD, token[0]))
             head.fields.append((CLIENT_RANDOM_FIELD, b64.encode(os.urandom(24))))
         head_bytes = head.format()
-        out_headers = [("Host", authority), ("Cookie", prepared.cookie)]
+        cookie = prepared.cookie
+        difficulty = None
+        if admit_cookie is not None:
+            # A new solution for this request's own n0 (bad_admission above 24).
+            cookie += "; " + admission.echo_pair(admit_cookie, n0)
+            difficulty = admission.cookie_difficulty(admit_cookie)
+        out_headers = [("Host", authority), ("Cookie", cookie)]
         base = f"{scheme}://{authority}"
         if (cfg.get_form and body is not None
                 and outer.fits_get_form(self.mount, len(head_bytes) + len(body) + 64)):
@@ -348,7 +390,7 @@ class Engine:
             out_headers += [("Cache-Control", "no-cache, no-store"), ("Pragma", "no-cache")]
             return Attempt(scheme, authority, prepared, "GET",
                            base + self.mount.get_target(n0, stream), out_headers, None, None,
-                           method)
+                           method, difficulty)
         out_headers += [("Content-Type", outer.OCTET_STREAM),
                         ("Cache-Control", "no-cache, no-store"), ("Pragma", "no-cache")]
         rs = max(cfg.record_size, 1)
@@ -369,13 +411,29 @@ class Engine:
         if length is not None:
             out_headers.append(("Content-Length", str(length)))
         return Attempt(scheme, authority, prepared, "POST", base + self.mount.nonce_path(n0),
-                       out_headers, sealed, length, method)
+                       out_headers, sealed, length, method, difficulty)
 
     def refused(self, attempt: Attempt, status: int, body: bytes) -> RefusedError:
         """A non-200 outer answer. For ``unknown-key`` takes the problem's
-        certificates and returns the error (retry once, else raise it);
-        raises for every other answer."""
+        certificates and returns the error (retry once, else raise it). For
+        a 429 ``admission`` challenge stores the cookie for the host and
+        returns the error (``admission_required``; a difficulty above 24
+        raises ``bad_admission``); for a 429 ``busy`` returns the error with
+        its ``retry_after``. Raises for every other answer."""
         problem = outer.parse_problem(body)
+        if status == 429 and problem is not None and problem.type in (ADMISSION, BUSY):
+            refusal = admission.parse_refusal(body)
+            if isinstance(refusal, admission.Challenge):
+                if refusal.difficulty > admission.MAX_DIFFICULTY:
+                    raise ProtocolError(
+                        "bad_admission",
+                        f"admission puzzle of difficulty {refusal.difficulty} "
+                        f"(above {admission.MAX_DIFFICULTY})")
+                with self._lock:
+                    self._host(attempt.authority).admit = (refusal.cookie, self.now())
+                return RefusedError(status, ADMISSION)
+            if isinstance(refusal, admission.Busy):
+                return RefusedError(status, BUSY, refusal.retry_after)
         if problem is None or problem.type != UNKNOWN_KEY:
             raise RefusedError(status, problem.type if problem else None)
         certs = []

@@ -25,6 +25,9 @@ STALE = "urn:httpcrypt:stale"
 REPLAY = "urn:httpcrypt:replay"
 TOKEN_REQUIRED = "urn:httpcrypt:token-required"
 OVERLOADED = "urn:httpcrypt:overloaded"
+# Outer 429 answers of the load-aware defence (spec §14.4).
+ADMISSION = "urn:httpcrypt:admission"
+BUSY = "urn:httpcrypt:busy"
 
 _INTEGRITY_CODES = frozenset(
     {"integrity", "clear_in_request", "truncated", "trailing_data", "too_many_records"}
@@ -41,7 +44,8 @@ _INNER_CODES = {
     TOKEN_REQUIRED: "token_required",
     OVERLOADED: "overloaded",
 }
-_OUTER_CODES = {UNKNOWN_KEY: "unknown_key", TOO_LARGE: "body_too_large"}
+_OUTER_CODES = {UNKNOWN_KEY: "unknown_key", TOO_LARGE: "body_too_large",
+                ADMISSION: "admission_required", BUSY: "busy"}
 
 
 class HTTPCryptError(Exception):
@@ -118,19 +122,23 @@ def inner_problem(problem_type: str, status: int, title: str = "") -> InnerProbl
 
 class RefusedError(HTTPCryptError):
     """A non-200 outer response: unauthenticated, never data. ``code`` is
-    ``unknown_key`` / ``body_too_large`` where the problem type fixes it,
-    otherwise ``refused``; ``problem_type`` is the type URN if a problem
-    document came, else None."""
+    ``unknown_key`` / ``body_too_large`` / ``admission_required`` / ``busy``
+    where the problem type fixes it, otherwise ``refused``; ``problem_type``
+    is the type URN if a problem document came, else None. ``retry_after``:
+    the seconds a ``busy`` answer asks to wait (capped), else None."""
 
     status: int
+    retry_after: float | None
 
-    def __init__(self, status: int, problem_type: str | None):
+    def __init__(self, status: int, problem_type: str | None,
+                 retry_after: float | None = None):
         code = _OUTER_CODES.get(problem_type or "", "refused")
         super().__init__(
             code, f"server refused the request: {status} {problem_type or ''}".rstrip(),
             problem_type,
         )
         self.status = status
+        self.retry_after = retry_after
 
 
 class ConfigError(HTTPCryptError):

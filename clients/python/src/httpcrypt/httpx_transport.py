@@ -1,11 +1,14 @@
 """httpx transports: ``httpx.Client(transport=HTTPCryptTransport(mount="/hc"))``
 sends every ``http://`` request sealed (spec §4), with OPTIONS discovery,
-tickets, retries (spec §11.5) and streaming bodies both ways. Iterating a
+tickets, retries (spec §11.5), the admission defence's challenges and busy
+answers (spec §14.5) and streaming bodies both ways. Iterating a
 response yields only verified bytes; a verification failure raises
 :class:`~httpcrypt.errors.IntegrityError` instead."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from typing import Any
 
@@ -213,7 +216,9 @@ class HTTPCryptTransport(httpx.BaseTransport):
                     problem = b""
                 finally:
                     rsp.close()
-                retries.allow(engine.refused(attempt, rsp.status_code, problem))
+                wait = retries.allow(engine.refused(attempt, rsp.status_code, problem))
+                if wait:
+                    time.sleep(wait)  # busy: min(retry_after, 5 s)
                 continue
             reader = engine.reader(attempt)
             chunks = iter(rsp.stream)
@@ -277,8 +282,14 @@ class AsyncHTTPCryptTransport(httpx.AsyncBaseTransport):
         while True:
             n = retries.next()
             key = await self._key(scheme, authority, request)
-            attempt = engine.build(scheme, authority, key, request.method, target, headers, body,
-                                   stream, body_len, retries.own_date)
+            if engine.needs_puzzle(authority):
+                # The admission puzzle is CPU work: off the event loop.
+                attempt = await asyncio.to_thread(
+                    engine.build, scheme, authority, key, request.method, target, headers,
+                    body, stream, body_len, retries.own_date)
+            else:
+                attempt = engine.build(scheme, authority, key, request.method, target, headers,
+                                       body, stream, body_len, retries.own_date)
             rsp = await self._transport.handle_async_request(_outer_request(attempt, request))
             info = attempt.info(n)
             info.status = rsp.status_code
@@ -290,7 +301,9 @@ class AsyncHTTPCryptTransport(httpx.AsyncBaseTransport):
                     problem = b""
                 finally:
                     await rsp.aclose()
-                retries.allow(engine.refused(attempt, rsp.status_code, problem))
+                wait = retries.allow(engine.refused(attempt, rsp.status_code, problem))
+                if wait:
+                    await asyncio.sleep(wait)  # busy: without blocking the loop
                 continue
             reader = engine.reader(attempt)
             chunks = rsp.stream.__aiter__()

@@ -1,12 +1,14 @@
 """A requests adapter: ``session.mount("http://", HTTPCryptAdapter(mount="/hc"))``
 sends every ``http://`` request of the session sealed (spec §4), with the
-same discovery, tickets, retries and streaming as the httpx transports.
+same discovery, tickets, retries, admission (spec §14.5) and streaming as
+the httpx transports.
 With ``stream=True`` the body is read record by record, verified bytes only."""
 
 from __future__ import annotations
 
 import http.client
 import io
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -200,7 +202,9 @@ class HTTPCryptAdapter(HTTPAdapter):
                     problem = b""
                 finally:
                     rsp.release_conn()
-                retries.allow(engine.refused(attempt, rsp.status, problem))
+                wait = retries.allow(engine.refused(attempt, rsp.status, problem))
+                if wait:
+                    time.sleep(wait)  # busy: min(retry_after, 5 s)
                 continue
             reader = engine.reader(attempt)
             chunks = rsp.stream(_CHUNK, decode_content=False)
