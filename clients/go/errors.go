@@ -42,6 +42,13 @@ const (
 	CodeNotValid              = "not_valid"
 	CodeBadRecord             = "bad_record"
 	CodeBadToken              = "bad_token"
+	// Admission (spec §14): an echo the server refuses, or a challenge the
+	// client will not meet (difficulty above 24, search exhausted).
+	CodeBadAdmission = "bad_admission"
+	// CodeAdmissionRequired: still challenged after three retries (or a
+	// body that cannot be sent again); CodeBusy likewise for busy.
+	CodeAdmissionRequired = "admission_required"
+	CodeBusy              = "busy"
 
 	// CodeRefused: the server answered the outer request with a status
 	// other than 200 (unauthenticated; Type names its problem, if any).
@@ -62,6 +69,9 @@ const (
 	ProblemReplay        = "urn:httpcrypt:replay"
 	ProblemTokenRequired = "urn:httpcrypt:token-required"
 	ProblemOverloaded    = "urn:httpcrypt:overloaded"
+	// ProblemAdmission and ProblemBusy are outer 429 answers (spec §14.4).
+	ProblemAdmission = "urn:httpcrypt:admission"
+	ProblemBusy      = "urn:httpcrypt:busy"
 )
 
 // Error is every failure of this package. Code is the spec's snake_case
@@ -166,6 +176,10 @@ func codeForProblem(typ string) string {
 		return CodeBodyTooLarge
 	case ProblemMalformed:
 		return CodeMalformedInner
+	case ProblemAdmission:
+		return CodeAdmissionRequired
+	case ProblemBusy:
+		return CodeBusy
 	}
 	return CodeRefused
 }

@@ -121,6 +121,12 @@ type Problem struct {
 	Title  string   `json:"title,omitempty"`
 	Status int      `json:"status,omitempty"`
 	Certs  []string `json:"certs,omitempty"`
+	// Admit and Difficulty: the challenge of urn:httpcrypt:admission
+	// (Difficulty -1 when absent or not a small non-negative integer).
+	Admit      string `json:"admit,omitempty"`
+	Difficulty int    `json:"difficulty,omitempty"`
+	// RetryAfter: the seconds urn:httpcrypt:busy asks to wait (-1 when absent).
+	RetryAfter int `json:"retry_after,omitempty"`
 }
 
 // ParseProblem parses a problem document; it needs a string `type`.
@@ -135,6 +141,8 @@ func ParseProblem(body []byte) (*Problem, error) {
 	}
 	_ = json.Unmarshal(raw["title"], &p.Title)
 	_ = json.Unmarshal(raw["status"], &p.Status)
+	_ = json.Unmarshal(raw["admit"], &p.Admit)
+	p.Difficulty, p.RetryAfter = smallInt(raw["difficulty"]), smallInt(raw["retry_after"])
 	var certs []json.RawMessage
 	if json.Unmarshal(raw["certs"], &certs) == nil {
 		for _, c := range certs {
@@ -145,6 +153,19 @@ func ParseProblem(body []byte) (*Problem, error) {
 		}
 	}
 	return &p, nil
+}
+
+// smallInt reads a JSON integer in 0..2^20, else -1.
+func smallInt(m json.RawMessage) int {
+	var n json.Number
+	if m == nil || json.Unmarshal(m, &n) != nil {
+		return -1
+	}
+	v, err := strconv.ParseInt(string(n), 10, 32)
+	if err != nil || v < 0 || v > 1<<20 {
+		return -1
+	}
+	return int(v)
 }
 
 // Route is where a server sends an outer request (spec §11.1).

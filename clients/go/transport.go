@@ -69,6 +69,13 @@ type Exchange struct {
 	OuterURL string
 	// Status is the inner status.
 	Status int
+	// Challenges and Busy count the outer 429 answers of spec §14 the call
+	// met (urn:httpcrypt:admission, urn:httpcrypt:busy).
+	Challenges, Busy int
+	// Echo says whether the last attempt carried an hc1-admit echo, and
+	// Difficulty the puzzle difficulty it solved.
+	Echo       bool
+	Difficulty int
 }
 
 // Transport is an http.RoundTripper that sends every request through
@@ -83,6 +90,9 @@ type Transport struct {
 
 	mu    sync.Mutex
 	hosts map[string]*hostState
+
+	// sleep waits on urn:httpcrypt:busy (a hook for in-memory tests).
+	sleep func(ctx context.Context, d time.Duration) error
 }
 
 type hostState struct {
@@ -95,12 +105,17 @@ type hostState struct {
 	token     string
 	tokenKey  SessionKey
 	offset    int64
+	// admit is the admission cookie the host handed out (spec §14.5),
+	// echoed on key requests until admitAt + 25 s; admitD its difficulty.
+	admit   *AdmitCookie
+	admitD  int
+	admitAt int64
 }
 
 // NewTransport makes a Transport. An unusable option (bad mount or
 // identity) makes every request fail with a config error.
 func NewTransport(opts Options) *Transport {
-	t := &Transport{opts: opts, hosts: map[string]*hostState{}, base: opts.Base, limits: opts.Limits.orDefault()}
+	t := &Transport{opts: opts, hosts: map[string]*hostState{}, base: opts.Base, limits: opts.Limits.orDefault(), sleep: sleepCtx}
 	if t.base == nil {
 		t.base = &http.Transport{
 			Proxy:               http.ProxyFromEnvironment,
@@ -125,6 +140,17 @@ func NewTransport(opts Options) *Transport {
 		t.opts.RecordSize = RecordFloor // every receiver accepts 16 KiB records
 	}
 	return t
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return nil
+	case <-ctx.Done():
+		return &Error{Code: CodeTransport, Err: ctx.Err()}
+	}
 }
 
 func (t *Transport) now() int64 {
@@ -257,7 +283,18 @@ const (
 	retryUnknownKey
 	retryStale
 	retryToken
+	retryAdmission // outer 429 urn:httpcrypt:admission: the cookie is stored
+	retryBusy      // outer 429 urn:httpcrypt:busy: wait, then again
 )
+
+// call is the state of one RoundTrip across its attempts.
+type call struct {
+	attempt    int
+	ownDate    bool
+	challenges int
+	busy       int
+	busyWait   time.Duration
+}
 
 func isIdempotent(m string) bool {
 	switch m {
@@ -289,6 +326,12 @@ func closedBeforeAnswer(err error) bool {
 // inner Date), once on token-required, and once when a pooled connection
 // closed before answering an idempotent request; never on replay. Retries
 // need a body that can be read again (nil, http.NoBody or GetBody).
+//
+// Under a server's admission defence (spec §14.5) an outer 429
+// urn:httpcrypt:admission stores the cookie for the host and sends the
+// request again with a solved puzzle; urn:httpcrypt:busy waits
+// min(retry_after, 5 s) and sends again. Both share one bound of three
+// retries per call, after which the error is admission_required or busy.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.confErr != nil {
 		closeBody(req)
@@ -305,9 +348,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	retried := map[outcome]bool{}
 	retriedConn := false
-	ownDate := false
+	cs := &call{}
 	body := req.Body
 	for attempt := 1; ; attempt++ {
+		cs.attempt = attempt
 		if attempt > 1 {
 			if req.GetBody != nil {
 				b, err := req.GetBody()
@@ -319,7 +363,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				body = nil
 			}
 		}
-		rsp, out, err := t.once(req, body, attempt, ownDate)
+		rsp, out, err := t.once(req, body, cs)
 		if err != nil {
 			var he *Error
 			if replayable && !retriedConn && isIdempotent(method) && errors.As(err, &he) &&
@@ -332,6 +376,21 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if out == done {
 			return rsp, nil
 		}
+		if out == retryAdmission || out == retryBusy {
+			final := &Error{Code: CodeAdmissionRequired, Type: ProblemAdmission, Status: http.StatusTooManyRequests}
+			if out == retryBusy {
+				final = &Error{Code: CodeBusy, Type: ProblemBusy, Status: http.StatusTooManyRequests}
+			}
+			if !replayable || cs.challenges+cs.busy > MaxAdmissionRetries {
+				return nil, final
+			}
+			if out == retryBusy {
+				if err := t.sleep(req.Context(), cs.busyWait); err != nil {
+					return nil, err
+				}
+			}
+			continue
+		}
 		if retried[out] || !replayable {
 			return nil, map[outcome]error{
 				retryUnknownKey: &Error{Code: CodeUnknownKey, Type: ProblemUnknownKey, Status: 400},
@@ -341,7 +400,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		retried[out] = true
 		if out == retryStale {
-			ownDate = true
+			cs.ownDate = true
 		}
 	}
 }
@@ -353,7 +412,8 @@ func closeBody(req *http.Request) {
 }
 
 // once is one attempt.
-func (t *Transport) once(req *http.Request, body io.ReadCloser, attempt int, ownDate bool) (*http.Response, outcome, error) {
+func (t *Transport) once(req *http.Request, body io.ReadCloser, cs *call) (*http.Response, outcome, error) {
+	attempt, ownDate := cs.attempt, cs.ownDate
 	ctx := req.Context()
 	authority := req.URL.Host
 	closeIn := func() {
@@ -375,7 +435,12 @@ func (t *Transport) once(req *http.Request, body io.ReadCloser, attempt int, own
 	var offset int64
 	var token string
 	var tokenKey SessionKey
+	var admit *AdmitCookie
+	var admitD int
 	t.host(authority, func(h *hostState) {
+		if h.admit != nil && now < h.admitAt+AdmitEchoSeconds {
+			admit, admitD = h.admit, h.admitD
+		}
 		if !t.opts.NoTickets && h.ticket != nil {
 			ticket, ticketKey = h.ticket, h.ticketKey
 		}
@@ -408,6 +473,18 @@ func (t *Transport) once(req *http.Request, body io.ReadCloser, attempt int, own
 		return nil, done, err
 	}
 	n0 := [NonceLen]byte(randomBytes(NonceLen))
+	echo := false
+	if ticket == nil && admit != nil {
+		// Spec §14.5: a key request to a host that challenged us in the
+		// last 25 s carries the cookie with a solution for this n0.
+		sol, err := SolvePuzzle(ctx, admit, &n0, admitD)
+		if err != nil {
+			closeIn()
+			return nil, done, err
+		}
+		cookie += "; " + AdmitCookieName + "=" + FormatAdmitEcho(admit, sol)
+		echo = true
+	}
 
 	// Inner head: Host, the caller's fields, a Date, Content-Length, tokens.
 	head := RequestHead{Method: req.Method, Target: req.URL.RequestURI()}
@@ -507,7 +584,7 @@ func (t *Transport) once(req *http.Request, body io.ReadCloser, attempt int, own
 		return nil, done, &Error{Code: CodeTransport, Err: err}
 	}
 	if rsp.StatusCode != http.StatusOK {
-		return t.refused(authority, rsp)
+		return t.refused(authority, rsp, ticket != nil, cs)
 	}
 
 	opened, ihead, err := openResponse(rsp.Body, NewResponseOpener(k, n0, t.limits.MaxRecord), t.limits)
@@ -569,19 +646,59 @@ func (t *Transport) once(req *http.Request, body io.ReadCloser, attempt int, own
 		}
 	}
 	if t.opts.Observe != nil {
-		t.opts.Observe(Exchange{Credential: credential, Attempts: attempt, OuterMethod: outer.Method,
-			OuterURL: outer.URL.String(), Status: ihead.Status})
+		x := Exchange{Credential: credential, Attempts: attempt, OuterMethod: outer.Method,
+			OuterURL: outer.URL.String(), Status: ihead.Status, Challenges: cs.challenges, Busy: cs.busy, Echo: echo}
+		if echo {
+			x.Difficulty = admitD
+		}
+		t.opts.Observe(x)
 	}
 	return out, done, nil
 }
 
 // refused handles a non-200 outer answer: unauthenticated, so only a hint.
-func (t *Transport) refused(authority string, rsp *http.Response) (*http.Response, outcome, error) {
+func (t *Transport) refused(authority string, rsp *http.Response, withTicket bool, cs *call) (*http.Response, outcome, error) {
 	defer rsp.Body.Close()
 	b, _ := limitedRead(rsp.Body, 64*1024)
 	p, _ := ParseProblem(b)
 	if p == nil {
 		return nil, done, &Error{Code: CodeRefused, Status: rsp.StatusCode}
+	}
+	if rsp.StatusCode == http.StatusTooManyRequests && p.Type == ProblemAdmission {
+		cs.challenges++
+		c, err := ParseAdmitCookie(p.Admit)
+		if err != nil {
+			return nil, done, &Error{Code: CodeBadAdmission, Type: p.Type, Status: rsp.StatusCode}
+		}
+		// The server checks the cookie's own difficulty byte (its MAC
+		// covers it); the member should equal it. Solve for the larger.
+		d := max(p.Difficulty, c.Difficulty())
+		if d > MaxClientDifficulty {
+			return nil, done, &Error{Code: CodeBadAdmission, Type: p.Type, Status: rsp.StatusCode}
+		}
+		now := t.now()
+		t.host(authority, func(h *hostState) {
+			h.admit, h.admitD, h.admitAt = &c, d, now
+			if withTicket {
+				// A §14 server never challenges a ticket; one that does
+				// wants a key agreement: go again with a key.
+				h.ticket = nil
+			}
+		})
+		return nil, retryAdmission, nil
+	}
+	if rsp.StatusCode == http.StatusTooManyRequests && p.Type == ProblemBusy {
+		cs.busy++
+		secs := p.RetryAfter
+		if secs < 0 {
+			if n, err := strconv.Atoi(strings.TrimSpace(rsp.Header.Get("Retry-After"))); err == nil && n >= 0 {
+				secs = n
+			} else {
+				secs = 1
+			}
+		}
+		cs.busyWait = time.Duration(min(secs, MaxBusyWaitSeconds)) * time.Second
+		return nil, retryBusy, nil
 	}
 	if p.Type == ProblemUnknownKey {
 		var certs []*KeyCert

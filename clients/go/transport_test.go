@@ -27,6 +27,8 @@ type memServer struct {
 	// lastOuterLen is the announced outer Content-Length of the last POST.
 	lastOuterLen atomic.Int64
 	lastBodyLen  atomic.Int64
+	// issueTickets adds a Ticket field to every response.
+	issueTickets bool
 }
 
 func newMemServer(t *testing.T, start int64) *memServer {
@@ -88,8 +90,13 @@ func (m *memServer) RoundTrip(r *http.Request) (*http.Response, error) {
 	if m.problem != "" {
 		status, ctype, payload = 500, contentTypeProblem, fmt.Sprintf(`{"type":%q,"status":500}`, m.problem)
 	}
-	inner := fmt.Sprintf("HTTP/1.1 %d X\r\nDate: %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s",
-		status, FormatDate(m.srv.now), ctype, len(payload), payload)
+	ticket := ""
+	if m.issueTickets {
+		tic := m.srv.ticket.Seal(TicketContents{Key: acc.key, KID: acc.kid, Expiry: uint32(m.srv.ticketExpires)}, [NonceLen]byte(randomBytes(NonceLen)))
+		ticket = TicketField + ": " + tic.Field() + "\r\n"
+	}
+	inner := fmt.Sprintf("HTTP/1.1 %d X\r\nDate: %s\r\n%sContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s",
+		status, FormatDate(m.srv.now), ticket, ctype, len(payload), payload)
 	rn0 := [NonceLen]byte(randomBytes(NonceLen))
 	out, err := SealAll(NewResponseSealer(acc.key, acc.n0, rn0), append([]byte(nil), rn0[:]...), []byte(inner), 100)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,8 +15,17 @@ import (
 	"testing"
 )
 
-// vectorDir is the shared vector directory, relative to this package.
-const vectorDir = "../../vectors"
+// defaultVectorDir is the shared vector directory, relative to this package.
+const defaultVectorDir = "../../vectors"
+
+// vectorDir is $HTTPCRYPT_VECTORS when set (e.g. a scratch copy of the
+// repository's vectors plus ones not merged yet), else defaultVectorDir.
+func vectorDir() string {
+	if d := os.Getenv("HTTPCRYPT_VECTORS"); d != "" {
+		return d
+	}
+	return defaultVectorDir
+}
 
 type vector struct {
 	Kind        string         `json:"kind"`
@@ -27,9 +37,10 @@ type vector struct {
 }
 
 func loadVectors(t testing.TB) []vector {
-	files, err := filepath.Glob(filepath.Join(vectorDir, "*.json"))
+	dir := vectorDir()
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no vectors found in %s (err %v)", vectorDir, err)
+		t.Fatalf("no vectors found in %s (err %v)", dir, err)
 	}
 	sort.Strings(files)
 	var out []vector
@@ -572,6 +583,40 @@ func init() {
 		return map[string]any{"method": acc.head.Method, "target": acc.head.Target, "body": hex.EncodeToString(acc.body)}, nil
 	}
 	vectorRunners["exchange"] = runExchange
+	vectorRunners["admit_cookie"] = func(t *testing.T, in map[string]any) (map[string]any, error) {
+		addr, err := netip.ParseAddr(str(in, "addr"))
+		if err != nil {
+			t.Fatalf("bad address in vector: %v", err)
+		}
+		c := MakeAdmitCookie(hx(in, "secret"), uint32(num(in, "step")), uint8(num(in, "difficulty")), Addr16(addr))
+		back, err := ParseAdmitCookie(EncodeB64u(c[:]))
+		if err != nil || back != c || int64(c.Step()) != num(in, "step") || int64(c.Difficulty()) != num(in, "difficulty") {
+			t.Fatalf("own cookie does not parse back: %v", err)
+		}
+		return map[string]any{"cookie": hex.EncodeToString(c[:]), "admit": EncodeB64u(c[:])}, nil
+	}
+	vectorRunners["admit_verify"] = func(t *testing.T, in map[string]any) (map[string]any, error) {
+		addr, err := netip.ParseAddr(str(in, "addr"))
+		if err != nil {
+			t.Fatalf("bad address in vector: %v", err)
+		}
+		n0 := n24(hx(in, "n0"))
+		secret := hx(in, "secret")
+		other := bytes.Repeat([]byte{0x5a}, 32)
+		// The secret is accepted as the current one and as the previous one.
+		chk, err := VerifyAdmitEcho(str(in, "echo"), &n0, Addr16(addr), [][]byte{secret, other}, uint32(num(in, "step_now")))
+		chk2, err2 := VerifyAdmitEcho(str(in, "echo"), &n0, Addr16(addr), [][]byte{other, secret}, uint32(num(in, "step_now")))
+		if CodeOf(err) != CodeOf(err2) || (err == nil && *chk != *chk2) {
+			t.Fatalf("the order of the secrets matters: %v / %v", err, err2)
+		}
+		if _, e := VerifyAdmitEcho(str(in, "echo"), &n0, Addr16(addr), [][]byte{other}, uint32(num(in, "step_now"))); e == nil {
+			t.Fatal("echo accepted under a secret that did not make it")
+		}
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"difficulty": chk.Difficulty, "puzzle_hash": hex.EncodeToString(chk.PuzzleHash[:])}, nil
+	}
 	registerRspamdRunners()
 	vectorRunners["tlsa"] = func(t *testing.T, in map[string]any) (map[string]any, error) {
 		priv := ed25519.NewKeyFromSeed(hx(in, "identity_seed"))

@@ -8,7 +8,9 @@
 // times through one client; each prints `request I: status S, credential
 // key|ticket` on stderr, and the last body goes to stdout. Exit 0 when
 // every request got an authenticated inner response, 1 on a protocol error
-// (`error: CODE` on stderr), 2 on bad usage.
+// (`error: CODE` on stderr), 2 on bad usage. Under a server's admission
+// defence (spec §14) the Transport solves the challenge, echoes the cookie
+// and waits out busy answers; the output is unchanged.
 package main
 
 import (
