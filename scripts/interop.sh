@@ -134,8 +134,8 @@ g="http://127.0.0.1:$p_gw"
 f="http://127.0.0.1:$p_lb"
 
 case_file() { driver "$1" --mount /hc "$s/hello.txt" >"$out" 2>"$err" && [ "$(cat "$out")" = "hello from httpcrypt" ]; }
-case_pinned() { driver "$1" --mount /hc --identity "$identity" "$s/hello.txt" >"$out" 2>"$err" && grep -q 'hello from httpcrypt' "$out"; }
-case_wrong_pin() { ! driver "$1" --mount /hc --identity "$other_identity" "$s/hello.txt" >"$out" 2>"$err" && [ ! -s "$out" ]; }
+case_pinned() { driver "$1" --mount /hc --identity="$identity" "$s/hello.txt" >"$out" 2>"$err" && grep -q 'hello from httpcrypt' "$out"; }
+case_wrong_pin() { ! driver "$1" --mount /hc --identity="$other_identity" "$s/hello.txt" >"$out" 2>"$err" && [ ! -s "$out" ]; }
 case_ticket() {
   driver "$1" --mount /hc --repeat 3 "$s/hello.txt" >"$out" 2>"$err" &&
     grep -q '^request 1: status 200, credential key' "$err" &&
@@ -163,7 +163,7 @@ case_gw_missing() { driver "$1" --mount /hc --repeat 1 "$g/missing" >"$out" 2>"$
 case_fleet() {
   # Both instances must have answered this client's requests.
   local before; before=$(wc -l <"$work/haproxy.log")
-  driver "$1" --mount /hc --identity "$(cat "$work/fleet-identity")" --repeat 4 "$f/hello.txt" >"$out" 2>"$err" &&
+  driver "$1" --mount /hc --identity="$(cat "$work/fleet-identity")" --repeat 4 "$f/hello.txt" >"$out" 2>"$err" &&
     [ "$(grep -c ': status 200, credential' "$err")" = 4 ] && grep -q 'credential ticket' "$err" &&
     grep -q 'hello from httpcrypt' "$out" &&
     tail -n +"$((before + 1))" "$work/haproxy.log" | grep -q ' instances/a ' &&

@@ -20,8 +20,15 @@ function usage(msg) {
 const args = process.argv.slice(2);
 const opt = { headers: [], repeat: 1 };
 for (let i = 0; i < args.length; i++) {
-  const a = args[i];
-  const next = () => (i + 1 < args.length ? args[++i] : usage(`${a} needs a value`));
+  let a = args[i];
+  // "--name=value" as well as "--name value", so that a value that starts
+  // with "-" (1 in 64 base64url keys) can be passed safely.
+  let inline;
+  if (a.startsWith('--') && a.includes('=')) {
+    inline = a.slice(a.indexOf('=') + 1);
+    a = a.slice(0, a.indexOf('='));
+  }
+  const next = () => (inline !== undefined ? inline : i + 1 < args.length ? args[++i] : usage(`${a} needs a value`));
   switch (a) {
     case '--mount': opt.mount = next(); break;
     case '--identity': opt.identity = next(); break;

@@ -42,7 +42,18 @@ func parse(argv []string) args {
 	a := args{method: "GET", repeat: 1}
 	for i := 0; i < len(argv); i++ {
 		arg := argv[i]
+		// "--name=value" as well as "--name value", so that a value that
+		// starts with "-" (1 in 64 base64url keys) can be passed safely.
+		inline, hasInline := "", false
+		if strings.HasPrefix(arg, "--") {
+			if name, v, ok := strings.Cut(arg, "="); ok {
+				arg, inline, hasInline = name, v, true
+			}
+		}
 		val := func() string {
+			if hasInline {
+				return inline
+			}
 			if i+1 >= len(argv) {
 				usage(arg + " needs a value")
 			}
