@@ -240,7 +240,23 @@ pub struct SplitProxy {
     client: HyperClient<HttpConnector, HcBody>,
     config: Arc<ProxyConfig>,
     cache: Arc<DiskCache>,
+    certs: Arc<Mutex<HashMap<String, CachedCerts>>>,
 }
+
+/// An `OPTIONS` answer (the origin's certificate list) kept for its
+/// `max-age`: it is public and signed, so an untrusted proxy may serve it
+/// like any HTTP cache (spec §6.5); clients in authenticated mode verify it.
+#[derive(Debug, Clone)]
+struct CachedCerts {
+    until: std::time::Instant,
+    content_type: HeaderValue,
+    body: Bytes,
+}
+
+/// Longest time an `OPTIONS` answer is reused, whatever its `max-age`.
+const CERTS_TTL_CAP: u64 = 300;
+/// Most `OPTIONS` answers kept (one per mount path in practice).
+const CERTS_ENTRIES: usize = 16;
 
 impl SplitProxy {
     /// A proxy to `config.origin` with `cache`.
@@ -251,7 +267,67 @@ impl SplitProxy {
             client: HyperClient::builder(TokioExecutor::new()).build(http),
             config: Arc::new(config),
             cache,
+            certs: Arc::new(Mutex::new(HashMap::new())),
         }
+    }
+
+    fn cached_certs(&self, key: &str) -> Option<Response<HcBody>> {
+        let now = std::time::Instant::now();
+        let c = self
+            .certs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .filter(|c| c.until > now)
+            .cloned()?;
+        let mut r = Response::new(full(c.body));
+        r.headers_mut().insert(header::CONTENT_TYPE, c.content_type);
+        let left = c.until.saturating_duration_since(now).as_secs();
+        if let Ok(v) = HeaderValue::from_str(&format!("max-age={left}")) {
+            r.headers_mut().insert(header::CACHE_CONTROL, v);
+        }
+        Some(r)
+    }
+
+    /// Relays an `OPTIONS` request, answering from (and filling) the
+    /// certificate cache.
+    async fn options(&self, req: Request<HcBody>, key: String) -> Result<Response<HcBody>, BoxError> {
+        if let Some(r) = self.cached_certs(&key) {
+            return Ok(r);
+        }
+        let rsp = self.client.request(req).await?;
+        let (mut parts, body) = rsp.into_parts();
+        strip_hop_by_hop(&mut parts.headers);
+        let max_age = parts
+            .headers
+            .get(header::CACHE_CONTROL)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                v.split(',')
+                    .find_map(|d| d.trim().strip_prefix("max-age=")?.parse::<u64>().ok())
+            })
+            .unwrap_or(0)
+            .min(CERTS_TTL_CAP);
+        let content_type = parts.headers.get(header::CONTENT_TYPE).cloned();
+        let body = http_body_util::Limited::new(body, 64 * 1024)
+            .collect()
+            .await?
+            .to_bytes();
+        if let (StatusCode::OK, Some(ct), true) = (parts.status, content_type, max_age > 0) {
+            let mut certs = self.certs.lock().unwrap_or_else(|p| p.into_inner());
+            if certs.len() >= CERTS_ENTRIES {
+                certs.clear();
+            }
+            certs.insert(
+                key,
+                CachedCerts {
+                    until: std::time::Instant::now() + std::time::Duration::from_secs(max_age),
+                    content_type: ct,
+                    body: body.clone(),
+                },
+            );
+        }
+        Ok(Response::from_parts(parts, full(body)))
     }
 
     /// The cache.
@@ -283,7 +359,11 @@ impl SplitProxy {
         parts
             .headers
             .insert(split::SPLIT_FIELD, HeaderValue::from_static("1"));
+        let is_options = parts.method == Method::OPTIONS;
         let req = Request::from_parts(parts, body.map_err(|e| -> BoxError { Box::new(e) }).boxed_unsync());
+        if is_options {
+            return self.options(req, pq).await;
+        }
         let rsp = self.client.request(req).await?;
         let (mut parts, body) = rsp.into_parts();
         strip_hop_by_hop(&mut parts.headers);
@@ -409,6 +489,7 @@ impl SplitProxy {
         // Payloads fetched in this batch, by ID, for repeats inside it.
         let mut fetched: HashMap<ContentId, Bytes> = HashMap::new();
         for (item, hit) in queue.drain(..).zip(cached) {
+            let mut to_cache = None;
             let out = match item {
                 Item::Bytes(b) => b,
                 Item::Stub(s) => {
@@ -429,9 +510,7 @@ impl SplitProxy {
                                     .stats
                                     .fetched_bytes
                                     .fetch_add(p.len() as u64, Relaxed);
-                                if let Err(e) = self.cache.put(&s.id, &p) {
-                                    tracing::warn!(error = %e, "cache write failed");
-                                }
+                                to_cache = Some((s.id, p.clone()));
                                 fetched.insert(s.id, p.clone());
                                 p
                             }
@@ -444,6 +523,13 @@ impl SplitProxy {
             };
             if tx.send(Ok(Frame::data(out))).await.is_err() {
                 return Err("client went away".into());
+            }
+            // Checked already (`Batch::next`); written after the client has
+            // the record, so the disk is off the critical path.
+            if let Some((id, p)) = to_cache {
+                if let Err(e) = self.cache.put(&id, &p) {
+                    tracing::warn!(error = %e, "cache write failed");
+                }
             }
         }
         if let Some(b) = batch {
