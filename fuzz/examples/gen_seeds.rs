@@ -503,9 +503,12 @@ fn split_seeds(s: &mut Seeds) {
         [7; 24],
         &mut out,
     );
-    split::seal_split(sealer, b"HTTP/1.1 200 OK\r\n\r\n", &body, 32, &mut out)
-        .expect("seals");
-    for (name, mode, plan) in [("whole", 0u8, 0u32), ("bytewise", 2, 1), ("random", 0, 0x0102_0307)] {
+    split::seal_split(sealer, b"HTTP/1.1 200 OK\r\n\r\n", &body, 32, &mut out).expect("seals");
+    for (name, mode, plan) in [
+        ("whole", 0u8, 0u32),
+        ("bytewise", 2, 1),
+        ("random", 0, 0x0102_0307),
+    ] {
         let seed = SeedWriter::new().u8(mode).u16(16384).u32(plan).bytes(&out);
         s.put("split_stream", name, &seed.finish());
     }

@@ -17,7 +17,9 @@
 #![no_main]
 
 use httpcrypt_fuzz::{session_key, split, Input, REQUEST_N0};
-use httpcrypt_proto::split::{self as sp, BatchDecoder, BatchEvent, ContentId, SplitDecoder, SplitEvent};
+use httpcrypt_proto::split::{
+    self as sp, BatchDecoder, BatchEvent, ContentId, SplitDecoder, SplitEvent,
+};
 use httpcrypt_proto::stream::{self, Opener, ResponseKey, Sealer};
 use httpcrypt_proto::Error;
 use libfuzzer_sys::fuzz_target;
@@ -86,16 +88,29 @@ fuzz_target!(|data: &[u8]| {
     if mode & 4 != 0 {
         let size = max % 64 + 1;
         let mut out = Vec::new();
-        let sealer = Sealer::response(ResponseKey::new(session_key(), REQUEST_N0), [7; 24], &mut out);
+        let sealer = Sealer::response(
+            ResponseKey::new(session_key(), REQUEST_N0),
+            [7; 24],
+            &mut out,
+        );
         let ids = sp::seal_split(sealer, b"HTTP/1.1 200 OK\r\n\r\n", bytes, size, &mut out)
             .expect("sealing succeeds");
-        assert!(ids.iter().zip(bytes.chunks(size)).all(|(id, c)| *id == ContentId::of(c)));
+        assert!(ids
+            .iter()
+            .zip(bytes.chunks(size))
+            .all(|(id, c)| *id == ContentId::of(c)));
         let client = sp::splice_all(&out, 1 << 20, |id| {
-            bytes.chunks(size).find(|c| ContentId::of(c) == *id).map(<[u8]>::to_vec)
+            bytes
+                .chunks(size)
+                .find(|c| ContentId::of(c) == *id)
+                .map(<[u8]>::to_vec)
         })
         .expect("splices");
-        let plain = stream::open_all(Opener::response(&session_key(), REQUEST_N0, 1 << 20), &client)
-            .expect("opens");
+        let plain = stream::open_all(
+            Opener::response(&session_key(), REQUEST_N0, 1 << 20),
+            &client,
+        )
+        .expect("opens");
         assert!(plain.ends_with(bytes));
         return;
     }

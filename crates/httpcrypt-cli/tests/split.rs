@@ -180,7 +180,10 @@ fn cold_then_warm_through_the_proxy_with_an_unmodified_fetch() {
         warm < 4_000,
         "warm fetch cost the origin {warm} bytes (cold {cold})"
     );
-    assert!(cold > origin.public.len() as u64, "cold fetch carried the body");
+    assert!(
+        cold > origin.public.len() as u64,
+        "cold fetch carried the body"
+    );
 
     // A cache entry corrupted on disk fails its BLAKE3 check, is dropped
     // and fetched again: the client never notices.
@@ -202,7 +205,11 @@ fn cold_then_warm_through_the_proxy_with_an_unmodified_fetch() {
     // Certificates (OPTIONS) pass through too: fetch needed them above, and
     // a missing file is the origin's sealed 404.
     let out = fetch(&["-i", &url(proxy.addr, "/static/none.bin")]);
-    assert!(out.stdout_text().starts_with("HTTP/1.1 404"), "{}", out.stdout_text());
+    assert!(
+        out.stdout_text().starts_with("HTTP/1.1 404"),
+        "{}",
+        out.stdout_text()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -239,7 +246,11 @@ fn a_ten_mib_file_streams_in_bounded_memory_and_the_cache_evicts() {
     let base = proxy.status_kib("VmRSS");
     assert!(proxy.reset_peak_rss(), "cannot reset the peak RSS");
     let dest = origin.dir.path().join("big.out");
-    let out = fetch(&["-o", dest.to_str().unwrap(), &url(proxy.addr, "/static/big.bin")]);
+    let out = fetch(&[
+        "-o",
+        dest.to_str().unwrap(),
+        &url(proxy.addr, "/static/big.bin"),
+    ]);
     assert!(out.status.success(), "{}", out.stderr_text());
     assert!(std::fs::read(&dest).unwrap() == big, "10 MiB body differs");
     let peak = proxy.status_kib("VmHWM");
@@ -252,9 +263,16 @@ fn a_ten_mib_file_streams_in_bounded_memory_and_the_cache_evicts() {
     assert!(bytes <= 4 << 20, "cache holds {bytes} bytes");
     assert!(bytes >= 3 << 20, "cache holds only {bytes} bytes");
     let first = ContentId::of(&big[..C]).to_hex();
-    assert!(!cache.join(&first[..2]).join(&first).exists(), "first record not evicted");
+    assert!(
+        !cache.join(&first[..2]).join(&first).exists(),
+        "first record not evicted"
+    );
     // Evicted content is fetched again transparently.
-    let out = fetch(&["-o", dest.to_str().unwrap(), &url(proxy.addr, "/static/big.bin")]);
+    let out = fetch(&[
+        "-o",
+        dest.to_str().unwrap(),
+        &url(proxy.addr, "/static/big.bin"),
+    ]);
     assert!(out.status.success(), "{}", out.stderr_text());
     assert!(std::fs::read(&dest).unwrap() == big);
 }
@@ -280,11 +298,18 @@ fn a_direct_client_gets_ordinary_sealed_records() {
 fn the_content_endpoint_serves_emitted_payloads_only() {
     let origin = Origin::new(&[]);
     let proxy = common::split_proxy(origin.server.addr, &origin.cache("c"), &[]);
-    assert!(fetch(&[&url(proxy.addr, "/static/app.bin")]).status.success());
+    assert!(fetch(&[&url(proxy.addr, "/static/app.bin")])
+        .status
+        .success());
     let id = ContentId::of(&origin.public[C..2 * C]);
     let (rsp, _) = common::exchange(
         origin.server.addr,
-        &common::wire("GET", &format!("/.content/{}", id.to_b64()), &[("Host", "x")], b""),
+        &common::wire(
+            "GET",
+            &format!("/.content/{}", id.to_b64()),
+            &[("Host", "x")],
+            b"",
+        ),
     );
     assert_eq!(rsp.status, 200);
     assert_eq!(rsp.body, &origin.public[C..2 * C]);
@@ -293,7 +318,11 @@ fn the_content_endpoint_serves_emitted_payloads_only() {
             origin.server.addr,
             &common::wire("GET", &format!("/.content/{bad}"), &[("Host", "x")], b""),
         );
-        assert!(rsp.status == 400 || rsp.status == 405, "{bad}: {}", rsp.status);
+        assert!(
+            rsp.status == 400 || rsp.status == 405,
+            "{bad}: {}",
+            rsp.status
+        );
     }
     // A batch with one known and one unknown id.
     let mut body = Vec::new();
@@ -362,10 +391,8 @@ async fn evil(origin: SocketAddr, deviation: Deviation, public: &[u8], old: &[u8
         payloads,
         old: old.to_vec(),
         seen: seen.clone(),
-        client: hyper_util::client::legacy::Client::builder(
-            hyper_util::rt::TokioExecutor::new(),
-        )
-        .build_http(),
+        client: hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -408,10 +435,15 @@ impl EvilState {
         self.note(&body);
         let pq = parts.uri.path_and_query().unwrap().as_str().to_string();
         parts.uri = format!("http://{}{pq}", self.origin).parse().unwrap();
-        parts.headers.insert(split::SPLIT_FIELD, "1".parse().unwrap());
+        parts
+            .headers
+            .insert(split::SPLIT_FIELD, "1".parse().unwrap());
         let rsp = self
             .client
-            .request(http::Request::from_parts(parts, http_body_util::Full::new(body)))
+            .request(http::Request::from_parts(
+                parts,
+                http_body_util::Full::new(body),
+            ))
             .await
             .unwrap();
         let (mut parts, body) = rsp.into_parts();
@@ -458,7 +490,8 @@ impl EvilState {
             records.push(body[..24].to_vec());
             let mut rest = &body[24..];
             while !rest.is_empty() {
-                let len = (u32::from_be_bytes(rest[..4].try_into().unwrap()) & 0x3fff_ffff) as usize;
+                let len =
+                    (u32::from_be_bytes(rest[..4].try_into().unwrap()) & 0x3fff_ffff) as usize;
                 records.push(rest[..RECORD_OVERHEAD + len].to_vec());
                 rest = &rest[RECORD_OVERHEAD + len..];
             }
@@ -555,7 +588,10 @@ async fn a_malicious_proxy_is_caught_every_time() {
         let proxy = evil(origin.server.addr, dev, &origin.public, &old).await;
         let (ok, out, err) = fetch_via(proxy.addr, path).await;
         assert!(!ok, "{dev:?} {path}: the client accepted a tampered answer");
-        assert!(err.contains(code), "{dev:?} {path}: expected {code}, got {err}");
+        assert!(
+            err.contains(code),
+            "{dev:?} {path}: expected {code}, got {err}"
+        );
         // Whatever was printed verified: a prefix of the real body, with
         // none of the proxy's own bytes.
         let real = if path == "/secret.txt" {
@@ -563,7 +599,10 @@ async fn a_malicious_proxy_is_caught_every_time() {
         } else {
             &origin.public
         };
-        assert!(real.starts_with(&out), "{dev:?} {path}: unverified bytes printed");
+        assert!(
+            real.starts_with(&out),
+            "{dev:?} {path}: unverified bytes printed"
+        );
         assert!(!contains(&out, b"EVIL"), "{dev:?}: forged bytes printed");
         // Dropping only the empty FINAL record leaves every byte verified
         // but the answer incomplete: the exit status says so.
@@ -577,9 +616,16 @@ async fn a_malicious_proxy_is_caught_every_time() {
     let seen = honest.seen.lock().unwrap().clone();
     let id = ContentId::of(&origin.public[..C]);
     assert!(contains(&seen, &id.0), "sanity: the stubs are visible");
-    assert!(!contains(&seen, b"SECRET-7f3a9c"), "the proxy saw a private body");
+    assert!(
+        !contains(&seen, b"SECRET-7f3a9c"),
+        "the proxy saw a private body"
+    );
     for needle in [&b"secret.txt"[..], b"static/app.bin", b"GET /static"] {
-        assert!(!contains(&seen, needle), "the proxy saw request plaintext {:?}", String::from_utf8_lossy(needle));
+        assert!(
+            !contains(&seen, needle),
+            "the proxy saw request plaintext {:?}",
+            String::from_utf8_lossy(needle)
+        );
     }
 }
 
@@ -606,7 +652,11 @@ async fn the_application_opts_in_and_out_with_hc_public() {
                     .map_err(|never| match never {})
                     .boxed_unsync(),
             );
-            let flag = if req.uri().path() == "/api/feed" { "1" } else { "0" };
+            let flag = if req.uri().path() == "/api/feed" {
+                "1"
+            } else {
+                "0"
+            };
             r.headers_mut().insert("hc-public", flag.parse().unwrap());
             Ok::<_, std::convert::Infallible>(r)
         }
@@ -625,15 +675,22 @@ async fn the_application_opts_in_and_out_with_hc_public() {
     let cache = dir.path().join("cache");
     let proxy = common::split_proxy(gw.addr, &cache, &[]);
     let u = url(proxy.addr, "/api/feed");
-    let out = tokio::task::spawn_blocking(move || fetch(&["-i", &u])).await.unwrap();
+    let out = tokio::task::spawn_blocking(move || fetch(&["-i", &u]))
+        .await
+        .unwrap();
     assert!(out.status.success(), "{}", out.stderr_text());
     let text = out.stdout_text();
-    assert!(!text.to_ascii_lowercase().contains("hc-public"), "HC-Public leaked: {text}");
+    assert!(
+        !text.to_ascii_lowercase().contains("hc-public"),
+        "HC-Public leaked: {text}"
+    );
     assert!(out.stdout.ends_with(&feed));
     assert_eq!(cache_files(&cache).0, 3, "opt-in body cached");
     // HC-Public: 0 wins over the glob: nothing more is cached.
     let u = url(proxy.addr, "/static/x");
-    let out = tokio::task::spawn_blocking(move || fetch(&[&u])).await.unwrap();
+    let out = tokio::task::spawn_blocking(move || fetch(&[&u]))
+        .await
+        .unwrap();
     assert!(out.status.success(), "{}", out.stderr_text());
     assert_eq!(out.stdout, other);
     assert_eq!(cache_files(&cache).0, 3, "opt-out body cached");

@@ -81,7 +81,10 @@ impl ContentId {
         let mut id = [0u8; ID_LEN];
         for (i, out) in id.iter_mut().enumerate() {
             let pair = text.get(2 * i..2 * i + 2)?;
-            if pair.bytes().any(|c| !matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+            if pair
+                .bytes()
+                .any(|c| !matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+            {
                 return None;
             }
             *out = u8::from_str_radix(pair, 16).ok()?;
@@ -678,8 +681,14 @@ mod tests {
         let k2 = SessionKey::from_bytes([8; 32]);
         let mut out = Vec::new();
         let sealer = Sealer::response(ResponseKey::new(k2, [3; 24]), [4; 24], &mut out);
-        let b = seal_split(sealer, b"HTTP/1.1 200 OK\r\nX: y\r\n\r\n", &body, 16384, &mut out)
-            .unwrap();
+        let b = seal_split(
+            sealer,
+            b"HTTP/1.1 200 OK\r\nX: y\r\n\r\n",
+            &body,
+            16384,
+            &mut out,
+        )
+        .unwrap();
         assert_eq!(a, b);
     }
 
@@ -742,8 +751,8 @@ mod tests {
 
     #[test]
     fn globs() {
-        let p = PublicPaths::new(["/static/**".into(), "/img/*.png".into(), "/a?c".into()])
-            .unwrap();
+        let p =
+            PublicPaths::new(["/static/**".into(), "/img/*.png".into(), "/a?c".into()]).unwrap();
         assert!(p.matches("/static/x/y/z.js"));
         assert!(p.matches("/static/"));
         assert!(!p.matches("/statics/x"));

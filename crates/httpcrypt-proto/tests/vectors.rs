@@ -399,7 +399,10 @@ fn run_split_seal(i: &Value) -> Result<Value, Error> {
             .map(<[u8]>::to_vec)
     })?;
     // The spliced body is an ordinary response stream under the key.
-    let plain = stream::open_all(Opener::response(&key, arr(i, "request_n0"), 1 << 20), &client)?;
+    let plain = stream::open_all(
+        Opener::response(&key, arr(i, "request_n0"), 1 << 20),
+        &client,
+    )?;
     assert!(plain.ends_with(&body));
     Ok(json!({
         "split": hex::encode(&out),
@@ -465,7 +468,9 @@ fn run_content_batch(i: &Value) -> Result<Value, Error> {
         Ok(out)
     };
     let whole = run(&[&body]);
-    for_every_split(&body, |parts| assert_eq!(run(parts), whole, "split feeding"));
+    for_every_split(&body, |parts| {
+        assert_eq!(run(parts), whole, "split feeding")
+    });
     Ok(json!({"entries": whole?}))
 }
 

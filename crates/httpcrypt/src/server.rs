@@ -880,7 +880,10 @@ where
 fn split_outer(body: HcBody, mount: &str) -> Response<HcBody> {
     let mut r = Response::new(body);
     let h = r.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(split::SPLIT_TYPE));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(split::SPLIT_TYPE),
+    );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     if let Ok(v) = HeaderValue::from_str(&format!("{mount}{}", split::CONTENT_DIR)) {
         h.insert(split::CONTENT_FIELD, v);

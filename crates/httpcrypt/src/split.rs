@@ -122,7 +122,13 @@ impl ContentStore {
 
 /// Whether a response is public (§S1): GET, status 200, and a matching
 /// glob or `HC-Public: 1`, unless `HC-Public: 0`.
-pub fn is_public(method: &str, path: &str, status: u16, opt: Option<&[u8]>, globs: &PublicPaths) -> bool {
+pub fn is_public(
+    method: &str,
+    path: &str,
+    status: u16,
+    opt: Option<&[u8]>,
+    globs: &PublicPaths,
+) -> bool {
     if method != "GET" || status != 200 {
         return false;
     }
@@ -303,9 +309,7 @@ where
             let mut len = 0u64;
             for id in &ids {
                 let payload = store.get(id);
-                let word = payload
-                    .as_ref()
-                    .map_or(split::MISSING, |p| p.len() as u32);
+                let word = payload.as_ref().map_or(split::MISSING, |p| p.len() as u32);
                 frames.push(Ok(Frame::data(Bytes::copy_from_slice(&word.to_be_bytes()))));
                 len += 4;
                 if let Some(p) = payload {
@@ -341,7 +345,11 @@ mod tests {
     #[test]
     fn store_evicts_least_recently_used() {
         let s = ContentStore::new(10);
-        let (a, b, c) = (ContentId::of(b"a"), ContentId::of(b"b"), ContentId::of(b"c"));
+        let (a, b, c) = (
+            ContentId::of(b"a"),
+            ContentId::of(b"b"),
+            ContentId::of(b"c"),
+        );
         s.insert(a, Bytes::from_static(b"aaaa"));
         s.insert(b, Bytes::from_static(b"bbbb"));
         assert!(s.get(&a).is_some()); // a is now the most recent

@@ -291,7 +291,11 @@ impl SplitProxy {
 
     /// Relays an `OPTIONS` request, answering from (and filling) the
     /// certificate cache.
-    async fn options(&self, req: Request<HcBody>, key: String) -> Result<Response<HcBody>, BoxError> {
+    async fn options(
+        &self,
+        req: Request<HcBody>,
+        key: String,
+    ) -> Result<Response<HcBody>, BoxError> {
         if let Some(r) = self.cached_certs(&key) {
             return Ok(r);
         }
@@ -360,7 +364,10 @@ impl SplitProxy {
             .headers
             .insert(split::SPLIT_FIELD, HeaderValue::from_static("1"));
         let is_options = parts.method == Method::OPTIONS;
-        let req = Request::from_parts(parts, body.map_err(|e| -> BoxError { Box::new(e) }).boxed_unsync());
+        let req = Request::from_parts(
+            parts,
+            body.map_err(|e| -> BoxError { Box::new(e) }).boxed_unsync(),
+        );
         if is_options {
             return self.options(req, pq).await;
         }
@@ -501,9 +508,7 @@ impl SplitProxy {
                         None => match fetched.get(&s.id) {
                             Some(p) => p.clone(),
                             None => {
-                                let b = batch
-                                    .as_mut()
-                                    .ok_or("payload missing from the batch")?;
+                                let b = batch.as_mut().ok_or("payload missing from the batch")?;
                                 let p = b.next(&s).await?;
                                 self.cache.stats.misses.fetch_add(1, Relaxed);
                                 self.cache
@@ -680,7 +685,11 @@ mod tests {
     fn disk_cache_lru_and_reopen() {
         let dir = tempfile::tempdir().unwrap();
         let c = DiskCache::open(dir.path(), 10).unwrap();
-        let (a, b, d) = (ContentId::of(b"a"), ContentId::of(b"b"), ContentId::of(b"d"));
+        let (a, b, d) = (
+            ContentId::of(b"a"),
+            ContentId::of(b"b"),
+            ContentId::of(b"d"),
+        );
         c.put(&a, b"aaaa").unwrap();
         c.put(&b, b"bbbb").unwrap();
         assert!(c.contains(&a));

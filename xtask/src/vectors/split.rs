@@ -60,7 +60,13 @@ fn splice_input(split_bytes: &[u8], map: &BTreeMap<String, String>) -> Value {
     json!({"split": hx(split_bytes), "payloads": map, "max_record": MAX})
 }
 
-fn splice_err(name: &str, why: &str, split_bytes: &[u8], map: &BTreeMap<String, String>, e: Error) -> Case {
+fn splice_err(
+    name: &str,
+    why: &str,
+    split_bytes: &[u8],
+    map: &BTreeMap<String, String>,
+    e: Error,
+) -> Case {
     check(name, splice(split_bytes, map), &e);
     Case::err("split_splice", name, why, splice_input(split_bytes, map), e)
 }
@@ -78,12 +84,20 @@ pub fn cases() -> Vec<Case> {
 
     // split_seal: the exact split stream, its IDs, and the client's body.
     for (name, why, x) in [
-        ("split-seal-three-records", "40-byte body in CLEAR records of 16, 16 and 8 bytes; head in encrypted records of 16", &s),
-        ("split-seal-empty-body", "an empty public body: no CLEAR record, head and empty FINAL only", &e),
+        (
+            "split-seal-three-records",
+            "40-byte body in CLEAR records of 16, 16 and 8 bytes; head in encrypted records of 16",
+            &s,
+        ),
+        (
+            "split-seal-empty-body",
+            "an empty public body: no CLEAR record, head and empty FINAL only",
+            &e,
+        ),
     ] {
         let client = splice(&x.split, &payloads(x)).expect("splices");
-        let plain = stream::open_all(Opener::response(&x.key, x.request_n0, MAX), &client)
-            .expect("opens");
+        let plain =
+            stream::open_all(Opener::response(&x.key, x.request_n0, MAX), &client).expect("opens");
         assert_eq!(&plain[HEAD.len()..], &x.body[..]);
         v.push(Case::ok(
             "split_seal",
@@ -130,41 +144,104 @@ pub fn cases() -> Vec<Case> {
     let mut p = hex::decode(&wrong[&first_id]).expect("hex");
     p[0] ^= 1;
     wrong.insert(first_id.clone(), hx(&p));
-    v.push(splice_err("splice-wrong-payload", "payload with one bit flipped under the first stub's ID", &s.split, &wrong, Error::ContentMismatch));
+    v.push(splice_err(
+        "splice-wrong-payload",
+        "payload with one bit flipped under the first stub's ID",
+        &s.split,
+        &wrong,
+        Error::ContentMismatch,
+    ));
     let mut swapped = map.clone();
     let second = hx(s.ids[1].0);
     swapped.insert(first_id.clone(), map[&second].clone());
-    v.push(splice_err("splice-other-record", "the second record's payload offered for the first stub (same length)", &s.split, &swapped, Error::ContentMismatch));
+    v.push(splice_err(
+        "splice-other-record",
+        "the second record's payload offered for the first stub (same length)",
+        &s.split,
+        &swapped,
+        Error::ContentMismatch,
+    ));
     let mut short = map.clone();
-    short.insert(first_id.clone(), hx(&hex::decode(&map[&first_id]).expect("hex")[..15]));
-    v.push(splice_err("splice-short-payload", "payload one byte shorter than the stub's L", &s.split, &short, Error::ContentMismatch));
+    short.insert(
+        first_id.clone(),
+        hx(&hex::decode(&map[&first_id]).expect("hex")[..15]),
+    );
+    v.push(splice_err(
+        "splice-short-payload",
+        "payload one byte shorter than the stub's L",
+        &s.split,
+        &short,
+        Error::ContentMismatch,
+    ));
     let mut long = map.clone();
     let mut lp = hex::decode(&map[&first_id]).expect("hex");
     lp.push(0);
     long.insert(first_id.clone(), hx(&lp));
-    v.push(splice_err("splice-long-payload", "payload one byte longer than the stub's L", &s.split, &long, Error::ContentMismatch));
+    v.push(splice_err(
+        "splice-long-payload",
+        "payload one byte longer than the stub's L",
+        &s.split,
+        &long,
+        Error::ContentMismatch,
+    ));
     let mut missing = map.clone();
     missing.remove(&first_id);
-    v.push(splice_err("splice-missing-payload", "no payload for a stub's ID", &s.split, &missing, Error::ContentMismatch));
+    v.push(splice_err(
+        "splice-missing-payload",
+        "no payload for a stub's ID",
+        &s.split,
+        &missing,
+        Error::ContentMismatch,
+    ));
 
     // Damaged stubs.
     let at = first_stub(&s);
     assert_eq!(s.split[at], 1, "first stub frame type");
     let mut bad_len = s.split.clone();
     bad_len[at + 4] = 17; // L 16 -> 17: the payload no longer fits the stub
-    v.push(splice_err("splice-stub-bad-length", "a stub's L raised by one: the payload's length differs", &bad_len, &map, Error::ContentMismatch));
+    v.push(splice_err(
+        "splice-stub-bad-length",
+        "a stub's L raised by one: the payload's length differs",
+        &bad_len,
+        &map,
+        Error::ContentMismatch,
+    ));
     let mut huge = s.split.clone();
     huge[at + 2] = 0x01; // L = 65536 + 16 > 16384
-    v.push(splice_err("splice-stub-too-large", "a stub whose L is above the maximum", &huge, &map, Error::RecordTooLarge));
+    v.push(splice_err(
+        "splice-stub-too-large",
+        "a stub whose L is above the maximum",
+        &huge,
+        &map,
+        Error::RecordTooLarge,
+    ));
     let mut not_clear = s.split.clone();
     not_clear[at + 1] &= !0x40;
-    v.push(splice_err("splice-stub-not-clear", "a stub whose header lacks CLEAR", &not_clear, &map, Error::MalformedSplit));
+    v.push(splice_err(
+        "splice-stub-not-clear",
+        "a stub whose header lacks CLEAR",
+        &not_clear,
+        &map,
+        Error::MalformedSplit,
+    ));
     let mut kind = s.split.clone();
     kind[at] = 2;
-    v.push(splice_err("splice-unknown-frame", "frame type 2", &kind, &map, Error::MalformedSplit));
+    v.push(splice_err(
+        "splice-unknown-frame",
+        "frame type 2",
+        &kind,
+        &map,
+        Error::MalformedSplit,
+    ));
     let mut verb_huge = s.split.clone();
     verb_huge[24 + 2] = 0x01;
-    v.push(splice_err("splice-verbatim-too-large", "a verbatim record whose L is above the maximum", &verb_huge, &map, Error::RecordTooLarge));
+    v.push(splice_err(
+        "splice-verbatim-too-large",
+        "a verbatim record whose L is above the maximum",
+        &verb_huge,
+        &map,
+        Error::RecordTooLarge,
+    ));
 
     // Truncation and trailing bytes.
     for (name, cut) in [
@@ -174,11 +251,23 @@ pub fn cases() -> Vec<Case> {
         ("splice-truncated-before-final", s.split.len() - 21),
         ("splice-truncated-in-final", s.split.len() - 1),
     ] {
-        v.push(splice_err(name, "the split stream ends early", &s.split[..cut], &map, Error::Truncated));
+        v.push(splice_err(
+            name,
+            "the split stream ends early",
+            &s.split[..cut],
+            &map,
+            Error::Truncated,
+        ));
     }
     let mut trailing = s.split.clone();
     trailing.push(0);
-    v.push(splice_err("splice-trailing-byte", "a byte after the FINAL frame", &trailing, &map, Error::TrailingData));
+    v.push(splice_err(
+        "splice-trailing-byte",
+        "a byte after the FINAL frame",
+        &trailing,
+        &map,
+        Error::TrailingData,
+    ));
 
     // content_batch: the answer to a batch request of `count` IDs.
     let mut ok = Vec::new();
@@ -193,13 +282,43 @@ pub fn cases() -> Vec<Case> {
         json!({"entries": ["616263", null, ""]}),
     ));
     for (name, why, count, body, e) in [
-        ("batch-truncated", "an entry short of its length", 3, ok[..ok.len() - 1].to_vec(), Error::Truncated),
-        ("batch-missing-entry", "fewer entries than IDs asked", 4, ok.clone(), Error::Truncated),
-        ("batch-trailing", "more bytes than the entries asked", 2, ok.clone(), Error::TrailingData),
-        ("batch-too-large", "an entry longer than the maximum record", 1, [0u8, 1, 0, 0].to_vec(), Error::RecordTooLarge),
+        (
+            "batch-truncated",
+            "an entry short of its length",
+            3,
+            ok[..ok.len() - 1].to_vec(),
+            Error::Truncated,
+        ),
+        (
+            "batch-missing-entry",
+            "fewer entries than IDs asked",
+            4,
+            ok.clone(),
+            Error::Truncated,
+        ),
+        (
+            "batch-trailing",
+            "more bytes than the entries asked",
+            2,
+            ok.clone(),
+            Error::TrailingData,
+        ),
+        (
+            "batch-too-large",
+            "an entry longer than the maximum record",
+            1,
+            [0u8, 1, 0, 0].to_vec(),
+            Error::RecordTooLarge,
+        ),
     ] {
         check(name, decode_batch(count, &body), &e);
-        v.push(Case::err("content_batch", name, why, json!({"count": count, "max_record": MAX, "body": hx(&body)}), e));
+        v.push(Case::err(
+            "content_batch",
+            name,
+            why,
+            json!({"count": count, "max_record": MAX, "body": hx(&body)}),
+            e,
+        ));
     }
     v
 }
