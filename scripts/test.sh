@@ -29,6 +29,9 @@ cargo test --workspace --locked
 step "benchmark harness smoke run (bench/run --smoke)"
 bash bench/run --smoke
 
+step "split-serving benchmark smoke run (bench/split/run --smoke)"
+bash bench/split/run --smoke
+
 if [ "${FUZZ_SECONDS:-30}" != "0" ]; then
   step "fuzz smoke (${FUZZ_SECONDS:-30} s per target)"
   bash scripts/fuzz-smoke.sh "${FUZZ_SECONDS:-30}"
