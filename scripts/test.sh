@@ -30,6 +30,9 @@ cargo test --workspace --locked
 step "benchmark harness smoke run (bench/run --smoke)"
 bash bench/run --smoke
 
+step "split-serving benchmark smoke run (bench/split/run --smoke)"
+bash bench/split/run --smoke
+
 # The clients in other languages run the shared vectors and live tests
 # against the server binary the workspace tests just built.
 export HTTPCRYPT_BIN="$PWD/${CARGO_TARGET_DIR:-target}/debug/httpcrypt"

@@ -179,7 +179,18 @@ def write(result, bench_dir):
     with open(raw_path, "w") as f:
         json.dump(result, f, indent=1)
     summary = {"date": result["meta"]["date"], "mode": result["meta"]["mode"],
-               "source": os.path.basename(raw_path), "ratios": result["summary"]}
+               "source": os.path.basename(raw_path), "ratios": dict(result["summary"])}
+    # Keep the split-serving keys that bench/split/run merged in.
+    try:
+        with open(os.path.join(results_dir, "summary.json")) as f:
+            old = json.load(f)
+        for k, v in old.get("ratios", {}).items():
+            if k.startswith("split_"):
+                summary["ratios"].setdefault(k, v)
+        if "split_source" in old:
+            summary["split_source"] = old["split_source"]
+    except (OSError, ValueError):
+        pass
     with open(os.path.join(results_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
     figures = []

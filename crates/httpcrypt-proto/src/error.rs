@@ -110,6 +110,12 @@ pub enum Error {
     /// The `Random` token does not verify.
     #[error("bad token")]
     BadToken,
+    /// A split-stream frame or content batch breaks spec/split-serving.md §S4/§S5.
+    #[error("malformed split stream")]
+    MalformedSplit,
+    /// A payload's length or BLAKE3-256 differs from its stub.
+    #[error("content does not match its stub")]
+    ContentMismatch,
 }
 
 /// Where a problem is reported (spec §4.4).
@@ -188,6 +194,8 @@ impl Error {
             Error::BadKeyHeader => "bad_key_header",
             Error::BadKeypair => "bad_keypair",
             Error::BadToken => "bad_token",
+            Error::MalformedSplit => "malformed_split",
+            Error::ContentMismatch => "content_mismatch",
         }
     }
 
@@ -230,7 +238,9 @@ impl Error {
             | Error::BadRecord
             | Error::BadKeyHeader
             | Error::BadKeypair
-            | Error::BadToken => return None,
+            | Error::BadToken
+            | Error::MalformedSplit
+            | Error::ContentMismatch => return None,
         };
         Some(Problem {
             status,
@@ -273,6 +283,8 @@ impl Error {
         Error::BadKeyHeader,
         Error::BadKeypair,
         Error::BadToken,
+        Error::MalformedSplit,
+        Error::ContentMismatch,
     ];
 
     /// Looks an error up by its code.

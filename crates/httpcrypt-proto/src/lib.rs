@@ -14,6 +14,7 @@
 //! - [`cert`], [`dns`] and [`tlsa`]: key certificates and their DNS record forms
 //!   (TXT, AAAA, identity TXT; TLSA X.509);
 //! - [`ticket`], [`token`], [`replay`]: resumption and replay defence;
+//! - [`split`]: split serving through untrusted caches (stubs, splicing, content batches);
 //! - [`rspamd`]: the rspamd compatibility profile.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -32,6 +33,7 @@ pub mod ratchet;
 pub mod replay;
 pub mod rspamd;
 pub mod server;
+pub mod split;
 pub mod stream;
 pub mod suite;
 pub mod ticket;

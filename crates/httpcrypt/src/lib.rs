@@ -9,7 +9,9 @@
 //!   embedded authoritative server) and discovering them;
 //! - [`rspamd`]: the rspamd compatibility profile (`rspamc --key`): a client
 //!   and a layer;
-//! - [`runtime`]: the listeners behind `httpcrypt serve` and `httpcrypt gateway`.
+//! - [`runtime`]: the listeners behind `httpcrypt serve` and `httpcrypt gateway`;
+//! - [`split`] and [`split_proxy`]: split serving through untrusted caches
+//!   (the origin's side, and `httpcrypt split-proxy`).
 //!
 //! All wire-format logic lives in [`httpcrypt_proto`]; this crate drives it.
 #![forbid(unsafe_code)]
@@ -25,6 +27,8 @@ pub mod keystore;
 pub mod rspamd;
 pub mod runtime;
 pub mod server;
+pub mod split;
+pub mod split_proxy;
 pub mod strikes;
 
 pub use client::{Client, ClientConfig, KeyPolicy};

@@ -22,6 +22,7 @@ use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
 use httpcrypt_proto::outer::{self, Mount};
 use httpcrypt_proto::replay::{self, StrikeRegister};
 use httpcrypt_proto::server::{self as core, Accept, Accepted, OuterRequest};
+use httpcrypt_proto::split;
 use httpcrypt_proto::stream::{ResponseKey, Sealer};
 use httpcrypt_proto::ticket::TicketContents;
 use httpcrypt_proto::{token, Limits};
@@ -30,6 +31,7 @@ use rand_core::{OsRng, RngCore};
 use crate::body::{FailureSlot, OpenBody, SealBody, DEFAULT_RECORD};
 use crate::error::{BoxError, Error};
 use crate::keystore::{unix_now, LiveKeys};
+use crate::split::{ContentStore, SplitSealBody};
 use crate::strikes::{LocalStrikes, StrikeStore};
 
 /// Body type of requests handed to the wrapped service and of responses.
@@ -70,6 +72,9 @@ pub struct ServerConfig {
     /// Demand a valid `Random` token before side-effecting methods (spec §8):
     /// without one the answer is inner 425 `token-required`, carrying a token.
     pub require_token: bool,
+    /// Split serving (spec/split-serving.md): public responses go to a
+    /// proxy that asks as stubs; `None` turns it off.
+    pub split: Option<crate::split::SplitConfig>,
 }
 
 impl Default for ServerConfig {
@@ -88,6 +93,7 @@ impl Default for ServerConfig {
             body_timeout: Duration::from_secs(30),
             session_cache: 65_536,
             require_token: false,
+            split: None,
         }
     }
 }
@@ -131,6 +137,8 @@ struct Shared {
     cache: Option<Mutex<SessionCache>>,
     /// When the cache was last purged of expired kids (unix seconds).
     purged: std::sync::atomic::AtomicU64,
+    /// Payloads emitted as stubs (split serving).
+    store: Option<Arc<ContentStore>>,
 }
 
 /// The tower layer.
@@ -171,8 +179,13 @@ impl HttpCryptLayer {
         OsRng.fill_bytes(&mut seed);
         let cache = (config.session_cache > 0)
             .then(|| Mutex::new(SessionCache::new(config.session_cache, seed)));
+        let store = config
+            .split
+            .as_ref()
+            .map(|s| Arc::new(ContentStore::new(s.store_bytes)));
         HttpCryptLayer {
             shared: Arc::new(Shared {
+                store,
                 strikes,
                 cache,
                 purged: std::sync::atomic::AtomicU64::new(0),
@@ -180,6 +193,11 @@ impl HttpCryptLayer {
                 keys,
             }),
         }
+    }
+
+    /// The split-serving content store, when split serving is on.
+    pub fn content_store(&self) -> Option<Arc<ContentStore>> {
+        self.shared.store.clone()
     }
 
     /// Session-cache (hits, misses) so far.
@@ -460,6 +478,15 @@ where
         .path_and_query()
         .map_or("/", |p| p.as_str())
         .to_string();
+    // The split-serving content endpoint (spec/split-serving.md §S5); the
+    // dot keeps its paths apart from nonce paths.
+    if let Some(store) = &shared.store {
+        let prefix = format!("{}{}", cfg.mount.as_str(), split::CONTENT_DIR);
+        if let Some(rest) = parts.uri.path().strip_prefix(prefix.as_str()) {
+            let rest = rest.to_string();
+            return Ok(crate::split::content_response(store, &parts.method, &rest, body).await);
+        }
+    }
     let host = parts
         .headers
         .get(header::HOST)
@@ -574,6 +601,9 @@ where
     RB::Error: Into<BoxError>,
 {
     let cfg = &shared.config;
+    let mut parts = parts;
+    // A split proxy's request field is for this layer only (§S3).
+    let split_asked = parts.headers.remove(split::SPLIT_FIELD).is_some();
     let slot: FailureSlot = Arc::new(Mutex::new(None));
     let (outer_body, initial) = match &accepted.query_stream {
         Some(q) => (None, q.clone()),
@@ -645,6 +675,17 @@ where
             ));
         }
     }
+    let split = match (&cfg.split, &shared.store) {
+        (Some(sc), Some(store)) => Some(SplitPlan {
+            config: sc,
+            store: store.clone(),
+            asked: split_asked,
+            method: head.method.clone(),
+            path: head.target.split('?').next().unwrap_or("").to_string(),
+            mount: cfg.mount.as_str().to_string(),
+        }),
+        _ => None,
+    };
     let inner_req = match build_inner_request(&parts, &head, opened.boxed_unsync()) {
         Ok(mut r) => {
             r.extensions_mut().insert(Encrypted {
@@ -694,7 +735,19 @@ where
         rsp,
         extra,
         now,
+        split,
     ))
+}
+
+/// What the layer needs to decide on, and produce, a split answer.
+struct SplitPlan<'a> {
+    config: &'a crate::split::SplitConfig,
+    store: Arc<ContentStore>,
+    /// The outer request carried `Httpcrypt-Split` (it came through a split proxy).
+    asked: bool,
+    method: String,
+    path: String,
+    mount: String,
 }
 
 /// Methods without side effects (RFC 9110 §9.2.1), which need no token.
@@ -755,12 +808,25 @@ fn seal_response<RB>(
     rsp: Response<RB>,
     extra: Vec<Field>,
     now: u64,
+    split: Option<SplitPlan<'_>>,
 ) -> Response<HcBody>
 where
     RB: Body<Data = Bytes> + Send + 'static,
     RB::Error: Into<BoxError>,
 {
-    let (parts, body) = rsp.into_parts();
+    let (mut parts, body) = rsp.into_parts();
+    // `HC-Public` is for the origin only, never sealed (§S1).
+    let opt_in = parts.headers.remove(split::PUBLIC_FIELD);
+    let split = split.filter(|p| {
+        p.asked
+            && crate::split::is_public(
+                &p.method,
+                &p.path,
+                parts.status.as_u16(),
+                opt_in.as_ref().map(|v| v.as_bytes()),
+                &p.config.public,
+            )
+    });
     let status = parts.status;
     let mut head = ResponseHead::new(status.as_u16(), status.canonical_reason().unwrap_or(""));
     let exact = body.size_hint().exact();
@@ -793,8 +859,36 @@ where
     OsRng.fill_bytes(&mut n0);
     let mut prefix = Vec::with_capacity(24);
     let sealer = Sealer::response(key, n0, &mut prefix);
+    if let Some(plan) = split {
+        return match SplitSealBody::new(
+            sealer,
+            prefix,
+            &head_bytes,
+            body,
+            plan.config.public_record,
+            plan.store,
+        ) {
+            Ok(b) => split_outer(b.boxed_unsync(), &plan.mount),
+            Err(_) => plain(StatusCode::INTERNAL_SERVER_ERROR, "sealing failed\n"),
+        };
+    }
     let sealed = SealBody::new(sealer, prefix, head_bytes, body, record_size);
     sealed_outer(sealed.boxed_unsync())
+}
+
+/// The outer layout of a split answer (§S3).
+fn split_outer(body: HcBody, mount: &str) -> Response<HcBody> {
+    let mut r = Response::new(body);
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(split::SPLIT_TYPE),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    if let Ok(v) = HeaderValue::from_str(&format!("{mount}{}", split::CONTENT_DIR)) {
+        h.insert(split::CONTENT_FIELD, v);
+    }
+    r
 }
 
 /// `ServiceExt::oneshot` with its future's `Send` stated, which the

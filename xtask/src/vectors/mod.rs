@@ -18,6 +18,7 @@ mod exchange;
 mod messages;
 mod resumption;
 mod rspamd;
+mod split;
 mod streams;
 
 /// One vector file.
@@ -136,6 +137,7 @@ pub fn generate() -> Vec<Case> {
     all.extend(dns::cases());
     all.extend(resumption::cases());
     all.extend(rspamd::cases());
+    all.extend(split::cases());
     let mut names = BTreeSet::new();
     for c in &all {
         assert!(
