@@ -14,10 +14,12 @@
 //! - [`cert`], [`dns`] and [`tlsa`]: key certificates and their DNS record forms
 //!   (TXT, AAAA, identity TXT; TLSA X.509);
 //! - [`ticket`], [`token`], [`replay`]: resumption and replay defence;
+//! - [`admission`]: the load-aware defence in front of the key agreement;
 //! - [`rspamd`]: the rspamd compatibility profile.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod admission;
 pub mod b64;
 pub mod cache;
 pub mod cert;
