@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand};
 mod demo;
 mod dns;
 mod fetch;
+mod flood;
 mod rspamd;
 
 #[derive(Parser)]
@@ -45,6 +46,9 @@ enum Cmd {
     Fleet(FleetCmd),
     /// Publish keys in the DNS: zone-file lines, RFC 2136 updates, an authoritative server.
     Dns(dns::DnsArgs),
+    /// Load a server on loopback: attacks (junk key agreements, slow heads,
+    /// huge headers) from many source addresses, or legitimate-client probes.
+    Flood(flood::FloodArgs),
 }
 
 #[derive(Subcommand)]
@@ -140,6 +144,8 @@ struct ServerOpts {
     require_token: bool,
     #[command(flatten)]
     publish: dns::PublishOpts,
+    #[command(flatten)]
+    defence: flood::DefenceOpts,
 }
 
 #[derive(Args)]
@@ -258,6 +264,7 @@ async fn run(cmd: Cmd) -> Result<i32> {
             Ok(0)
         }
         Cmd::Dns(a) => dns::run(a).await,
+        Cmd::Flood(a) => flood::run(a).await,
     }
 }
 
@@ -320,6 +327,7 @@ async fn prepare(
         body_timeout: Duration::from_secs(opts.body_timeout.max(1)),
         session_cache: opts.session_cache,
         require_token: opts.require_token,
+        admission: opts.defence.config(),
         ..Default::default()
     };
     let listener = httpcrypt::runtime::bind(opts.listen).await?;

@@ -9,6 +9,7 @@
 //!   embedded authoritative server) and discovering them;
 //! - [`rspamd`]: the rspamd compatibility profile (`rspamc --key`): a client
 //!   and a layer;
+//! - [`defence`]: the load-aware defence in front of the key agreement;
 //! - [`runtime`]: the listeners behind `httpcrypt serve` and `httpcrypt gateway`.
 //!
 //! All wire-format logic lives in [`httpcrypt_proto`]; this crate drives it.
@@ -18,6 +19,7 @@
 pub mod body;
 pub mod client;
 pub mod connect;
+pub mod defence;
 pub mod dns;
 pub mod error;
 pub mod fleet;

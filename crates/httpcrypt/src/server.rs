@@ -70,6 +70,9 @@ pub struct ServerConfig {
     /// Demand a valid `Random` token before side-effecting methods (spec §8):
     /// without one the answer is inner 425 `token-required`, carrying a token.
     pub require_token: bool,
+    /// The load-aware defence in front of the key agreement (spec §14);
+    /// `None` turns it off. It stays idle until the demand passes its threshold.
+    pub admission: Option<httpcrypt_proto::admission::AdmissionConfig>,
 }
 
 impl Default for ServerConfig {
@@ -88,6 +91,7 @@ impl Default for ServerConfig {
             body_timeout: Duration::from_secs(30),
             session_cache: 65_536,
             require_token: false,
+            admission: Some(httpcrypt_proto::admission::AdmissionConfig::default()),
         }
     }
 }
@@ -129,6 +133,7 @@ struct Shared {
     keys: LiveKeys,
     strikes: Arc<dyn StrikeStore>,
     cache: Option<Mutex<SessionCache>>,
+    defence: Option<crate::defence::Defence>,
     /// When the cache was last purged of expired kids (unix seconds).
     purged: std::sync::atomic::AtomicU64,
 }
@@ -171,15 +176,22 @@ impl HttpCryptLayer {
         OsRng.fill_bytes(&mut seed);
         let cache = (config.session_cache > 0)
             .then(|| Mutex::new(SessionCache::new(config.session_cache, seed)));
+        let defence = config.admission.clone().map(crate::defence::Defence::new);
         HttpCryptLayer {
             shared: Arc::new(Shared {
                 strikes,
                 cache,
+                defence,
                 purged: std::sync::atomic::AtomicU64::new(0),
                 config,
                 keys,
             }),
         }
+    }
+
+    /// The load-aware defence, when configured.
+    pub fn defence(&self) -> Option<&crate::defence::Defence> {
+        self.shared.defence.as_ref()
     }
 
     /// Session-cache (hits, misses) so far.
@@ -213,6 +225,43 @@ impl Shared {
             .unwrap_or_else(|p| p.into_inner())
             .insert(&sk.kid, peer, k.clone());
         Ok(k)
+    }
+
+    /// [`Shared::derive`] behind the defence (spec §14): a cache hit goes
+    /// through; a miss is judged first, and a refusal is left in `refused`.
+    #[allow(clippy::too_many_arguments)]
+    fn derive_admitted(
+        &self,
+        sk: &core::ServerKey,
+        peer: &httpcrypt_proto::KexPublic,
+        n0: &[u8; 24],
+        addr: std::net::IpAddr,
+        echo: Option<&[u8]>,
+        refused: &mut Option<httpcrypt_proto::admission::Verdict>,
+    ) -> Result<httpcrypt_proto::SessionKey, httpcrypt_proto::Error> {
+        use httpcrypt_proto::admission::Verdict;
+        let Some(defence) = &self.defence else {
+            return self.derive(sk, peer);
+        };
+        if let Some(cache) = &self.cache {
+            if let Some(k) = cache
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&sk.kid, peer)
+            {
+                return Ok(k);
+            }
+        }
+        match defence.judge(addr, n0, echo) {
+            Verdict::Admit => self.derive(sk, peer),
+            v => {
+                *refused = Some(v);
+                Err(match v {
+                    Verdict::Busy { .. } => httpcrypt_proto::Error::Busy,
+                    _ => httpcrypt_proto::Error::AdmissionRequired,
+                })
+            }
+        }
     }
 
     /// Drops cached keys of expired kids (at most every few seconds), so a
@@ -455,52 +504,52 @@ where
     if let Some(refusal) = outer_http_limits(&parts, &cfg.limits) {
         return Ok(refusal);
     }
-    let target = parts
-        .uri
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .to_string();
+    // Borrowed views of the head: nothing is copied before the cheap checks.
+    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let host = parts
         .headers
         .get(header::HOST)
-        .map(|h| h.as_bytes().to_vec())
-        .or_else(|| {
-            parts
-                .uri
-                .authority()
-                .map(|a| a.as_str().as_bytes().to_vec())
-        });
+        .map(|h| h.as_bytes())
+        .or_else(|| parts.uri.authority().map(|a| a.as_str().as_bytes()));
     let content_length = parts
         .headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     let chunked = parts.headers.contains_key(header::TRANSFER_ENCODING);
-    let cookies: Vec<Vec<u8>> = parts
-        .headers
-        .get_all(header::COOKIE)
-        .iter()
-        .map(|v| v.as_bytes().to_vec())
-        .collect();
     let outer_req = OuterRequest {
         method: parts.method.as_str(),
-        target: &target,
-        host: host.as_deref(),
-        cookies: cookies.iter().map(Vec::as_slice).collect(),
+        target,
+        host,
+        cookies: parts
+            .headers
+            .get_all(header::COOKIE)
+            .iter()
+            .map(|v| v.as_bytes())
+            .collect(),
         content_length,
         has_body: chunked || content_length.is_some_and(|l| l > 0),
     };
+    let addr = crate::defence::peer_ip(&parts.extensions);
+    let echo = httpcrypt_proto::admission::find_echo(outer_req.cookies.iter().copied());
+    let mut refused = None;
     let decision = shared.keys.with(|keys| {
-        core::accept_with(
+        core::accept_gated(
             keys,
             &cfg.mount,
             &outer_req,
             &cfg.limits,
             now,
-            |sk, peer| shared.derive(sk, peer),
+            |sk, peer, n0| shared.derive_admitted(sk, peer, n0, addr, echo, &mut refused),
         )
     });
+    drop(outer_req);
     shared.purge_cache(now);
     let accepted = match decision {
+        Err(_) if refused.is_some() => {
+            return Ok(crate::defence::refusal_response(
+                &refused.expect("checked just above"),
+            ));
+        }
         Err(e) => {
             let certs = shared.keys.with(|k| k.cert_lines(now));
             tracing::debug!(code = e.code(), "refused outer request");
