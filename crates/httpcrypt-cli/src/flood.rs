@@ -271,11 +271,10 @@ async fn probe(
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         anyhow::Ok(status)
     };
-    // Keys (and for returning clients the ticket) before the clock starts.
-    get(client.clone(), url.clone())
-        .await
-        .context("warm-up request")?;
     let timeout = Duration::from_secs_f64(a.timeout.clamp(0.1, 60.0));
+    // Keys (and for returning clients the ticket) before the clock starts;
+    // under a flood this may fail, and the first measured requests redo it.
+    let _ = tokio::time::timeout(timeout, get(client.clone(), url.clone())).await;
     let inflight = Arc::new(tokio::sync::Semaphore::new(a.connections.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
     while pace.next().await {
@@ -426,7 +425,7 @@ fn attack_request(
 
 /// Reads one response; returns (status, problem type of a 429, keep-alive).
 async fn read_response(
-    s: &mut TcpStream,
+    s: &mut (impl tokio::io::AsyncRead + Unpin),
     buf: &mut Vec<u8>,
 ) -> Result<(u16, Option<Vec<u8>>, bool)> {
     loop {
@@ -472,8 +471,14 @@ async fn read_response(
     }
 }
 
-/// Raw attack connections: one request at a time each, reconnecting when the
-/// server closes; each connection keeps one source address.
+/// Requests one attack connection may have unanswered (pipelined).
+const WINDOW: u64 = 64;
+
+/// Raw attack connections. Each keeps one source address and pipelines up
+/// to [`WINDOW`] requests, paced by `--rate` rather than by the answers, so
+/// the offered load does not fall when the server slows down (a closed loop
+/// would flood only as fast as the server answers). A reader per connection
+/// counts the answers; the connection is reopened when the server closes it.
 async fn attack(
     a: &FloodArgs,
     addr: SocketAddr,
@@ -486,75 +491,101 @@ async fn attack(
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..a.connections.max(1) {
         let src = source_addr(i as u32 % a.sources.max(1));
-        let (pace, tally, mount, host) = (
+        let (pace, tally, mount, host, key) = (
             pace.clone(),
             tally.clone(),
             mount.clone(),
             authority.to_string(),
+            key,
         );
         let (mode, obey) = (a.mode, a.obey);
         tasks.spawn(async move {
-            let mut conn: Option<TcpStream> = None;
-            let mut buf = Vec::new();
-            let mut admit: Option<(AdmitCookie, [u8; 24])> = None;
-            while pace.next().await {
-                let s = match conn.as_mut() {
-                    Some(s) => s,
-                    None => match connect_from(src, addr).await {
-                        Ok(s) => {
-                            buf.clear();
-                            conn.insert(s)
-                        }
-                        Err(_) => {
-                            {
-                                let mut t = tally.lock().unwrap_or_else(|p| p.into_inner());
-                                t.sent += 1;
-                                t.failed += 1;
-                                t.status("connect_error");
-                            }
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                            continue;
-                        }
-                    },
-                };
-                let Ok((req, _)) = attack_request(mode, &key, &mount, &host, admit.as_ref())
-                else {
-                    continue;
-                };
-                let t0 = Instant::now();
-                let r = match s.write_all(&req).await {
-                    Ok(()) => read_response(s, &mut buf).await,
-                    Err(e) => Err(e.into()),
-                };
-                let us = t0.elapsed().as_micros() as u64;
-                let mut t = tally.lock().unwrap_or_else(|p| p.into_inner());
-                t.sent += 1;
-                match r {
-                    Ok((status, body, keep)) => {
-                        t.status(&status.to_string());
-                        t.latencies_us.push(us);
-                        if status == 200 {
-                            t.ok += 1;
-                        } else {
-                            t.failed += 1;
-                        }
-                        if obey {
-                            if let Some(Ok(admission::Refusal::Admission(c))) =
-                                body.map(|b| admission::parse_refusal(&b))
-                            {
-                                admit = Some((c, [0; 24]));
-                            }
-                        }
-                        if !keep {
-                            conn = None;
-                        }
-                    }
+            let admit: Arc<Mutex<Option<(AdmitCookie, [u8; 24])>>> = Arc::new(Mutex::new(None));
+            let mut pending: Option<Vec<u8>> = None;
+            'conn: while Instant::now() < pace.deadline {
+                let s = match connect_from(src, addr).await {
+                    Ok(s) => s,
                     Err(_) => {
-                        t.failed += 1;
-                        t.status("closed");
-                        conn = None;
+                        {
+                            let mut t = tally.lock().unwrap_or_else(|p| p.into_inner());
+                            t.failed += 1;
+                            t.status("connect_error");
+                        }
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
                     }
+                };
+                let (mut rd, mut wr) = s.into_split();
+                let answered = Arc::new(AtomicU64::new(0));
+                let reader = {
+                    let (tally, admit, answered) = (tally.clone(), admit.clone(), answered.clone());
+                    tokio::spawn(async move {
+                        let mut buf = Vec::new();
+                        loop {
+                            let r = read_response(&mut rd, &mut buf).await;
+                            answered.fetch_add(1, Ordering::Relaxed);
+                            let mut t = tally.lock().unwrap_or_else(|p| p.into_inner());
+                            match r {
+                                Ok((status, body, keep)) => {
+                                    t.status(&status.to_string());
+                                    if status == 200 {
+                                        t.ok += 1;
+                                    } else {
+                                        t.failed += 1;
+                                    }
+                                    if obey {
+                                        if let Some(Ok(admission::Refusal::Admission(c))) =
+                                            body.map(|b| admission::parse_refusal(&b))
+                                        {
+                                            *admit.lock().unwrap_or_else(|p| p.into_inner()) =
+                                                Some((c, [0; 24]));
+                                        }
+                                    }
+                                    if !keep {
+                                        return;
+                                    }
+                                }
+                                Err(_) => return,
+                            }
+                        }
+                    })
+                };
+                let mut written = 0u64;
+                loop {
+                    if reader.is_finished() {
+                        continue 'conn;
+                    }
+                    if written >= answered.load(Ordering::Relaxed) + WINDOW {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        if Instant::now() >= pace.deadline {
+                            break;
+                        }
+                        continue;
+                    }
+                    let req = match pending.take() {
+                        Some(r) => r,
+                        None => {
+                            if !pace.next().await {
+                                break;
+                            }
+                            let cookie = *admit.lock().unwrap_or_else(|p| p.into_inner());
+                            match attack_request(mode, &key, &mount, &host, cookie.as_ref()) {
+                                Ok((r, _)) => r,
+                                Err(_) => continue,
+                            }
+                        }
+                    };
+                    if wr.write_all(&req).await.is_err() {
+                        // Sent again on the next connection.
+                        pending = Some(req);
+                        continue 'conn;
+                    }
+                    written += 1;
+                    tally.lock().unwrap_or_else(|p| p.into_inner()).sent += 1;
                 }
+                // The run is over: give the last answers a moment, then stop.
+                let _ = tokio::time::timeout(Duration::from_millis(500), reader).await;
+                break;
             }
         });
     }

@@ -253,7 +253,17 @@ impl Shared {
             }
         }
         match defence.judge(addr, n0, echo) {
-            Verdict::Admit => self.derive(sk, peer),
+            Verdict::Admit => {
+                // The cache was asked just above: go straight to the X25519.
+                let k = sk.secret.session_key(peer)?;
+                if let Some(cache) = &self.cache {
+                    cache
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(&sk.kid, peer, k.clone());
+                }
+                Ok(k)
+            }
             v => {
                 *refused = Some(v);
                 Err(match v {
