@@ -88,7 +88,7 @@ fn main() {
     let mut keys = ServerKeys::new();
     keys.add_key(secret, cert);
     let tk = TicketKey::new(KeyId([7; 10]), [9; 32]);
-    keys.add_ticket_key(tk.clone(), NOW + 7200);
+    keys.add_ticket_key(TicketKey::new(KeyId([7; 10]), [9; 32]), NOW + 7200);
     let mount = Mount::default();
     let limits = Limits::default();
     let addr: IpAddr = "192.0.2.10".parse().expect("an address");
@@ -129,7 +129,7 @@ fn main() {
         &TicketContents {
             key: prepared.session_key().clone(),
             kid,
-            expiry: NOW + 7200,
+            expiry: (NOW + 7200) as u32,
         },
         [3; 24],
     );
