@@ -5,7 +5,7 @@
    kept-alive connection: one X25519, nothing else new) and a fresh key on a
    new connection; same run, server on CPU 0, bench/loadgen on CPU 1.
 2. Floods at 1x, 2x, 5x the server's measured fresh-key capacity C:
-   `httpcrypt flood --mode junk` (random client keys from 200 source /24s,
+   `httpcrypt flood --mode junk` (random client keys from 128 source /24s,
    pipelined, paced at factor x C), with legitimate new and returning
    clients (`httpcrypt flood --mode legit-*`, the real client) measuring
    success and latency; server CPU and RSS sampled from /proc. Defence off
@@ -172,8 +172,8 @@ def flood_cell(b, work, fx, capacity, factor, defence, plan):
     try:
         time.sleep(0.5)
         attacker = flood(b, hc.addr["http"], ["--mode", "junk", "--rate", factor * capacity,
-                                              "--duration", d, "--connections", 64,
-                                              "--sources", 200])
+                                              "--duration", d, "--connections", 128,
+                                              "--sources", 128])
         time.sleep(1.0)
         probe_d = d - 1.5
         new = flood(b, hc.addr["http"], ["--mode", "legit-new", "--path", "/100b", "--rate", 20,
@@ -195,34 +195,77 @@ def flood_cell(b, work, fx, capacity, factor, defence, plan):
     return res
 
 
-def nginx_flood(b, work, fx, capacity, plan):
-    """nginx TLS 1.2 (1 worker) under a TLS handshake flood with legitimate TLS clients."""
-    nginx = servers.start_nginx(work, fx, 1, "0", "flood")
+def capture_client_hello(work):
+    """A TLS 1.2 ClientHello (ECDHE-ECDSA, P-256) as `openssl s_client` sends it."""
+    import socket
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    srv.settimeout(10)
+    port = srv.getsockname()[1]
+    cli = subprocess.Popen(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-tls1_2",
+                            "-cipher", "ECDHE-ECDSA-AES256-GCM-SHA384", "-curves", "prime256v1"],
+                           stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        conn, _ = srv.accept()
+        conn.settimeout(5)
+        data = b""
+        # TLS record header: type 22, version, 2-byte length.
+        while len(data) < 5 or len(data) < 5 + int.from_bytes(data[3:5], "big"):
+            chunk = conn.recv(16384)
+            if not chunk:
+                break
+            data += chunk
+        conn.close()
+    finally:
+        cli.kill()
+        cli.wait()
+        srv.close()
+    if len(data) < 50 or data[0] != 22:
+        raise RuntimeError("no ClientHello captured")
+    path = os.path.join(work, "client_hello.bin")
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+def nginx_flood(b, work, fx, capacity, factor, plan):
+    """nginx TLS 1.2 (1 worker) under a handshake flood at `factor` x its capacity: replayed
+    ClientHellos (the server signs a fresh ECDHE share for each; the attacker computes
+    nothing), with legitimate TLS clients (full and resumed handshakes) measured."""
+    hello = capture_client_hello(work)
+    nginx = servers.start_nginx(work, fx, 1, "0", f"flood-{factor}")
     nginx.wait()
     d = plan["flood_duration"]
     sampler = Sampler(nginx)
     sampler.start()
     try:
         time.sleep(0.5)
-        argv = servers.pin("1") + [b["loadgen"], "run", "--proto", "tls", "--addr",
-                                   f"127.0.0.1:{nginx.addr['tls12']}", "--path", "/100b",
-                                   "--expect-len", "100", "--mode", "newconn", "--conns", "256",
-                                   "--duration", str(d), "--warmup", "0"]
-        attacker = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    text=True)
+        attacker = subprocess.Popen(
+            servers.pin("1") + [b["httpcrypt"], "flood", f"http://127.0.0.1:{nginx.addr['tls12']}/",
+                                "--mode", "replay", "--payload", hello, "--rate",
+                                str(factor * capacity), "--duration", str(d),
+                                "--connections", "256", "--sources", "128"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(1.0)
-        probe_d = d - 2.0
-        new = loadgen(b, None, nginx.addr["tls12"], "tls", "newconn", 2, probe_d)
-        ret = loadgen(b, None, nginx.addr["tls12t"], "tls", "newconn", 2, probe_d,
-                      ["--tls-resume"])
-        out, err = attacker.communicate(timeout=d + 60)
-        attack = json.loads(out) if attacker.returncode == 0 else {"error": err}
+        probe_d = (d - 2.0) / 2
+
+        def probe(port, extra=()):
+            try:
+                return loadgen(b, None, port, "tls", "newconn", 2, probe_d, extra, timeout=60)
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                return {"requests": 0, "errors": 1, "failure": str(e)[-400:],
+                        "latency_us": {"p50": 0, "p99": 0}}
+        new = probe(nginx.addr["tls12"])
+        ret = probe(nginx.addr["tls12t"], ["--tls-resume"])
+        attack = result(attacker, d + 60)
     finally:
         samples = sampler.stop()
         nginx.stop()
     flooded = [s for s in samples if 1.0 <= s["t"] <= d]
     return {"attack": attack, "new": new, "returning": ret, "samples": samples,
-            "capacity_per_core": capacity,
+            "capacity_per_core": capacity, "factor": factor,
             "server_cpu_mean": statistics.mean(s["cpu"] for s in flooded) if flooded else 0.0,
             "server_rss_max_mib": max((s["rss_mib"] for s in samples), default=0.0)}
 
@@ -284,7 +327,7 @@ def figures(res, outdir):
     ax1.set_ylabel("server CPU (% of one core)")
     ax2.set_ylabel("server RSS (MiB)")
     ax2.set_xlabel("seconds (flood starts at 0.5 s, probes at 1.5 s)")
-    ax1.set_title("Flood at 5x the key-agreement capacity (TLS: as many handshakes as one core sends)")
+    ax1.set_title("Floods at 5x capacity: junk key agreements (httpcrypt), replayed ClientHellos (nginx)", fontsize=9)
     ax1.legend(fontsize=8)
     ax1.grid(alpha=0.3)
     ax2.grid(alpha=0.3)
@@ -408,7 +451,7 @@ def report(res, new, path):
     w("## Legitimate clients under a key-agreement flood\n")
     w(f"Capacity C = {res['capacity']:.0f} fresh-key requests/s per core (the `hc-fresh-keepalive` "
       "row). The attacker (`httpcrypt flood --mode junk`) sends fresh-key requests of the right "
-      "shape with random client keys from 200 source /24s, pipelined on 64 connections and "
+      "shape with random client keys from 128 source /24s, pipelined on 128 connections and "
       "paced at factor × C; it does not answer challenges. Legitimate probes run on the same "
       "load core: new clients at 20/s (fresh key, no ticket; the real `httpcrypt::Client`, which "
       "echoes cookies and solves puzzles) and returning clients at 50/s (ticket); a request "
@@ -430,24 +473,26 @@ def report(res, new, path):
         a = n["attack"]
         w("## nginx under a TLS handshake flood\n")
         w(f"nginx (1 worker, CPU 0), TLS 1.2 ECDHE-ECDSA P-256 without session cache or tickets, "
-          f"measured capacity {n['capacity_per_core']:.0f} handshakes/s per core. The attacker is "
-          "bench/loadgen making new TLS connections on 256 connections from CPU 1 as fast as it "
-          "can (a TLS client pays for its own handshake, so one core cannot offer 5× a server "
-          "core; the rate it reached is below). Probes: 2 connections of new full handshakes, and "
-          "2 of resumed sessions (tickets, the `tls12t` port).\n")
+          f"measured capacity {n['capacity_per_core']:.0f} full handshakes/s per core. The attacker "
+          f"(`httpcrypt flood --mode replay`) opens new connections from 128 source /24s and sends "
+          f"a ClientHello captured from `openssl s_client`, waits for the server's first flight "
+          f"and closes: nginx generates an ECDHE share and signs it for every one, the attacker "
+          f"computes nothing. Paced at {n['factor']}× the capacity. Probes (bench/loadgen, 2 "
+          f"connections each, one after the other): new full handshakes, and resumed sessions "
+          f"(tickets, the `tls12t` server of the same worker).\n")
         nw, rt = tls_probe(n["new"]), tls_probe(n["returning"])
-        ar = a.get("rps", 0.0)
-        w("| attack handshakes/s | new: ok, p50, p99 | resumed: ok, p50, p99 | server CPU | peak RSS MiB |")
-        w("|---|---|---|---|---|")
-        w(f"| {ar:.0f} ({ar / max(n['capacity_per_core'], 1):.2f}× capacity) | {probe_summary(nw)} | "
+        st = ", ".join(f"{k}: {v}" for k, v in sorted(a["statuses"].items()))
+        w("| attack sent /s | attack outcomes | new: ok, p50, p99 | resumed: ok, p50, p99 | server CPU | peak RSS MiB |")
+        w("|---|---|---|---|---|---|")
+        w(f"| {a['rate']:.0f} | {st} | {probe_summary(nw)} | "
           f"{probe_summary(rt)} | {n['server_cpu_mean']:.2f} | {n['server_rss_max_mib']:.1f} |")
         w("")
-        w("nginx has no admission step in front of the handshake: every connection that reaches "
-          "the worker gets a full ECDHE + ECDSA signature, the worker accepts in the order the "
-          "backlog delivers, and legitimate handshakes queue behind the flood's. What legitimate "
-          "clients see is therefore set by the ratio of the flood rate to the capacity: below it, "
-          "latency grows with queueing; above it, the listen backlog overflows and connections "
-          "wait for SYN retransmission (1 s, 3 s, …) or fail.\n")
+        w("nginx has no admission step in front of the handshake: every ClientHello that reaches "
+          "the worker gets an ECDHE key generation and an ECDSA signature, connections are taken "
+          "in the order the listen backlog delivers them, and legitimate handshakes queue behind "
+          "the flood's. Once the offered rate is above what the worker signs, the backlog is full "
+          "and new connections (legitimate ones included) wait for SYN retransmission (1 s, 3 s, "
+          "…) or fail; resumed sessions skip the signature but wait in the same queue.\n")
     w("## Idle defence overhead\n")
     i = res["idle"]
     w(f"Server CPU per fresh-key request (loadgen keep-alive, fresh keys, 16 connections), "
@@ -510,7 +555,7 @@ def main():
         if plan["nginx"]:
             print("== nginx under a TLS handshake flood", flush=True)
             res["nginx"] = nginx_flood(b, work, fx, res["handshakes"]["nginx-tls12"]["per_core"],
-                                       plan)
+                                       5, plan)
             print("  ", {k: tls_probe(res["nginx"][k]) for k in ("new", "returning")},
                   flush=True)
         print("== idle defence overhead", flush=True)

@@ -82,6 +82,10 @@ pub enum FloodMode {
     SlowHead,
     /// Requests with ~100 KiB of header fields.
     HugeHeader,
+    /// New connections that send the bytes of `--payload` (a captured TLS
+    /// ClientHello), wait for the server's first flight and close: a TLS
+    /// handshake flood in which the attacker does no cryptography at all.
+    Replay,
     /// Probe: legitimate new clients (a fresh key per request, no ticket).
     LegitNew,
     /// Probe: a legitimate returning client (ticket after one warm-up request).
@@ -121,6 +125,9 @@ pub struct FloodArgs {
     /// Attacker answers admission challenges (echoes cookies, solves puzzles).
     #[arg(long)]
     pub obey: bool,
+    /// Bytes to send in `replay` mode.
+    #[arg(long)]
+    pub payload: Option<std::path::PathBuf>,
     /// Seconds one probe request may take before it counts as failed.
     #[arg(long, default_value_t = 5.0)]
     pub timeout: f64,
@@ -218,6 +225,11 @@ pub async fn run(a: FloodArgs) -> Result<i32> {
             probe(&a, &authority, mount, pace.clone(), tally.clone()).await?
         }
         FloodMode::SlowHead => slow_heads(&a, addr, pace.clone(), tally.clone()).await,
+        FloodMode::Replay => {
+            let path = a.payload.as_ref().context("--mode replay needs --payload")?;
+            let payload = Arc::new(std::fs::read(path).context("reading --payload")?);
+            replay(&a, addr, payload, pace.clone(), tally.clone()).await
+        }
         _ => attack(&a, addr, &authority, mount, pace.clone(), tally.clone()).await?,
     }
     let elapsed = start.elapsed().as_secs_f64();
@@ -591,6 +603,56 @@ async fn attack(
     }
     while tasks.join_next().await.is_some() {}
     Ok(())
+}
+
+/// Replayed first flights on new connections, one at a time per task.
+async fn replay(
+    a: &FloodArgs,
+    addr: SocketAddr,
+    payload: Arc<Vec<u8>>,
+    pace: Arc<Pace>,
+    tally: Arc<Mutex<Tally>>,
+) {
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..a.connections.max(1) {
+        let src = source_addr(i as u32 % a.sources.max(1));
+        let (pace, tally, payload) = (pace.clone(), tally.clone(), payload.clone());
+        tasks.spawn(async move {
+            while pace.next().await {
+                let t0 = Instant::now();
+                let answered = async {
+                    let mut s = connect_from(src, addr).await?;
+                    s.write_all(&payload).await?;
+                    let mut b = [0u8; 4096];
+                    let n = s.read(&mut b).await?;
+                    std::io::Result::Ok(n > 0)
+                };
+                let r = tokio::time::timeout(Duration::from_secs(2), answered).await;
+                let mut t = tally.lock().unwrap_or_else(|p| p.into_inner());
+                t.sent += 1;
+                match r {
+                    Ok(Ok(true)) => {
+                        t.ok += 1;
+                        t.latencies_us.push(t0.elapsed().as_micros() as u64);
+                        t.status("answered");
+                    }
+                    Ok(Ok(false)) => {
+                        t.failed += 1;
+                        t.status("closed");
+                    }
+                    Ok(Err(_)) => {
+                        t.failed += 1;
+                        t.status("error");
+                    }
+                    Err(_) => {
+                        t.failed += 1;
+                        t.status("timeout");
+                    }
+                }
+            }
+        });
+    }
+    while tasks.join_next().await.is_some() {}
 }
 
 /// Slow heads: each connection sends a request head one byte per second,

@@ -284,7 +284,6 @@ pub enum Verdict {
 }
 
 /// The defence's state: demand meter, pressure, secrets, budget table.
-#[derive(Debug)]
 pub struct Admission {
     config: AdmissionConfig,
     secret: [u8; 32],
@@ -298,6 +297,26 @@ pub struct Admission {
     /// Per slot: budget in thousandths of a key agreement, and last refill (ms).
     table: Box<[(u32, u64)]>,
     counts: AdmissionCounts,
+}
+
+impl core::fmt::Debug for Admission {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // The cookie secrets and the table's hash key stay out of logs.
+        f.debug_struct("Admission")
+            .field("config", &self.config)
+            .field("on", &self.on)
+            .field("slots", &self.table.len())
+            .field("counts", &self.counts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        use zeroize::Zeroize;
+        self.secret.zeroize();
+        self.previous.zeroize();
+    }
 }
 
 /// What the defence has decided so far.
@@ -355,6 +374,7 @@ impl Admission {
     /// Starts issuing cookies under `secret`; cookies under the one before
     /// stay valid until the next rotation.
     pub fn rotate(&mut self, secret: [u8; 32], now_ms: u64) {
+        // The oldest secret is overwritten here: cookies under it are void.
         self.previous = self.secret;
         self.secret = secret;
         self.rotated_ms = now_ms;
