@@ -81,7 +81,7 @@ fn main() {
         1,
         (NOW - 60) as u32,
         (NOW + 7200) as u32,
-        secret.public(),
+        *secret.public(),
     );
     let server_public = cert.kex_public;
     let kid = cert.kid();
@@ -139,8 +139,14 @@ fn main() {
         ..valid_view.clone()
     };
 
+    // Idle: every call here shares one clock reading, so a threshold any
+    // lower would see thousands of requests in one second and switch on.
+    let idle_config = AdmissionConfig {
+        threshold: u32::MAX,
+        ..Default::default()
+    };
     let idle = RefCell::new(Admission::new(
-        AdmissionConfig::default(),
+        idle_config,
         [1; 32],
         [2; 16],
         NOW * 1000,
@@ -213,6 +219,8 @@ fn main() {
     });
     let own = admission::issue_cookie(&[1; 32], (NOW / 30) as u32, 0, addr);
     let own_echo = admission::format_echo(&own, &[0; 8]);
+    // The burst of one key agreement goes to this first echo.
+    assert!(gated(&junk_view, &on, Some(own_echo.as_bytes()), &mut doc).is_some());
     let busy = per_call(n, || {
         assert!(gated(&junk_view, &on, Some(own_echo.as_bytes()), &mut doc).is_none());
         assert!(doc.contains("urn:httpcrypt:busy"));
