@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand};
 mod demo;
 mod dns;
 mod fetch;
+mod flood;
 mod rspamd;
 
 #[derive(Parser)]
@@ -48,6 +49,9 @@ enum Cmd {
     /// An untrusted caching proxy for split serving: clients reach it
     /// instead of the origin (spec/split-serving.md).
     SplitProxy(SplitProxyArgs),
+    /// Load a server on loopback: attacks (junk key agreements, slow heads,
+    /// huge headers) from many source addresses, or legitimate-client probes.
+    Flood(flood::FloodArgs),
 }
 
 #[derive(Args)]
@@ -196,6 +200,8 @@ struct ServerOpts {
     content_store: u64,
     #[command(flatten)]
     publish: dns::PublishOpts,
+    #[command(flatten)]
+    defence: flood::DefenceOpts,
 }
 
 #[derive(Args)]
@@ -316,6 +322,7 @@ async fn run(cmd: Cmd) -> Result<i32> {
         }
         Cmd::Dns(a) => dns::run(a).await,
         Cmd::SplitProxy(a) => split_proxy(a).await,
+        Cmd::Flood(a) => flood::run(a).await,
     }
 }
 
@@ -427,6 +434,7 @@ async fn prepare(
                 store_bytes: usize::try_from(opts.content_store).unwrap_or(usize::MAX),
             })
         },
+        admission: opts.defence.config(),
         ..Default::default()
     };
     let listener = httpcrypt::runtime::bind(opts.listen).await?;

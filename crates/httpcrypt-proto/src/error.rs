@@ -116,6 +116,16 @@ pub enum Error {
     /// A payload's length or BLAKE3-256 differs from its stub.
     #[error("content does not match its stub")]
     ContentMismatch,
+    /// Under load the server wants an admission cookie echoed (with its
+    /// puzzle solved) before it runs a key agreement (spec §14).
+    #[error("admission cookie required")]
+    AdmissionRequired,
+    /// The source prefix's key-agreement budget is spent for now (spec §14).
+    #[error("key agreement budget spent")]
+    Busy,
+    /// An admission echo or challenge that does not parse or verify (spec §14.3).
+    #[error("bad admission cookie")]
+    BadAdmission,
 }
 
 /// Where a problem is reported (spec §4.4).
@@ -156,6 +166,10 @@ pub mod problem_type {
     pub const TOKEN_REQUIRED: &str = "urn:httpcrypt:token-required";
     /// The server cannot check freshness now (project addition, spec/httpcrypt.md §8).
     pub const OVERLOADED: &str = "urn:httpcrypt:overloaded";
+    /// Echo the admission cookie (project addition, spec §14).
+    pub const ADMISSION: &str = "urn:httpcrypt:admission";
+    /// Source budget spent, retry later (project addition, spec §14).
+    pub const BUSY: &str = "urn:httpcrypt:busy";
 }
 
 impl Error {
@@ -196,6 +210,9 @@ impl Error {
             Error::BadToken => "bad_token",
             Error::MalformedSplit => "malformed_split",
             Error::ContentMismatch => "content_mismatch",
+            Error::AdmissionRequired => "admission_required",
+            Error::Busy => "busy",
+            Error::BadAdmission => "bad_admission",
         }
     }
 
@@ -231,6 +248,8 @@ impl Error {
             Error::Replay => (425, t::REPLAY, Scope::Inner),
             Error::TokenRequired => (425, t::TOKEN_REQUIRED, Scope::Inner),
             Error::Overloaded => (503, t::OVERLOADED, Scope::Inner),
+            Error::AdmissionRequired => (429, t::ADMISSION, Scope::Outer),
+            Error::Busy => (429, t::BUSY, Scope::Outer),
             Error::BadBase32
             | Error::BadCertificate
             | Error::BadSignature
@@ -240,7 +259,8 @@ impl Error {
             | Error::BadKeypair
             | Error::BadToken
             | Error::MalformedSplit
-            | Error::ContentMismatch => return None,
+            | Error::ContentMismatch
+            | Error::BadAdmission => return None,
         };
         Some(Problem {
             status,
@@ -285,6 +305,9 @@ impl Error {
         Error::BadToken,
         Error::MalformedSplit,
         Error::ContentMismatch,
+        Error::AdmissionRequired,
+        Error::Busy,
+        Error::BadAdmission,
     ];
 
     /// Looks an error up by its code.

@@ -15,10 +15,12 @@
 //!   (TXT, AAAA, identity TXT; TLSA X.509);
 //! - [`ticket`], [`token`], [`replay`]: resumption and replay defence;
 //! - [`split`]: split serving through untrusted caches (stubs, splicing, content batches);
+//! - [`admission`]: the load-aware defence in front of the key agreement;
 //! - [`rspamd`]: the rspamd compatibility profile.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod admission;
 pub mod b64;
 pub mod cache;
 pub mod cert;

@@ -326,6 +326,33 @@ fn run(case: &Value) -> Result<Value, Error> {
                 json!({"client_random": hex::encode(token::verify_random(&hx(i, "token_secret"), &k, s(i, "random_field").as_bytes())?)}),
             )
         }
+        "admit_cookie" => {
+            let addr: std::net::IpAddr = s(i, "addr").parse().expect("an address");
+            let c = httpcrypt_proto::admission::issue_cookie(
+                &arr(i, "secret"),
+                u(i, "step") as u32,
+                u(i, "difficulty") as u8,
+                addr,
+            );
+            Ok(json!({"cookie": hex::encode(c.0), "admit": b64::encode(&c.0)}))
+        }
+        "admit_verify" => {
+            use httpcrypt_proto::admission;
+            let addr: std::net::IpAddr = s(i, "addr").parse().expect("an address");
+            let n0: [u8; 24] = arr(i, "n0");
+            let echo = s(i, "echo").as_bytes();
+            admission::verify_echo(
+                &[&arr(i, "secret")],
+                u(i, "step_now") as u32,
+                addr,
+                &n0,
+                echo,
+            )?;
+            let (c, sol) = admission::parse_echo(echo)?;
+            Ok(
+                json!({"difficulty": c.difficulty(), "puzzle_hash": hex::encode(admission::puzzle_hash(&c, &n0, &sol))}),
+            )
+        }
         kind if kind.starts_with("rspamd_") => common::rspamd::run(kind, i),
         other => panic!("unknown vector kind {other}"),
     }

@@ -9,6 +9,7 @@
 //!   embedded authoritative server) and discovering them;
 //! - [`rspamd`]: the rspamd compatibility profile (`rspamc --key`): a client
 //!   and a layer;
+//! - [`defence`]: the load-aware defence in front of the key agreement;
 //! - [`runtime`]: the listeners behind `httpcrypt serve` and `httpcrypt gateway`;
 //! - [`split`] and [`split_proxy`]: split serving through untrusted caches
 //!   (the origin's side, and `httpcrypt split-proxy`).
@@ -20,6 +21,7 @@
 pub mod body;
 pub mod client;
 pub mod connect;
+pub mod defence;
 pub mod dns;
 pub mod error;
 pub mod fleet;

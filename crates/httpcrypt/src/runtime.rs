@@ -139,6 +139,7 @@ where
             let noted = conn_keys.clone();
             let hyper_svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
                 req.extensions_mut().insert(noted.clone());
+                req.extensions_mut().insert(crate::defence::PeerAddr(peer));
                 svc.clone().oneshot(req)
             });
             let mut builder = hyper::server::conn::http1::Builder::new();

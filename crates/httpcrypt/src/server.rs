@@ -75,6 +75,9 @@ pub struct ServerConfig {
     /// Split serving (spec/split-serving.md): public responses go to a
     /// proxy that asks as stubs; `None` turns it off.
     pub split: Option<crate::split::SplitConfig>,
+    /// The load-aware defence in front of the key agreement (spec §14);
+    /// `None` turns it off. It stays idle until the demand passes its threshold.
+    pub admission: Option<httpcrypt_proto::admission::AdmissionConfig>,
 }
 
 impl Default for ServerConfig {
@@ -94,6 +97,7 @@ impl Default for ServerConfig {
             session_cache: 65_536,
             require_token: false,
             split: None,
+            admission: Some(httpcrypt_proto::admission::AdmissionConfig::default()),
         }
     }
 }
@@ -135,6 +139,7 @@ struct Shared {
     keys: LiveKeys,
     strikes: Arc<dyn StrikeStore>,
     cache: Option<Mutex<SessionCache>>,
+    defence: Option<crate::defence::Defence>,
     /// When the cache was last purged of expired kids (unix seconds).
     purged: std::sync::atomic::AtomicU64,
     /// Payloads emitted as stubs (split serving).
@@ -183,11 +188,13 @@ impl HttpCryptLayer {
             .split
             .as_ref()
             .map(|s| Arc::new(ContentStore::new(s.store_bytes)));
+        let defence = config.admission.clone().map(crate::defence::Defence::new);
         HttpCryptLayer {
             shared: Arc::new(Shared {
                 store,
                 strikes,
                 cache,
+                defence,
                 purged: std::sync::atomic::AtomicU64::new(0),
                 config,
                 keys,
@@ -198,6 +205,11 @@ impl HttpCryptLayer {
     /// The split-serving content store, when split serving is on.
     pub fn content_store(&self) -> Option<Arc<ContentStore>> {
         self.shared.store.clone()
+    }
+
+    /// The load-aware defence, when configured.
+    pub fn defence(&self) -> Option<&crate::defence::Defence> {
+        self.shared.defence.as_ref()
     }
 
     /// Session-cache (hits, misses) so far.
@@ -231,6 +243,53 @@ impl Shared {
             .unwrap_or_else(|p| p.into_inner())
             .insert(&sk.kid, peer, k.clone());
         Ok(k)
+    }
+
+    /// [`Shared::derive`] behind the defence (spec §14): a cache hit goes
+    /// through; a miss is judged first, and a refusal is left in `refused`.
+    #[allow(clippy::too_many_arguments)]
+    fn derive_admitted(
+        &self,
+        sk: &core::ServerKey,
+        peer: &httpcrypt_proto::KexPublic,
+        n0: &[u8; 24],
+        addr: std::net::IpAddr,
+        echo: Option<&[u8]>,
+        refused: &mut Option<httpcrypt_proto::admission::Verdict>,
+    ) -> Result<httpcrypt_proto::SessionKey, httpcrypt_proto::Error> {
+        use httpcrypt_proto::admission::Verdict;
+        let Some(defence) = &self.defence else {
+            return self.derive(sk, peer);
+        };
+        if let Some(cache) = &self.cache {
+            if let Some(k) = cache
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&sk.kid, peer)
+            {
+                return Ok(k);
+            }
+        }
+        match defence.judge(addr, n0, echo) {
+            Verdict::Admit => {
+                // The cache was asked just above: go straight to the X25519.
+                let k = sk.secret.session_key(peer)?;
+                if let Some(cache) = &self.cache {
+                    cache
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(&sk.kid, peer, k.clone());
+                }
+                Ok(k)
+            }
+            v => {
+                *refused = Some(v);
+                Err(match v {
+                    Verdict::Busy { .. } => httpcrypt_proto::Error::Busy,
+                    _ => httpcrypt_proto::Error::AdmissionRequired,
+                })
+            }
+        }
     }
 
     /// Drops cached keys of expired kids (at most every few seconds), so a
@@ -473,61 +532,65 @@ where
     if let Some(refusal) = outer_http_limits(&parts, &cfg.limits) {
         return Ok(refusal);
     }
-    let target = parts
-        .uri
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .to_string();
     // The split-serving content endpoint (spec/split-serving.md §S5); the
     // dot keeps its paths apart from nonce paths.
     if let Some(store) = &shared.store {
-        let prefix = format!("{}{}", cfg.mount.as_str(), split::CONTENT_DIR);
-        if let Some(rest) = parts.uri.path().strip_prefix(prefix.as_str()) {
+        if let Some(rest) = parts
+            .uri
+            .path()
+            .strip_prefix(cfg.mount.as_str())
+            .and_then(|p| p.strip_prefix(split::CONTENT_DIR))
+        {
             let rest = rest.to_string();
             return Ok(crate::split::content_response(store, &parts.method, &rest, body).await);
         }
     }
+    // Borrowed views of the head: nothing is copied before the cheap checks.
+    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let host = parts
         .headers
         .get(header::HOST)
-        .map(|h| h.as_bytes().to_vec())
-        .or_else(|| {
-            parts
-                .uri
-                .authority()
-                .map(|a| a.as_str().as_bytes().to_vec())
-        });
+        .map(|h| h.as_bytes())
+        .or_else(|| parts.uri.authority().map(|a| a.as_str().as_bytes()));
     let content_length = parts
         .headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     let chunked = parts.headers.contains_key(header::TRANSFER_ENCODING);
-    let cookies: Vec<Vec<u8>> = parts
-        .headers
-        .get_all(header::COOKIE)
-        .iter()
-        .map(|v| v.as_bytes().to_vec())
-        .collect();
     let outer_req = OuterRequest {
         method: parts.method.as_str(),
-        target: &target,
-        host: host.as_deref(),
-        cookies: cookies.iter().map(Vec::as_slice).collect(),
+        target,
+        host,
+        cookies: parts
+            .headers
+            .get_all(header::COOKIE)
+            .iter()
+            .map(|v| v.as_bytes())
+            .collect(),
         content_length,
         has_body: chunked || content_length.is_some_and(|l| l > 0),
     };
+    let addr = crate::defence::peer_ip(&parts.extensions);
+    let echo = httpcrypt_proto::admission::find_echo(outer_req.cookies.iter().copied());
+    let mut refused = None;
     let decision = shared.keys.with(|keys| {
-        core::accept_with(
+        core::accept_gated(
             keys,
             &cfg.mount,
             &outer_req,
             &cfg.limits,
             now,
-            |sk, peer| shared.derive(sk, peer),
+            |sk, peer, n0| shared.derive_admitted(sk, peer, n0, addr, echo, &mut refused),
         )
     });
+    drop(outer_req);
     shared.purge_cache(now);
     let accepted = match decision {
+        Err(_) if refused.is_some() => {
+            return Ok(crate::defence::refusal_response(
+                &refused.expect("checked just above"),
+            ));
+        }
         Err(e) => {
             let certs = shared.keys.with(|k| k.cert_lines(now));
             tracing::debug!(code = e.code(), "refused outer request");

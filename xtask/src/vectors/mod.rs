@@ -12,6 +12,7 @@ use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use serde_json::{json, Value};
 
+mod admission;
 mod certs;
 mod dns;
 mod exchange;
@@ -138,6 +139,7 @@ pub fn generate() -> Vec<Case> {
     all.extend(resumption::cases());
     all.extend(rspamd::cases());
     all.extend(split::cases());
+    all.extend(admission::cases());
     let mut names = BTreeSet::new();
     for c in &all {
         assert!(
