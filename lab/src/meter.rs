@@ -7,6 +7,7 @@
 //! counts the instructions of exactly one side (set-up outside them is not
 //! counted).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Which way a flight goes.
@@ -96,15 +97,23 @@ pub fn thread_cpu() -> Duration {
     Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
+// Each side counts its steps in its own static, so that the linker cannot
+// fold `client_step::<F>` and `server_step::<F>` into one symbol (they
+// would otherwise be identical code, and callgrind would see one name).
+static CLIENT_STEPS: AtomicU64 = AtomicU64::new(0);
+static SERVER_STEPS: AtomicU64 = AtomicU64::new(0);
+
 /// Runs a client step (callgrind toggles on this symbol).
 #[inline(never)]
 pub fn client_step<R>(f: impl FnOnce() -> R) -> R {
+    CLIENT_STEPS.fetch_add(1, Ordering::Relaxed);
     std::hint::black_box(f())
 }
 
 /// Runs a server step (callgrind toggles on this symbol).
 #[inline(never)]
 pub fn server_step<R>(f: impl FnOnce() -> R) -> R {
+    SERVER_STEPS.fetch_add(1, Ordering::Relaxed);
     std::hint::black_box(f())
 }
 
