@@ -168,8 +168,8 @@ def render(res, figs):
       "on 127.0.0.1 (`lab/harness/relay.py`); OpenPGP and CMS are file sizes. Out-of-band key discovery (HTTPCrypt's "
       "certificate, OHTTP's key configuration) is listed separately.")
     w("- **Round trips to the first response byte**, above TCP's own handshake: counted from the flights for in-process "
-      "protocols; for OpenSSL and OpenSSH, the relay adds 50 ms each way and the round trips are "
-      "(time to first byte − time without delay) / 100 ms.")
+      "protocols; for OpenSSL and OpenSSH, the relay adds 100 ms each way and the round trips are "
+      "(time to first byte − median time without delay) / 200 ms, rounded.")
     w("- **CPU**: per step of each side (thread CPU time) for in-process protocols; for OpenSSL and OpenSSH the CPU of "
       "the server processes per connection from cgroup CPU accounting; for gpg and openssl cms the server-side commands "
       "(decrypt the request, sign and encrypt the response) as whole processes.")

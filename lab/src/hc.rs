@@ -10,7 +10,9 @@ use httpcrypt_proto::outer::{self, Form, Mount};
 use httpcrypt_proto::rspamd;
 use httpcrypt_proto::server::{self, Accept, ParsedOuter, ServerKeys};
 use httpcrypt_proto::ticket::{Ticket, TicketContents, TicketKey};
-use httpcrypt_proto::{replay, IdentityKey, IdentityPublic, KexSecret, KeyCert, Limits, SessionKey};
+use httpcrypt_proto::{
+    replay, IdentityKey, IdentityPublic, KexSecret, KeyCert, Limits, SessionKey,
+};
 use rand_core::{OsRng, RngCore};
 
 use crate::meter::{Dir, Payload, Phase, Run, Side};
@@ -73,8 +75,10 @@ fn split_head(wire: &[u8]) -> Result<usize> {
 fn inner_request(p: &Payload, now: u64) -> (RequestHead, Vec<u8>) {
     let mut head = RequestHead::new("POST", "/api");
     head.fields.push(Field::new("Host", HOST));
-    head.fields.push(Field::new("Content-Length", p.req_body.to_string()));
-    head.fields.push(Field::new("Date", replay::format_date(now)));
+    head.fields
+        .push(Field::new("Content-Length", p.req_body.to_string()));
+    head.fields
+        .push(Field::new("Date", replay::format_date(now)));
     (head, vec![b'q'; p.req_body])
 }
 
@@ -85,7 +89,13 @@ impl Lab {
         let now = now();
         let identity = IdentityKey::generate(&mut OsRng);
         let kex = KexSecret::generate(&mut OsRng);
-        let cert = KeyCert::sign(&identity, 1, (now - 60) as u32, (now + 7260) as u32, *kex.public());
+        let cert = KeyCert::sign(
+            &identity,
+            1,
+            (now - 60) as u32,
+            (now + 7260) as u32,
+            *kex.public(),
+        );
         let mut keys = ServerKeys::new();
         keys.add_key(kex, cert.clone());
         keys.add_ticket_key(TicketKey::generate(&mut OsRng), now + 7260);
@@ -106,7 +116,14 @@ impl Lab {
             rspamd_public,
         };
         let mut warm = Run::unmarked();
-        lab.exchange("cached", &Payload { req_body: 0, rsp_body: 0 }, &mut warm)?;
+        lab.exchange(
+            "cached",
+            &Payload {
+                req_body: 0,
+                rsp_body: 0,
+            },
+            &mut warm,
+        )?;
         Ok(lab)
     }
 
@@ -123,12 +140,21 @@ impl Lab {
         }
         let now = self.now;
         let (head, body) = inner_request(p, now);
-        let form = if variant == "fresh-get" { Form::Get } else { Form::Post };
+        let form = if variant == "fresh-get" {
+            Form::Get
+        } else {
+            Form::Post
+        };
         // Client: check the certificate (first use of it), agree, seal.
         if variant.starts_with("fresh") {
             let (cert, id) = (&self.cert, &self.identity);
-            run.step(Side::Client, Phase::Auth, "verify certificate (Ed25519)", || cert.verify(id))
-                .map_err(|e| anyhow!("{e}"))?;
+            run.step(
+                Side::Client,
+                Phase::Auth,
+                "verify certificate (Ed25519)",
+                || cert.verify(id),
+            )
+            .map_err(|e| anyhow!("{e}"))?;
         }
         let n0 = nonce();
         // The client draws 0-16 pad characters for each; the lab fixes them
@@ -137,9 +163,12 @@ impl Lab {
         let fresh_key;
         let credential = match variant {
             "fresh-post" | "fresh-get" => {
-                fresh_key = run.step(Side::Client, Phase::KeyAgreement, "generate X25519 key", || {
-                    KexSecret::generate(&mut OsRng)
-                });
+                fresh_key = run.step(
+                    Side::Client,
+                    Phase::KeyAgreement,
+                    "generate X25519 key",
+                    || KexSecret::generate(&mut OsRng),
+                );
                 ClientCredential::Key(&fresh_key)
             }
             "cached" => ClientCredential::Key(&self.client_key),
@@ -150,8 +179,13 @@ impl Lab {
             other => bail!("unknown HTTPCrypt variant {other}"),
         };
         let cert = &self.cert;
+        let label = if variant == "ticket" {
+            "take k from the ticket"
+        } else {
+            "derive k (X25519 + HChaCha20)"
+        };
         let prepared = run
-            .step(Side::Client, Phase::KeyAgreement, "derive k (X25519 + HChaCha20)", || {
+            .step(Side::Client, Phase::KeyAgreement, label, || {
                 PreparedRequest::new(cert, credential, n0, &pads.0, &pads.1)
             })
             .map_err(|e| anyhow!("{e}"))?;
@@ -167,18 +201,30 @@ impl Lab {
         // Server: parse and route, agree (or hit the cache, or open the ticket).
         let (keys, limits, cache) = (&self.keys, &self.limits, &mut self.cache);
         let accepted = run
-            .step(Side::Server, Phase::KeyAgreement, "accept: parse, cookie, k", || {
-                let o = ParsedOuter::parse(&wire).ok_or(httpcrypt_proto::Error::Truncated)?;
-                let a = server::accept_with(keys, mount, &o.as_request(), limits, now, |sk, peer| {
-                    if let Some(k) = cache.get(&sk.cert.kex_public.kid(), peer) {
-                        return Ok(k);
-                    }
-                    let k = sk.secret.session_key(peer)?;
-                    cache.insert(&sk.cert.kex_public.kid(), peer, k.clone());
-                    Ok(k)
-                })?;
-                Ok::<_, httpcrypt_proto::Error>((a, o.body))
-            })
+            .step(
+                Side::Server,
+                Phase::KeyAgreement,
+                "accept: parse, cookie, k (X25519, cache or ticket)",
+                || {
+                    let o = ParsedOuter::parse(&wire).ok_or(httpcrypt_proto::Error::Truncated)?;
+                    let a = server::accept_with(
+                        keys,
+                        mount,
+                        &o.as_request(),
+                        limits,
+                        now,
+                        |sk, peer| {
+                            if let Some(k) = cache.get(&sk.cert.kex_public.kid(), peer) {
+                                return Ok(k);
+                            }
+                            let k = sk.secret.session_key(peer)?;
+                            cache.insert(&sk.cert.kex_public.kid(), peer, k.clone());
+                            Ok(k)
+                        },
+                    )?;
+                    Ok::<_, httpcrypt_proto::Error>((a, o.body))
+                },
+            )
             .map_err(|e| anyhow!("{e}"))?;
         let (Accept::Request(accepted), outer_body) = accepted else {
             bail!("server did not take the request as HTTPCrypt");
@@ -211,7 +257,15 @@ impl Lab {
                     rsp.fields.push(Field::new("Ticket", t.to_field()));
                 }
                 let mut sealed = Vec::new();
-                server::seal_response(accepted.into_response_key(), nonce(), &rsp, &rsp_body, now, RECORD, &mut sealed)?;
+                server::seal_response(
+                    accepted.into_response_key(),
+                    nonce(),
+                    &rsp,
+                    &rsp_body,
+                    now,
+                    RECORD,
+                    &mut sealed,
+                )?;
                 let mut out = Vec::with_capacity(sealed.len() + 128);
                 outer::encode_response_head(sealed.len(), &mut out);
                 out.extend_from_slice(&sealed);
@@ -244,40 +298,55 @@ impl Lab {
         let public = self.rspamd_public;
         let mut wire = Vec::new();
         let client = run
-            .step(Side::Client, Phase::Handshake, "X25519 + seal request", || {
-                rspamd::client::Client::seal_request(&mut OsRng, &public, HOST, &inner, &mut wire)
-            })
+            .step(
+                Side::Client,
+                Phase::Handshake,
+                "X25519 + seal request",
+                || {
+                    rspamd::client::Client::seal_request(
+                        &mut OsRng, &public, HOST, &inner, &mut wire,
+                    )
+                },
+            )
             .map_err(|e| anyhow!("{e}"))?;
         run.send(Dir::C2s, wire.len(), true, "request");
         let keyring = &self.rspamd_keyring;
         let rsp = p.response();
         let out = run
-            .step(Side::Server, Phase::Handshake, "X25519 + open request + seal response", || {
-                let mut storage = [httparse::EMPTY_HEADER; 32];
-                let mut req = httparse::Request::new(&mut storage);
-                let Ok(httparse::Status::Complete(n)) = req.parse(&wire) else {
-                    return Err(httpcrypt_proto::Error::Truncated);
-                };
-                let key = req
-                    .headers
-                    .iter()
-                    .find(|h| h.name.eq_ignore_ascii_case("key"))
-                    .ok_or(httpcrypt_proto::Error::UnknownKey)?;
-                let key = rspamd::keys::KeyHeader::parse(key.value)?.ok_or(httpcrypt_proto::Error::UnknownKey)?;
-                let (opened, responder) = keyring.open_request(&key, &wire[n..])?;
-                if opened.len() != inner.len() {
-                    return Err(httpcrypt_proto::Error::Integrity);
-                }
-                // Head and sealed body.
-                let mut out = Vec::new();
-                responder.seal_response(&mut OsRng, &rsp, &mut out)?;
-                Ok(out)
-            })
+            .step(
+                Side::Server,
+                Phase::Handshake,
+                "X25519 + open request + seal response",
+                || {
+                    let mut storage = [httparse::EMPTY_HEADER; 32];
+                    let mut req = httparse::Request::new(&mut storage);
+                    let Ok(httparse::Status::Complete(n)) = req.parse(&wire) else {
+                        return Err(httpcrypt_proto::Error::Truncated);
+                    };
+                    let key = req
+                        .headers
+                        .iter()
+                        .find(|h| h.name.eq_ignore_ascii_case("key"))
+                        .ok_or(httpcrypt_proto::Error::UnknownKey)?;
+                    let key = rspamd::keys::KeyHeader::parse(key.value)?
+                        .ok_or(httpcrypt_proto::Error::UnknownKey)?;
+                    let (opened, responder) = keyring.open_request(&key, &wire[n..])?;
+                    if opened.len() != inner.len() {
+                        return Err(httpcrypt_proto::Error::Integrity);
+                    }
+                    // Head and sealed body.
+                    let mut out = Vec::new();
+                    responder.seal_response(&mut OsRng, &rsp, &mut out)?;
+                    Ok(out)
+                },
+            )
             .map_err(|e| anyhow!("{e}"))?;
         run.send(Dir::S2c, out.len(), true, "response");
         let split = split_head(&out)?;
         let opened = run
-            .step(Side::Client, Phase::Protect, "open response", || client.open_response(&out[split..]))
+            .step(Side::Client, Phase::Protect, "open response", || {
+                client.open_response(&out[split..])
+            })
             .map_err(|e| anyhow!("{e}"))?;
         if opened != p.response() {
             bail!("rspamd client opened something else");
@@ -305,12 +374,24 @@ pub fn post_field_sizes(p: &Payload, now: u64) -> Vec<(&'static str, usize)> {
     )
     .len();
     vec![
-        ("request: outer HTTP head (method, mount, Host, field names, framing)", req_head_fixed - 32 - 14 - 43),
+        (
+            "request: outer HTTP head (method, mount, Host, field names, framing)",
+            req_head_fixed - 32 - 14 - 43,
+        ),
         ("request: nonce n0 (32 b64u chars in the path)", 32),
         ("request: key ID (14 b64u chars, cookie name)", 14),
-        ("request: client X25519 public key (43 b64u chars, cookie value)", 43),
-        ("request: cookie padding (two pads of 8, the mean of 0-16)", 2 * PAD.len()),
-        ("request: record headers + tags (20 B per record)", records(inner_req_len) * 20),
+        (
+            "request: client X25519 public key (43 b64u chars, cookie value)",
+            43,
+        ),
+        (
+            "request: cookie padding (two pads of 8, the mean of 0-16)",
+            2 * PAD.len(),
+        ),
+        (
+            "request: record headers + tags (20 B per record)",
+            records(inner_req_len) * 20,
+        ),
         ("request: inner head (with Date)", inner_req.len()),
         ("request: body", p.req_body),
     ]

@@ -23,14 +23,19 @@ fn median(v: &mut [Duration]) -> f64 {
 }
 
 fn measure(proto: &str, variant: &str, iters: usize, sizes: &[usize]) -> Result<Value> {
-    let p = Payload { req_body: 100, rsp_body: 100 };
+    let p = Payload {
+        req_body: 100,
+        rsp_body: 100,
+    };
     let mut lab = Lab::new(proto, variant).with_context(|| format!("{proto}/{variant}: set-up"))?;
     // Warm-up (one-time initialisation in the libraries), then the runs.
-    lab.exchange(&p, &mut Run::unmarked()).with_context(|| format!("{proto}/{variant}: warm-up"))?;
+    lab.exchange(&p, &mut Run::unmarked())
+        .with_context(|| format!("{proto}/{variant}: warm-up"))?;
     let mut runs = Vec::with_capacity(iters);
     for _ in 0..iters.max(1) {
         let mut run = Run::new();
-        lab.exchange(&p, &mut run).with_context(|| format!("{proto}/{variant}: exchange"))?;
+        lab.exchange(&p, &mut run)
+            .with_context(|| format!("{proto}/{variant}: exchange"))?;
         runs.push(run);
     }
     let first = &runs[0];
@@ -41,7 +46,11 @@ fn measure(proto: &str, variant: &str, iters: usize, sizes: &[usize]) -> Result<
         .collect();
     let mut steps = Vec::new();
     for (i, s) in first.steps.iter().enumerate() {
-        let mut t: Vec<Duration> = runs.iter().filter_map(|r| r.steps.get(i)).map(|x| x.cpu).collect();
+        let mut t: Vec<Duration> = runs
+            .iter()
+            .filter_map(|r| r.steps.get(i))
+            .map(|x| x.cpu)
+            .collect();
         steps.push(json!({
             "side": if s.side == Side::Client {"client"} else {"server"},
             "phase": s.phase.name(), "label": s.label, "cpu_us": median(&mut t)
@@ -54,7 +63,12 @@ fn measure(proto: &str, variant: &str, iters: usize, sizes: &[usize]) -> Result<
     let mut phases = BTreeMap::new();
     for (sname, side) in [("client", Side::Client), ("server", Side::Server)] {
         let mut m = BTreeMap::new();
-        for ph in [Phase::KeyAgreement, Phase::Auth, Phase::Protect, Phase::Handshake] {
+        for ph in [
+            Phase::KeyAgreement,
+            Phase::Auth,
+            Phase::Protect,
+            Phase::Handshake,
+        ] {
             m.insert(ph.name(), side_phase(side, ph));
         }
         let mut t: Vec<Duration> = runs.iter().map(|r| r.cpu(side)).collect();
@@ -63,14 +77,22 @@ fn measure(proto: &str, variant: &str, iters: usize, sizes: &[usize]) -> Result<
     }
     let mut overhead = Vec::new();
     for &n in sizes {
-        let (c2s, s2c) = lab.message_overhead(n).with_context(|| format!("{proto}/{variant}: {n} B message"))?;
+        let (c2s, s2c) = lab
+            .message_overhead(n)
+            .with_context(|| format!("{proto}/{variant}: {n} B message"))?;
         overhead.push(json!({"size": n, "c2s": c2s, "s2c": s2c}));
     }
-    let rtts = first.rtts_first_byte().with_context(|| format!("{proto}/{variant}: no response"))?;
+    let rtts = first
+        .rtts_first_byte()
+        .with_context(|| format!("{proto}/{variant}: no response"))?;
     let mut extra = json!({});
     match &lab {
-        Lab::Hc(l, _) => extra = json!({"discovery_bytes": l.cert_len(), "discovery": "certificate, text form (DNS TXT / OPTIONS line)"}),
-        Lab::Ohttp(l) => extra = json!({"discovery_bytes": l.config_len(), "discovery": "key configuration (binary)"}),
+        Lab::Hc(l, _) => {
+            extra = json!({"discovery_bytes": l.cert_len(), "discovery": "certificate, text form (DNS TXT / OPTIONS line)"})
+        }
+        Lab::Ohttp(l) => {
+            extra = json!({"discovery_bytes": l.config_len(), "discovery": "key configuration (binary)"})
+        }
         Lab::Tls(l) => extra = json!({"leaf_cert_bytes": l.leaf_len}),
         Lab::Noise(_) => {}
     }
@@ -96,7 +118,10 @@ fn main() -> Result<()> {
             let (Some(proto), Some(variant)) = (args.get(1), args.get(2)) else {
                 bail!("usage: lab once PROTO VARIANT");
             };
-            let p = Payload { req_body: 100, rsp_body: 100 };
+            let p = Payload {
+                req_body: 100,
+                rsp_body: 100,
+            };
             let mut lab = Lab::new(proto, variant)?;
             lab.exchange(&p, &mut Run::unmarked())?;
             let mut run = Run::new();
@@ -115,7 +140,12 @@ fn main() -> Result<()> {
                 match args[i].as_str() {
                     "--iters" => iters = args.get(i + 1).context("--iters N")?.parse()?,
                     "--sizes" => {
-                        sizes = args.get(i + 1).context("--sizes LIST")?.split(',').map(str::parse).collect::<Result<_, _>>()?
+                        sizes = args
+                            .get(i + 1)
+                            .context("--sizes LIST")?
+                            .split(',')
+                            .map(str::parse)
+                            .collect::<Result<_, _>>()?
                     }
                     "--only" => only = args.get(i + 1).cloned(),
                     other => bail!("unknown option {other}"),
@@ -136,14 +166,24 @@ fn main() -> Result<()> {
                     }
                 }
             }
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
-            let fields: Vec<Value> = hc::post_field_sizes(&Payload { req_body: 100, rsp_body: 100 }, now)
-                .into_iter()
-                .map(|(k, v)| json!({"field": k, "bytes": v}))
-                .collect();
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)?
+                .as_secs();
+            let fields: Vec<Value> = hc::post_field_sizes(
+                &Payload {
+                    req_body: 100,
+                    rsp_body: 100,
+                },
+                now,
+            )
+            .into_iter()
+            .map(|(k, v)| json!({"field": k, "bytes": v}))
+            .collect();
             println!(
                 "{}",
-                serde_json::to_string_pretty(&json!({"results": out, "failed": failed, "httpcrypt_request_fields": fields}))?
+                serde_json::to_string_pretty(
+                    &json!({"results": out, "failed": failed, "httpcrypt_request_fields": fields})
+                )?
             );
             if !failed.is_empty() {
                 std::process::exit(1);

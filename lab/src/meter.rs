@@ -125,11 +125,20 @@ impl Run {
 
     /// A set-up run: steps run outside the callgrind markers.
     pub fn unmarked() -> Run {
-        Run { unmarked: true, ..Run::default() }
+        Run {
+            unmarked: true,
+            ..Run::default()
+        }
     }
 
     /// Times `f` as a step of `side`.
-    pub fn step<R>(&mut self, side: Side, phase: Phase, label: &'static str, f: impl FnOnce() -> R) -> R {
+    pub fn step<R>(
+        &mut self,
+        side: Side,
+        phase: Phase,
+        label: &'static str,
+        f: impl FnOnce() -> R,
+    ) -> R {
         let t0 = thread_cpu();
         let r = match (self.unmarked, side) {
             (true, _) => f(),
@@ -137,20 +146,34 @@ impl Run {
             (false, Side::Server) => server_step(f),
         };
         let cpu = thread_cpu().saturating_sub(t0);
-        self.steps.push(Step { side, phase, label, cpu });
+        self.steps.push(Step {
+            side,
+            phase,
+            label,
+            cpu,
+        });
         r
     }
 
     /// Records a flight; an empty one is not a flight.
     pub fn send(&mut self, dir: Dir, bytes: usize, app: bool, label: impl Into<String>) {
         if bytes > 0 {
-            self.flights.push(Flight { dir, bytes, app, label: label.into() });
+            self.flights.push(Flight {
+                dir,
+                bytes,
+                app,
+                label: label.into(),
+            });
         }
     }
 
     /// Total bytes in one direction.
     pub fn bytes(&self, dir: Dir) -> usize {
-        self.flights.iter().filter(|f| f.dir == dir).map(|f| f.bytes).sum()
+        self.flights
+            .iter()
+            .filter(|f| f.dir == dir)
+            .map(|f| f.bytes)
+            .sum()
     }
 
     /// Round trips (above the transport) until the client holds the first
@@ -174,7 +197,11 @@ impl Run {
 
     /// CPU of one side, all steps.
     pub fn cpu(&self, side: Side) -> Duration {
-        self.steps.iter().filter(|s| s.side == side).map(|s| s.cpu).sum()
+        self.steps
+            .iter()
+            .filter(|s| s.side == side)
+            .map(|s| s.cpu)
+            .sum()
     }
 
     /// CPU of one side in one phase.
@@ -211,7 +238,11 @@ impl Payload {
 
     /// The plaintext HTTP/1.1 response.
     pub fn response(&self) -> Vec<u8> {
-        let mut v = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", self.rsp_body).into_bytes();
+        let mut v = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n",
+            self.rsp_body
+        )
+        .into_bytes();
         v.extend(std::iter::repeat_n(b'r', self.rsp_body));
         v
     }

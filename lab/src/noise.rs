@@ -41,7 +41,11 @@ impl Lab {
             other => bail!("unknown Noise variant {other}"),
         };
         let b = Builder::new(params(pattern)?);
-        Ok(Lab { pattern, server: b.generate_keypair()?, client: Builder::new(params(pattern)?).generate_keypair()? })
+        Ok(Lab {
+            pattern,
+            server: b.generate_keypair()?,
+            client: Builder::new(params(pattern)?).generate_keypair()?,
+        })
     }
 
     /// One handshake whose two messages carry the request and the response.
@@ -53,31 +57,58 @@ impl Lab {
         }
         let pattern = self.pattern;
         let (server_pub, client_priv) = (&self.server.public, &self.client.private);
-        let mut hs = run.step(Side::Client, Phase::KeyAgreement, "initiator set-up", || {
-            let b = Builder::new(params(pattern)?).remote_public_key(server_pub);
-            let b = if pattern == "IK" { b.local_private_key(client_priv) } else { b };
-            Ok::<_, anyhow::Error>(b.build_initiator()?)
-        })?;
+        let mut hs = run.step(
+            Side::Client,
+            Phase::KeyAgreement,
+            "initiator set-up",
+            || {
+                let b = Builder::new(params(pattern)?).remote_public_key(server_pub);
+                let b = if pattern == "IK" {
+                    b.local_private_key(client_priv)
+                } else {
+                    b
+                };
+                Ok::<_, anyhow::Error>(b.build_initiator()?)
+            },
+        )?;
         let mut m1 = vec![0u8; MAX_MSG];
-        let n1 = run.step(Side::Client, Phase::Handshake, "message 1 (e, es[, s, ss]) + request", || {
-            hs.write_message(&req, &mut m1)
-        })?;
+        let n1 = run.step(
+            Side::Client,
+            Phase::Handshake,
+            "message 1 (e, es[, s, ss]) + request",
+            || hs.write_message(&req, &mut m1),
+        )?;
         run.send(Dir::C2s, n1 + 2, true, "message 1");
         let server_priv = &self.server.private;
-        let mut rs = run.step(Side::Server, Phase::KeyAgreement, "responder set-up", || {
-            Builder::new(params(pattern)?).local_private_key(server_priv).build_responder().map_err(anyhow::Error::from)
-        })?;
+        let mut rs = run.step(
+            Side::Server,
+            Phase::KeyAgreement,
+            "responder set-up",
+            || {
+                Builder::new(params(pattern)?)
+                    .local_private_key(server_priv)
+                    .build_responder()
+                    .map_err(anyhow::Error::from)
+            },
+        )?;
         let mut got = vec![0u8; MAX_MSG];
-        let g = run.step(Side::Server, Phase::Handshake, "read message 1", || rs.read_message(&m1[..n1], &mut got))?;
+        let g = run.step(Side::Server, Phase::Handshake, "read message 1", || {
+            rs.read_message(&m1[..n1], &mut got)
+        })?;
         if got[..g] != req[..] {
             bail!("Noise: server read something else");
         }
         let mut m2 = vec![0u8; MAX_MSG];
-        let n2 = run.step(Side::Server, Phase::Handshake, "message 2 (e, ee, se) + response", || {
-            rs.write_message(&rsp, &mut m2)
-        })?;
+        let n2 = run.step(
+            Side::Server,
+            Phase::Handshake,
+            "message 2 (e, ee, se) + response",
+            || rs.write_message(&rsp, &mut m2),
+        )?;
         run.send(Dir::S2c, n2 + 2, true, "message 2");
-        let g = run.step(Side::Client, Phase::Handshake, "read message 2", || hs.read_message(&m2[..n2], &mut got))?;
+        let g = run.step(Side::Client, Phase::Handshake, "read message 2", || {
+            hs.read_message(&m2[..n2], &mut got)
+        })?;
         if got[..g] != rsp[..] {
             bail!("Noise: client read something else");
         }
@@ -96,12 +127,21 @@ impl Lab {
     /// size, to check [`Lab::message_overhead`].
     pub fn transport_bytes(&mut self, n: usize) -> Result<usize> {
         let mut run = Run::unmarked();
-        let p = Payload { req_body: 0, rsp_body: 0 };
+        let p = Payload {
+            req_body: 0,
+            rsp_body: 0,
+        };
         // A fresh handshake, then the client's transport state.
         let b = Builder::new(params(self.pattern)?).remote_public_key(&self.server.public);
-        let b = if self.pattern == "IK" { b.local_private_key(&self.client.private) } else { b };
+        let b = if self.pattern == "IK" {
+            b.local_private_key(&self.client.private)
+        } else {
+            b
+        };
         let mut hs = b.build_initiator()?;
-        let mut rs = Builder::new(params(self.pattern)?).local_private_key(&self.server.private).build_responder()?;
+        let mut rs = Builder::new(params(self.pattern)?)
+            .local_private_key(&self.server.private)
+            .build_responder()?;
         let mut m = vec![0u8; MAX_MSG];
         let mut g = vec![0u8; MAX_MSG];
         let n1 = hs.write_message(&p.request(), &mut m)?;
@@ -112,7 +152,11 @@ impl Lab {
         let mut tc = hs.into_transport_mode()?;
         let data = vec![b'm'; n];
         let mut total = 0;
-        let chunks: Vec<&[u8]> = if n == 0 { vec![&data[..]] } else { data.chunks(MAX_MSG - TAG).collect() };
+        let chunks: Vec<&[u8]> = if n == 0 {
+            vec![&data[..]]
+        } else {
+            data.chunks(MAX_MSG - TAG).collect()
+        };
         for c in chunks {
             total += tc.write_message(c, &mut m)? + 2;
         }

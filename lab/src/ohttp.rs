@@ -29,9 +29,11 @@ impl std::fmt::Debug for Lab {
 }
 
 fn bhttp_of(http1: &[u8]) -> Result<Vec<u8>> {
-    let msg = Message::read_http(&mut std::io::Cursor::new(http1)).map_err(|e| anyhow!("bhttp read: {e:?}"))?;
+    let msg = Message::read_http(&mut std::io::Cursor::new(http1))
+        .map_err(|e| anyhow!("bhttp read: {e:?}"))?;
     let mut out = Vec::new();
-    msg.write_bhttp(Mode::KnownLength, &mut out).map_err(|e| anyhow!("bhttp write: {e:?}"))?;
+    msg.write_bhttp(Mode::KnownLength, &mut out)
+        .map_err(|e| anyhow!("bhttp write: {e:?}"))?;
     Ok(out)
 }
 
@@ -49,8 +51,12 @@ impl Lab {
         if variant != "x25519-chacha" {
             bail!("unknown OHTTP variant {variant}");
         }
-        let kc = KeyConfig::new(1, Kem::X25519Sha256, vec![SymmetricSuite::new(Kdf::HkdfSha256, Aead::ChaCha20Poly1305)])
-            .map_err(|e| anyhow!("{e:?}"))?;
+        let kc = KeyConfig::new(
+            1,
+            Kem::X25519Sha256,
+            vec![SymmetricSuite::new(Kdf::HkdfSha256, Aead::ChaCha20Poly1305)],
+        )
+        .map_err(|e| anyhow!("{e:?}"))?;
         let server = Server::new(kc).map_err(|e| anyhow!("{e:?}"))?;
         let config = server.config().encode().map_err(|e| anyhow!("{e:?}"))?;
         Ok(Lab { server, config })
@@ -67,25 +73,42 @@ impl Lab {
         let rsp = bhttp_of(&p.response())?;
         let config = &self.config;
         let (enc, client_rsp) = run
-            .step(Side::Client, Phase::Handshake, "HPKE encap (X25519) + seal request", || {
-                ClientRequest::from_encoded_config(config)?.encapsulate(&req)
-            })
+            .step(
+                Side::Client,
+                Phase::Handshake,
+                "HPKE encap (X25519) + seal request",
+                || ClientRequest::from_encoded_config(config)?.encapsulate(&req),
+            )
             .map_err(|e| anyhow!("{e:?}"))?;
         let wire_req = outer_request_head(enc.len()).len() + enc.len();
         run.send(Dir::C2s, wire_req, true, "request via relay");
         let server = &self.server;
         let (opened, server_rsp) = run
-            .step(Side::Server, Phase::Handshake, "HPKE decap (X25519) + open request", || server.decapsulate(&enc))
+            .step(
+                Side::Server,
+                Phase::Handshake,
+                "HPKE decap (X25519) + open request",
+                || server.decapsulate(&enc),
+            )
             .map_err(|e| anyhow!("{e:?}"))?;
         if opened != req {
             bail!("OHTTP: gateway opened something else");
         }
         let enc_rsp = run
-            .step(Side::Server, Phase::Protect, "seal response", || server_rsp.encapsulate(&rsp))
+            .step(Side::Server, Phase::Protect, "seal response", || {
+                server_rsp.encapsulate(&rsp)
+            })
             .map_err(|e| anyhow!("{e:?}"))?;
-        run.send(Dir::S2c, outer_response_head(enc_rsp.len()).len() + enc_rsp.len(), true, "response via relay");
+        run.send(
+            Dir::S2c,
+            outer_response_head(enc_rsp.len()).len() + enc_rsp.len(),
+            true,
+            "response via relay",
+        );
         let got = run
-            .step(Side::Client, Phase::Protect, "open response", || client_rsp.decapsulate(&enc_rsp))
+            .step(Side::Client, Phase::Protect, "open response", || {
+                client_rsp.decapsulate(&enc_rsp)
+            })
             .map_err(|e| anyhow!("{e:?}"))?;
         if got != rsp {
             bail!("OHTTP: client opened something else");
@@ -93,4 +116,3 @@ impl Lab {
         Ok(())
     }
 }
-

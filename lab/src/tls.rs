@@ -14,7 +14,7 @@ use rustls::{ClientConfig, ClientConnection, RootCertStore, ServerConfig, Server
 
 use crate::meter::{Dir, Payload, Phase, Run, Side};
 
-/// The TLS variants (`-pq`: rustls' default X25519MLKEM768 hybrid group).
+/// The TLS variants (`-pq`: the X25519MLKEM768 hybrid group).
 pub const VARIANTS: &[&str] = &[
     "tls13-full",
     "tls13-resumed",
@@ -41,10 +41,16 @@ impl std::fmt::Debug for Lab {
 
 fn provider(pq: bool) -> CryptoProvider {
     let mut p = aws_lc_rs::default_provider();
-    if !pq {
+    p.kx_groups = if pq {
+        // The hybrid first, as rustls' prefer-post-quantum default has it.
+        vec![
+            aws_lc_rs::kx_group::X25519MLKEM768,
+            aws_lc_rs::kx_group::X25519,
+        ]
+    } else {
         // Classical X25519 only: the same key agreement as HTTPCrypt.
-        p.kx_groups = vec![aws_lc_rs::kx_group::X25519];
-    }
+        vec![aws_lc_rs::kx_group::X25519]
+    };
     p
 }
 
@@ -58,7 +64,9 @@ impl Lab {
         let ca_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;
         let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new())?;
         ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        ca_params.distinguished_name.push(rcgen::DnType::CommonName, "lab CA");
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "lab CA");
         let ca = ca_params.self_signed(&ca_key)?;
         let leaf_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;
         let leaf = rcgen::CertificateParams::new(vec!["example.com".to_string()])?
@@ -67,8 +75,11 @@ impl Lab {
         roots.add(ca.der().clone())?;
 
         let pq = variant.ends_with("-pq");
-        let version: &'static rustls::SupportedProtocolVersion =
-            if variant.starts_with("tls12") { &rustls::version::TLS12 } else { &rustls::version::TLS13 };
+        let version: &'static rustls::SupportedProtocolVersion = if variant.starts_with("tls12") {
+            &rustls::version::TLS12
+        } else {
+            &rustls::version::TLS13
+        };
         let p = Arc::new(provider(pq));
         let mut client = ClientConfig::builder_with_provider(p.clone())
             .with_protocol_versions(&[version])?
@@ -98,10 +109,22 @@ impl Lab {
         } else {
             server.ticketer = aws_lc_rs::Ticketer::new()?;
         }
-        let mut lab = Lab { client: Arc::new(client), server: Arc::new(server), variant: variant.to_string(), leaf_len };
+        let mut lab = Lab {
+            client: Arc::new(client),
+            server: Arc::new(server),
+            variant: variant.to_string(),
+            leaf_len,
+        };
         if variant.contains("resumed") || variant.contains("0rtt") {
             let mut warm = Run::unmarked();
-            lab.handshake_and_exchange(&Payload { req_body: 0, rsp_body: 0 }, &mut warm, false)?;
+            lab.handshake_and_exchange(
+                &Payload {
+                    req_body: 0,
+                    rsp_body: 0,
+                },
+                &mut warm,
+                false,
+            )?;
         }
         Ok(lab)
     }
@@ -152,26 +175,50 @@ impl Lab {
         let rsp = p.response();
         let name = ServerName::try_from("example.com")?;
         let cfg = self.client.clone();
-        let mut c = run.step(Side::Client, Phase::Handshake, "ClientHello (key share)", || {
-            ClientConnection::new(cfg, name)
-        })?;
+        let mut c = run.step(
+            Side::Client,
+            Phase::Handshake,
+            "ClientHello (key share)",
+            || ClientConnection::new(cfg, name),
+        )?;
         let mut sent_early = false;
         if early {
             if let Some(mut ed) = c.early_data() {
-                run.step(Side::Client, Phase::Protect, "seal request (early data)", || ed.write_all(&req))?;
+                run.step(
+                    Side::Client,
+                    Phase::Protect,
+                    "seal request (early data)",
+                    || ed.write_all(&req),
+                )?;
                 sent_early = true;
             } else {
                 bail!("no early data possible: no resumable session");
             }
         }
-        let w = run.step(Side::Client, Phase::Handshake, "write ClientHello", || drain(&mut c))?;
-        run.send(Dir::C2s, w.len(), sent_early, if sent_early { "ClientHello + early data" } else { "ClientHello" });
-        let scfg = self.server.clone();
-        let mut s = run.step(Side::Server, Phase::Handshake, "ClientHello -> ServerHello..Finished", || {
-            let mut s = ServerConnection::new(scfg)?;
-            feed_server_hs(&mut s, &w)?;
-            Ok::<_, anyhow::Error>(s)
+        let w = run.step(Side::Client, Phase::Handshake, "write ClientHello", || {
+            drain(&mut c)
         })?;
+        run.send(
+            Dir::C2s,
+            w.len(),
+            sent_early,
+            if sent_early {
+                "ClientHello + early data"
+            } else {
+                "ClientHello"
+            },
+        );
+        let scfg = self.server.clone();
+        let mut s = run.step(
+            Side::Server,
+            Phase::Handshake,
+            "ClientHello -> ServerHello..Finished",
+            || {
+                let mut s = ServerConnection::new(scfg)?;
+                feed_server_hs(&mut s, &w)?;
+                Ok::<_, anyhow::Error>(s)
+            },
+        )?;
         let mut server_got = Vec::new();
         if sent_early {
             if let Some(mut ed) = s.early_data() {
@@ -182,7 +229,12 @@ impl Lab {
             }
         }
         let mut responded = false;
-        let mut w = run.step(Side::Server, Phase::Handshake, "write server flight", || drain_server(&mut s))?;
+        let mut w = run.step(
+            Side::Server,
+            Phase::Handshake,
+            "write server flight",
+            || drain_server(&mut s),
+        )?;
         if sent_early {
             // 0.5-RTT: the response goes out with the server's first flight.
             let r = run.step(Side::Server, Phase::Protect, "seal response", || {
@@ -193,9 +245,12 @@ impl Lab {
             responded = true;
         }
         run.send(Dir::S2c, w.len(), responded, "server handshake flight");
-        run.step(Side::Client, Phase::Handshake, "server flight (verify chain + signature, ECDHE)", || {
-            feed_client(&mut c, &w)
-        })?;
+        run.step(
+            Side::Client,
+            Phase::Handshake,
+            "server flight (verify chain + signature, ECDHE)",
+            || feed_client(&mut c, &w),
+        )?;
         // The client's last handshake flight; TLS 1.2 (full) then waits for
         // the server's Finished, TLS 1.3 and resumed 1.2 send the request
         // right behind it in the same flight.
@@ -203,20 +258,38 @@ impl Lab {
             if !c.wants_write() {
                 break;
             }
-            let w = run.step(Side::Client, Phase::Handshake, "client key exchange / Finished", || drain(&mut c))?;
+            let w = run.step(
+                Side::Client,
+                Phase::Handshake,
+                "client key exchange / Finished",
+                || drain(&mut c),
+            )?;
             run.send(Dir::C2s, w.len(), false, "client handshake flight");
-            run.step(Side::Server, Phase::Handshake, "client flight", || feed_server_hs(&mut s, &w))?;
+            run.step(Side::Server, Phase::Handshake, "client flight", || {
+                feed_server_hs(&mut s, &w)
+            })?;
             if c.is_handshaking() {
-                let w = run.step(Side::Server, Phase::Handshake, "write server Finished", || drain_server(&mut s))?;
+                let w = run.step(
+                    Side::Server,
+                    Phase::Handshake,
+                    "write server Finished",
+                    || drain_server(&mut s),
+                )?;
                 run.send(Dir::S2c, w.len(), false, "server Finished");
-                run.step(Side::Client, Phase::Handshake, "server Finished", || feed_client(&mut c, &w))?;
+                run.step(Side::Client, Phase::Handshake, "server Finished", || {
+                    feed_client(&mut c, &w)
+                })?;
             }
         }
         if responded {
             // The tickets for the next connection follow the client's Finished.
-            let t = run.step(Side::Server, Phase::Handshake, "write tickets", || drain_server(&mut s))?;
+            let t = run.step(Side::Server, Phase::Handshake, "write tickets", || {
+                drain_server(&mut s)
+            })?;
             run.send(Dir::S2c, t.len(), false, "tickets");
-            run.step(Side::Client, Phase::Handshake, "tickets", || feed_client(&mut c, &t))?;
+            run.step(Side::Client, Phase::Handshake, "tickets", || {
+                feed_client(&mut c, &t)
+            })?;
             let mut got = Vec::new();
             let _ = c.reader().read_to_end(&mut got);
             if got != rsp {
@@ -229,11 +302,15 @@ impl Lab {
             drain(&mut c)
         })?;
         run.send(Dir::C2s, w.len(), true, "request");
-        let got = run.step(Side::Server, Phase::Protect, "open request", || feed_server(&mut s, &w))?;
+        let got = run.step(Side::Server, Phase::Protect, "open request", || {
+            feed_server(&mut s, &w)
+        })?;
         if got != req {
             bail!("server read {} bytes, not the request", got.len());
         }
-        let t = run.step(Side::Server, Phase::Handshake, "write tickets", || drain_server(&mut s))?;
+        let t = run.step(Side::Server, Phase::Handshake, "write tickets", || {
+            drain_server(&mut s)
+        })?;
         run.send(Dir::S2c, t.len(), false, "tickets");
         let w = run.step(Side::Server, Phase::Protect, "seal response", || {
             s.writer().write_all(&rsp)?;
