@@ -136,9 +136,53 @@ def callgrind_total(pattern):
     return total
 
 
+LAST = {}  # what the last finished child used: {"maxrss_kib": ..., "first_byte_at": ...}
+
+
+def rtts_from_flights(flights, at):
+    """Round trips before the first response byte reached the client at
+    monotonic time `at`: the client→server flight groups the relay saw before
+    then (with the relay's delay, flights of one round trip are 200 ms apart
+    and cannot merge with the next)."""
+    n, last = 0, None
+    for f in flights:
+        if f["t"] >= at:
+            break
+        if f["dir"] == "c2s" and last != "c2s":
+            n += 1
+        last = f["dir"]
+    return n
+
+
+def delay_for(i, n):
+    """Relay delay for the i-th of n runs: the last two run with one and with
+    three times DELAY, the others undelayed."""
+    return {n - 2: DELAY, n - 1: 3 * DELAY}.get(i, 0.0)
+
+
+def rtts_from_delays(results):
+    """Round trips from the two delayed runs: each round trip adds 2 × delay,
+    so (t(3d) − t(d)) / 4d counts them, with process start-up and CPU
+    cancelling out."""
+    a = [r for r in results if r["delay"] == DELAY][0]
+    b = [r for r in results if r["delay"] == 3 * DELAY][0]
+    return round((b["t"] - a["t"]) / (2 * (3 * DELAY - DELAY)))
+
+
+def reap(p):
+    try:
+        _, _, ru = os.wait4(p.pid, 0)
+        p.returncode = 0
+        LAST["maxrss_kib"] = ru.ru_maxrss
+    except ChildProcessError:  # already reaped by subprocess
+        p.wait()
+        LAST["maxrss_kib"] = None
+
+
 def first_byte(cmd, stdin_bytes, want, timeout=60, group=None, env=None):
     """Starts `cmd`, writes `stdin_bytes`, returns (seconds to the first stdout
-    byte, all output once `want` bytes came)."""
+    byte, all output once `want` bytes came); LAST["first_byte_at"] is the
+    monotonic time of that byte."""
     t0 = time.monotonic()
     popen = group.popen if group else subprocess.Popen
     p = popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
@@ -153,14 +197,15 @@ def first_byte(cmd, stdin_bytes, want, timeout=60, group=None, env=None):
             if not b:
                 break
             if t_first is None:
-                t_first = time.monotonic() - t0
+                LAST["first_byte_at"] = time.monotonic()
+                t_first = LAST["first_byte_at"] - t0
             got += b
         if t_first is None:
             raise RuntimeError(f"no answer from {cmd[0]}")
         return t_first, got
     finally:
         p.kill()
-        p.wait()
+        reap(p)
 
 
 # ---------------------------------------------------------------- OpenSSL TLS
@@ -182,7 +227,7 @@ def make_certs(d):
 OPENSSL_VARIANTS = ["tls13-full", "tls13-resumed", "tls12-full", "tls12-resumed"]
 
 
-def openssl_tls(d, variant, valgrind=False, naccept=3):
+def openssl_tls(d, variant, valgrind=False, naccept=4):
     """One server, `naccept` measured connections (plus one unmeasured to get a
     session for resumed/0-RTT)."""
     make_certs(d) if not os.path.exists(f"{d}/leaf.pem") else None
@@ -234,15 +279,15 @@ def openssl_tls(d, variant, valgrind=False, naccept=3):
         for i in range(naccept):
             mark = relay.mark()
             sess_arg = ["-sess_in", sess, "-sess_out", sess] if resumed else []
-            delayed = (i == naccept - 1)
-            if delayed:
-                relay.delay = DELAY
+            relay.delay = delay_for(i, naccept) if naccept >= 3 else 0.0
+            delayed = relay.delay > 0
             t, got = client(relay.port, sess_arg)
+            at = LAST["first_byte_at"]
             relay.delay = 0.0
             time.sleep(0.3 if not valgrind else 1.5)
             c2s, s2c = relay.totals(mark)
             results.append({"t": t, "c2s": c2s, "s2c": s2c, "flights": relay.flights(mark), "got": len(got),
-                            "delayed": delayed})
+                            "delayed": delayed, "at": at, "delay": relay_delay_used(i, naccept)})
         cpu_us = (group.usage_us() - u0) / naccept
         relay.close()
         server.wait(timeout=120 if valgrind else 20)
@@ -251,16 +296,17 @@ def openssl_tls(d, variant, valgrind=False, naccept=3):
             server.kill()
             server.wait()
         group.remove()
-    undelayed = [r["t"] for r in results if not r["delayed"]]
-    base = sorted(undelayed)[len(undelayed) // 2] if undelayed else 0.0
-    delayed = [r for r in results if r["delayed"]][0]
-    rtts = round((delayed["t"] - base) / (2 * DELAY))
     if os.environ.get("LAB_DEBUG"):
         print(variant, [round(r["t"], 3) for r in results])
     first = results[0]
+    if naccept < 3:  # the callgrind runs: instructions only
+        return {"instructions_total": callgrind_total(cg_out.replace("%p", "*"))} if valgrind else {}
+    rtts = rtts_from_delays(results)
+    d1 = [r for r in results if r["delay"] == DELAY][0]
+    rtts_flights = rtts_from_flights(d1["flights"], d1["at"])
     out = {"bytes_c2s": first["c2s"], "bytes_s2c": first["s2c"],
            "flights": [{"dir": f["dir"], "bytes": f["bytes"]} for f in first["flights"]],
-           "rtts_first_byte": rtts, "server_cpu_us": cpu_us,
+           "rtts_first_byte": rtts, "rtts_flights": rtts_flights, "server_cpu_us": cpu_us,
            "cpu_note": "s_server process CPU per connection (cgroup accounting), one process for all connections"}
     if valgrind:
         out["instructions_total"] = callgrind_total(cg_out.replace("%p", "*"))
@@ -297,6 +343,10 @@ def listening(port):
     return False
 
 
+def relay_delay_used(i, n):
+    return delay_for(i, n) if n >= 3 else 0.0
+
+
 def wait_port_quiet(port, proc, timeout=60):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -313,8 +363,8 @@ def openssl_instructions(d, variant):
     with 3 measured connections; the difference over 2 is one connection
     without the process start-up."""
     one = openssl_tls(d, variant, valgrind=True, naccept=1)["instructions_total"]
-    three = openssl_tls(d, variant, valgrind=True, naccept=3)["instructions_total"]
-    return (three - one) // 2
+    two = openssl_tls(d, variant, valgrind=True, naccept=2)["instructions_total"]
+    return two - one
 
 
 # ---------------------------------------------------------------- OpenSSH
@@ -396,52 +446,51 @@ def ssh(d, variant, n=5):
                 time.sleep(0.05)
             time.sleep(0.3)
         for i in range(n):
-            delayed = i == n - 1
             mark = relay.mark()
             u0 = s.group.usage_us()
-            relay.delay = DELAY if delayed else 0.0
+            relay.delay = delay_for(i, n)
+            delayed = relay.delay > 0
             t, got = first_byte(s.client(relay.port, kex, extra), REQ, len(REQ))
+            at = LAST["first_byte_at"]
             relay.delay = 0.0
             time.sleep(0.3)
             c2s, s2c = relay.totals(mark)
             results.append({"t": t, "c2s": c2s, "s2c": s2c, "flights": relay.flights(mark),
-                            "cpu": s.group.usage_us() - u0, "delayed": delayed})
+                            "cpu": s.group.usage_us() - u0, "delayed": delayed, "at": at,
+                            "delay": delay_for(i, n)})
         if master:
             master.terminate()
             master.wait()
         relay.close()
     finally:
         s.stop()
-    undelayed = sorted(r["t"] for r in results if not r["delayed"])
-    base = undelayed[len(undelayed) // 2]
-    delayed = [r for r in results if r["delayed"]][0]
+    d1 = [r for r in results if r["delay"] == DELAY][0]
     cpus = sorted(r["cpu"] for r in results if not r["delayed"])
     first = results[0]
     return {"bytes_c2s": first["c2s"], "bytes_s2c": first["s2c"],
             "flights": [{"dir": f["dir"], "bytes": f["bytes"]} for f in first["flights"]],
-            "rtts_first_byte": round((delayed["t"] - base) / (2 * DELAY)),
+            "rtts_first_byte": rtts_from_delays(results),
+            "rtts_flights": rtts_from_flights(d1["flights"], d1["at"]),
             "server_cpu_us": cpus[len(cpus) // 2],
             "cpu_note": "sshd CPU per connection incl. its fork + re-exec and the `head` command (cgroup accounting)"}
 
 
-def ssh_instructions(d, variant):
-    """sshd under callgrind (children traced): 1 and 3 connections, the
-    difference over 2 is one connection without sshd's own start-up."""
+def ssh_client_instructions(d, variant):
+    """sshd cannot run under valgrind: its pre-authentication sandbox sets
+    RLIMIT_NOFILE to 0, which valgrind refuses, and the connection resets.
+    So the count is the client's: one `ssh` process (start-up included)."""
     kex = None if variant.startswith("default") else "curve25519-sha256"
-    totals = []
-    for n in (1, 3):
-        s = Sshd(d, valgrind=True)
-        try:
-            relay = Relay(s.port, 0.0)
-            for _ in range(n):
-                first_byte(s.client(relay.port, kex), REQ, len(REQ), timeout=120)
-                time.sleep(1.0)
-            relay.close()
-        finally:
-            s.stop()
+    s = Sshd(d)
+    out = f"{d}/cg.ssh.%p"
+    for f in glob.glob(out.replace("%p", "*")):
+        os.remove(f)
+    try:
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + s.client(s.port, kex)
+        first_byte(cmd, REQ, len(REQ), timeout=120)
         time.sleep(1.0)
-        totals.append(callgrind_total(s.cg.replace("%p", "*")))
-    return (totals[1] - totals[0]) // 2
+    finally:
+        s.stop()
+    return callgrind_total(out.replace("%p", "*"))
 
 
 # ---------------------------------------------------------------- OpenPGP, CMS
@@ -452,6 +501,7 @@ def timed(cmd, group=None, valgrind_out=None, **kw):
     popen = group.popen if group else subprocess.Popen
     p = popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
     out, err = p.communicate(timeout=300)
+    LAST["maxrss_kib"] = None
     if p.returncode != 0:
         raise RuntimeError(f"{cmd[0]} failed: {err.decode(errors='replace')[-300:]}")
     return out
@@ -522,3 +572,61 @@ def cms_exchange(d, req_plain, rsp_plain, group=None, valgrind_prefix=None):
     if open(f"{d}/req.out", "rb").read() != req_plain:
         raise RuntimeError("cms: the server decrypted something else")
     return os.path.getsize(f"{d}/req.cms"), os.path.getsize(f"{d}/rsp.cms"), cpu
+
+
+# ---------------------------------------------------------------- HTTPCrypt over sockets
+
+HC_SOCKET_VARIANTS = ["first-fetch-get-form", "first-fetch-post-form"]
+
+
+def httpcrypt_sockets(d, hc_bin, variant, n=4):
+    """`httpcrypt serve` and `httpcrypt fetch` through the relay: a fetch with
+    no cached certificate asks `OPTIONS` first (HTTP discovery), then sends
+    the encrypted request. `second-request-ticket` is the difference between
+    `fetch --repeat 2` and `--repeat 1`: one more request on a client that
+    holds the certificate and a ticket."""
+    os.makedirs(f"{d}/site", exist_ok=True)
+    if not os.path.exists(f"{d}/keys"):
+        run([hc_bin, "keygen", "--dir", f"{d}/keys"])
+    open(f"{d}/site/d.txt", "wb").write(b"r" * 100)
+    port = free_port()
+    srv = subprocess.Popen([hc_bin, "serve", "--keys", f"{d}/keys", "--root", f"{d}/site", "--listen",
+                            f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_port_quiet(port, srv)
+        relay = Relay(port, 0.0)
+
+        def fetch(extra, delay):
+            mark = relay.mark()
+            relay.delay = delay
+            cmd = [hc_bin, "fetch"] + extra + [f"http://127.0.0.1:{relay.port}/d.txt"]
+            t, got = first_byte(cmd, b"", 100)
+            at = LAST["first_byte_at"]
+            relay.delay = 0.0
+            time.sleep(0.3)
+            if not got.startswith(b"r" * 100):
+                raise RuntimeError(f"httpcrypt fetch printed {got[:80]!r}")
+            return t, relay.totals(mark), relay.flights(mark), at
+
+        form = ["--no-get-form"] if variant == "first-fetch-post-form" else []
+        if variant == "second-request-ticket":
+            (_, one, _, _) = fetch(["--repeat", "1"], False)
+            (_, two, _, _) = fetch(["--repeat", "2"], False)
+            return {"bytes_c2s": two[0] - one[0], "bytes_s2c": two[1] - one[1], "flights": [],
+                    "rtts_first_byte": None,
+                    "rtts_note": "a request on a pooled connection with a ticket: one message each way"}
+        results, res = [], None
+        for i in range(n):
+            t, tot, fl, at = fetch(form, delay_for(i, n))
+            if i == 0:
+                res = (tot, fl)
+            results.append({"t": t, "delay": delay_for(i, n), "flights": fl, "at": at})
+        d1 = [r for r in results if r["delay"] == DELAY][0]
+        return {"bytes_c2s": res[0][0], "bytes_s2c": res[0][1],
+                "flights": [{"dir": f["dir"], "bytes": f["bytes"]} for f in res[1]],
+                "rtts_first_byte": rtts_from_delays(results),
+                "rtts_flights": rtts_from_flights(d1["flights"], d1["at"]),
+                "rtts_note": "includes the OPTIONS request that fetches the certificate (no DNS record, no cache)"}
+    finally:
+        srv.kill()
+        srv.wait()

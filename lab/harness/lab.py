@@ -54,20 +54,32 @@ def callgrind_inproc(binary, proto, variant, side, tmp):
 
 def constrained(binary, tmp, items, quota, mem):
     """First encrypted request with the client in a throttled cgroup (one
-    core via taskset, `quota` of it, `mem` bytes of RAM)."""
+    core via taskset, `quota` of it, `mem` bytes of RAM). Each item returns a
+    dict (wall time per request, memory) or raises."""
     res = {}
     for name, fn in items:
         g = external.CpuGroup("constrained", cpu_quota=quota, mem_bytes=mem)
         try:
-            t0 = time.monotonic()
-            fn(g)
-            res[name] = {"wall_ms": (time.monotonic() - t0) * 1000, "peak_bytes": g.max_rss(), "ok": True}
+            res[name] = dict(fn(g), ok=True)
         except Exception as e:  # recorded, and makes the run fail
             res[name] = {"ok": False, "error": str(e)[:300]}
         finally:
             g.remove()
         res[name]["cgroup"] = g.kind
     return res
+
+
+def _once(binary, proto, variant, group, repeat):
+    """`lab once` with `repeat` measured exchanges; its wall time per
+    exchange and its peak RSS."""
+    cmd = ["taskset", "-c", "1", binary, "once", proto, variant, "--repeat", str(repeat)]
+    p = (group.popen if group else subprocess.Popen)(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out = p.stdout.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = 0
+    if status != 0:
+        raise RuntimeError(f"lab once {proto} {variant} failed")
+    return json.loads(out)["wall_us_per_exchange"], ru.ru_maxrss
 
 
 def main():
@@ -131,6 +143,18 @@ def main():
                 r["instructions_server"] = attempt(f"openssl {v} callgrind", lambda: external.openssl_instructions(d, v))
             ext[f"tls-openssl/{v}"] = r
 
+    # 3b. HTTPCrypt through its own programs (serve, fetch) for the wire bytes.
+    hc_bin = os.path.join(os.path.dirname(a.bin), "httpcrypt")
+    if os.path.exists(hc_bin):
+        d = os.path.join(tmp, "hc")
+        for v in (external.HC_SOCKET_VARIANTS[:1] if smoke else external.HC_SOCKET_VARIANTS):
+            log(f"httpcrypt serve/fetch {v}")
+            r = attempt(f"httpcrypt sockets {v}", lambda: external.httpcrypt_sockets(d, hc_bin, v))
+            if r:
+                ext[f"httpcrypt-sockets/{v}"] = r
+    else:
+        failures.append(f"httpcrypt sockets: no binary at {hc_bin}")
+
     # 4. OpenSSH.
     sv = ["curve25519-full"] if smoke else external.SSH_VARIANTS
     d = os.path.join(tmp, "ssh")
@@ -139,7 +163,7 @@ def main():
         r = attempt(f"ssh {v}", lambda: external.ssh(d, v))
         if r:
             if not smoke and v.endswith("full"):
-                r["instructions_server"] = attempt(f"ssh {v} callgrind", lambda: external.ssh_instructions(d, v))
+                r["instructions_client"] = attempt(f"ssh {v} callgrind", lambda: external.ssh_client_instructions(d, v))
             ext[f"ssh/{v}"] = r
 
     # 5. Message-level protection: OpenPGP (gpg) and CMS (openssl cms).
@@ -193,16 +217,29 @@ def main():
         [("httpcrypt", "fresh-post"), ("httpcrypt", "ticket"), ("httpcrypt", "rspamd"), ("tls-rustls", "tls13-full"),
          ("tls-rustls", "tls13-resumed"), ("tls-rustls", "tls12-full"), ("ohttp", "x25519-chacha"), ("noise", "nk"),
          ("noise", "ik")]
+    reps = 5 if smoke else 40
     for proto, variant in cons_inproc:
-        items.append((f"{proto}/{variant}", lambda g, p=proto, v=variant: _proc_ok(g.popen(
-            ["taskset", "-c", "1", a.bin, "once", p, v], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))))
+        def item(g, p=proto, v=variant):
+            free, _ = _once(a.bin, p, v, None, reps)
+            wall, rss = _once(a.bin, p, v, g, reps)
+            return {"wall_ms": wall / 1000, "free_ms": free / 1000, "maxrss_kib": rss,
+                    "what": f"client and server in one throttled process, mean of {reps} exchanges"}
+        items.append((f"{proto}/{variant}", item))
+
+    def ext_item(fn):
+        def run_it(g):
+            t0 = time.monotonic()
+            fn(g)
+            return {"wall_ms": (time.monotonic() - t0) * 1000, "maxrss_kib": external.LAST.get("maxrss_kib"),
+                    "what": "the client program in the throttled group, start-up included; server outside"}
+        return run_it
     if not smoke:
         dcert = os.path.join(tmp, "openssl")
-        items.append(("tls-openssl/tls13-full", lambda g: _ossl_client(dcert, g)))
-        items.append(("ssh/curve25519-full", lambda g: _ssh_client(os.path.join(tmp, "ssh"), g)))
+        items.append(("tls-openssl/tls13-full", ext_item(lambda g: _ossl_client(dcert, g))))
+        items.append(("ssh/curve25519-full", ext_item(lambda g: _ssh_client(os.path.join(tmp, "ssh"), g))))
         if gsetup:
-            items.append(("openpgp/gpg-cv25519-ed25519", lambda g: _gpg_client(d, gsetup, g)))
-        items.append(("cms/openssl-p256-aes128gcm", lambda g: _cms_client(d, g)))
+            items.append(("openpgp/gpg-cv25519-ed25519", ext_item(lambda g: _gpg_client(d, gsetup, g))))
+        items.append(("cms/openssl-p256-aes128gcm", ext_item(lambda g: _cms_client(d, g))))
     res["constrained"] = {"quota": quota, "memory_bytes": mem,
                           "results": constrained(a.bin, tmp, items, quota, mem)}
     for k, v in res["constrained"]["results"].items():

@@ -5,7 +5,7 @@ import json
 import os
 
 IMPL = {
-    "httpcrypt": "httpcrypt-proto (aws-lc-rs X25519; RustCrypto chacha20/poly1305 AEAD; ed25519-dalek)",
+    "httpcrypt": "httpcrypt-proto (aws-lc-rs X25519 and ChaCha20-Poly1305, RustCrypto HChaCha20/SHA3, ed25519-dalek)",
     "tls-rustls": "rustls 0.23 + aws-lc-rs (X25519, ECDSA P-256, AES-GCM/ChaCha20)",
     "ohttp": "ohttp 0.5 + bhttp 0.5, rust-hpke (RustCrypto)",
     "noise": "snow 0.9, default resolver (RustCrypto)",
@@ -13,6 +13,7 @@ IMPL = {
     "ssh": "OpenSSH 9.2 (Debian), ed25519 host and user keys",
     "openpgp": "GnuPG 2.2 (libgcrypt), ed25519 + cv25519",
     "cms": "OpenSSL 3.0 cms, ECDH P-256 (kari) + AES-128-GCM, ECDSA P-256 signature",
+    "httpcrypt-sockets": "`httpcrypt serve` + `httpcrypt fetch` (GET of a 100-byte file)",
 }
 
 
@@ -43,7 +44,9 @@ def rows(res):
     for key, r in res["external"].items():
         proto, variant = key.split("/", 1)
         payload = 200 if proto in ("tls-openssl", "ssh") else None
-        if payload is None:
+        if proto == "httpcrypt-sockets":
+            payload = None  # a GET of a 100-byte file; the inner head is the client's
+        elif payload is None:
             mo = {m["size"]: m for m in r["message_overhead"]}
             payload = r["bytes_c2s"] - mo[100]["c2s"] + r["bytes_s2c"] - mo[100]["s2c"]
         out.append({
@@ -51,9 +54,10 @@ def rows(res):
             "bytes_c2s": r["bytes_c2s"], "bytes_s2c": r["bytes_s2c"], "bytes_fresh_100b": r["bytes_c2s"] + r["bytes_s2c"],
             "payload_bytes": payload, "rtts_first_byte": r["rtts_first_byte"],
             "server_cpu_us_fresh": r.get("server_cpu_us"), "client_cpu_us_fresh": None,
-            "instructions_fresh": r.get("instructions_server"), "instructions_client": None,
-            "instructions_note": {"tls-openssl": "s_server: (3 connections − 1 connection) / 2, start-up excluded",
-                                  "ssh": "sshd and its children: (3 connections − 1) / 2, start-up excluded",
+            "instructions_fresh": r.get("instructions_server"), "instructions_client": r.get("instructions_client"),
+            "instructions_note": {"tls-openssl": "s_server: 2 connections − 1 connection, start-up excluded",
+                                  "ssh": "server not countable (sshd's sandbox does not run under valgrind); "
+                                         "client: one ssh process incl. start-up",
                                   }.get(proto, "server-side commands, whole processes incl. start-up"),
             "cpu_note": r.get("cpu_note", ""),
         })
@@ -168,22 +172,28 @@ def render(res, figs):
       "on 127.0.0.1 (`lab/harness/relay.py`); OpenPGP and CMS are file sizes. Out-of-band key discovery (HTTPCrypt's "
       "certificate, OHTTP's key configuration) is listed separately.")
     w("- **Round trips to the first response byte**, above TCP's own handshake: counted from the flights for in-process "
-      "protocols; for OpenSSL and OpenSSH, the relay adds 100 ms each way and the round trips are "
-      "(time to first byte − median time without delay) / 200 ms, rounded.")
+      "protocols; for OpenSSL, OpenSSH and `httpcrypt fetch`, the relay holds every chunk d = 100 ms "
+      "in one run and 3d in another; each round trip adds 2d, so the round trips are (t(3d) − t(d)) / 4d, rounded, with "
+      "process start-up and CPU cancelling out. The results file also keeps the count of client→server flight groups "
+      "before the first response byte (`rtts_flights`), which is higher for SSH because its server sends messages the "
+      "client does not wait for.")
     w("- **CPU**: per step of each side (thread CPU time) for in-process protocols; for OpenSSL and OpenSSH the CPU of "
       "the server processes per connection from cgroup CPU accounting; for gpg and openssl cms the server-side commands "
       "(decrypt the request, sign and encrypt the response) as whole processes.")
     w("- **Instructions**: `valgrind --tool=callgrind`. In-process: only the server's (or client's) steps of one "
-      "exchange after a warm-up (`--toggle-collect`). OpenSSL/OpenSSH: (3 connections − 1 connection) / 2 on the "
-      "server, so process start-up cancels. gpg/cms: whole server-side commands including start-up.\n")
+      "exchange after a warm-up (`--toggle-collect`). OpenSSL: (2 connections − 1 connection) on the "
+      "s_server, so process start-up cancels. OpenSSH: sshd cannot run under valgrind (its pre-authentication sandbox "
+      "sets RLIMIT_NOFILE to 0, which valgrind refuses), so only the `ssh` client is counted, start-up included. "
+      "gpg/cms: whole server-side commands including start-up.\n")
 
     w("## 1. Headline: one first encrypted request and response\n")
     w("| protocol / variant | implementation | C→S bytes | S→C bytes | total | payload | overhead | RTTs | server CPU µs | client CPU µs | server instr. | client instr. |")
     w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rs:
         w(f'| {r["key"]} | {IMPL.get(r["protocol"], "")} | {fmt(r["bytes_c2s"])} | {fmt(r["bytes_s2c"])} | '
-          f'{fmt(r["bytes_fresh_100b"])} | {fmt(r["payload_bytes"])} | {fmt(r["bytes_fresh_100b"] - r["payload_bytes"])} | '
-          f'{r["rtts_first_byte"]} | {fmt(r["server_cpu_us_fresh"])} | {fmt(r["client_cpu_us_fresh"])} | '
+          f'{fmt(r["bytes_fresh_100b"])} | {fmt(r["payload_bytes"])} | '
+          f'{fmt(None if r["payload_bytes"] is None else r["bytes_fresh_100b"] - r["payload_bytes"])} | '
+          f'{fmt(r["rtts_first_byte"])} | {fmt(r["server_cpu_us_fresh"])} | {fmt(r["client_cpu_us_fresh"])} | '
           f'{fmt(r["instructions_fresh"])} | {fmt(r["instructions_client"])} |')
     w("\nCPU of OpenSSL/OpenSSH/gpg/cms rows is process-level (see the method above) and not comparable with the "
       "in-process rows' step CPU; their instruction counts are.\n")
@@ -264,15 +274,16 @@ def render(res, figs):
         w("## 5. Constrained device: the first encrypted request on a throttled client\n")
         w(f'Client in a cgroup limited to {int(c["quota"] * 100)}% of one core (pinned with taskset) and '
           f'{c["memory_bytes"] >> 20} MiB of RAM ({next(iter(c["results"].values())).get("cgroup", "")}). '
-          "In-process rows run client *and* server in the throttled process (`lab once`: key set-up, one warm-up and one "
-          "measured exchange); the other rows throttle only the client program, whose start-up is included.\n")
-        w("| protocol / variant | wall ms | peak memory of the group |\n|---|---:|---:|")
+          "In-process rows: `lab once` runs client *and* server in the throttled process; the time is the mean wall "
+          "time per exchange over several exchanges (a single sub-millisecond exchange would fall inside one scheduling "
+          "period and show no throttling), next to the same run unthrottled. Other rows: the client program alone in "
+          "the throttled group, server outside, start-up included, one run. Max RSS is the client process's.\n")
+        w("| protocol / variant | throttled wall ms | unthrottled ms | max RSS KiB | what |\n|---|---:|---:|---:|---|")
         for k, v in c["results"].items():
             if v.get("ok"):
-                pk = v.get("peak_bytes")
-                w(f'| {k} | {fmt(v["wall_ms"])} | {fmt(pk / 1048576, 1) + " MiB" if pk else "–"} |')
+                w(f'| {k} | {fmt(v["wall_ms"], 2)} | {fmt(v.get("free_ms"), 2)} | {fmt(v.get("maxrss_kib"))} | {v.get("what", "")} |')
             else:
-                w(f'| {k} | failed: {v.get("error", "")[:80]} | |')
+                w(f'| {k} | failed: {v.get("error", "")[:80]} | | | |')
         w("")
 
     w("## 6. Analysis per protocol\n")
@@ -287,10 +298,11 @@ def render(res, figs):
     w("- OpenSSL TLS 1.3 0-RTT: `s_server` refuses `-early_data` together with its echo modes (`-rev`, `-www`), and with "
       "a stdin/stdout echo driver no early data reached it; rustls' 0-RTT row stands for TLS 0-RTT.")
     w("- Same primitive implementation everywhere was not possible: snow and ohttp only ship RustCrypto backends (ohttp's "
-      "other backend is NSS), OpenSSL/OpenSSH/gpg use their own code. HTTPCrypt itself uses aws-lc-rs for X25519 but "
-      "RustCrypto chacha20/poly1305 for XChaCha20-Poly1305 and ed25519-dalek for certificates. Instruction counts of "
-      "X25519 or ChaCha20 therefore differ between libraries by small constant factors; the *number* of public-key "
-      "operations per exchange, which dominates, does not depend on the library.")
+      "other backend is NSS; the `rust-hpke` backend built here without NSS), OpenSSL, OpenSSH and gpg use their own "
+      "code. HTTPCrypt itself uses aws-lc-rs for X25519 and ChaCha20-Poly1305, RustCrypto for HChaCha20 and SHA3, and "
+      "ed25519-dalek for certificate signatures (the rspamd profile's box is RustCrypto chacha20/poly1305 throughout). "
+      "Instruction counts therefore compare implementations as well as designs; what the design alone fixes is the "
+      "number of public-key operations and round trips per exchange.")
     return "\n".join(L) + "\n"
 
 
@@ -319,6 +331,15 @@ def analysis(by, inp, res):
                "removes the X25519." if hcache and ht else "")
             + " The GET form trades the body for a base64url query: a third larger, and only for small requests. "
             "The client's first request also verifies the certificate's Ed25519 signature, its largest single cost.")
+    sk, sk2 = by.get("httpcrypt-sockets/first-fetch-get-form"), by.get("httpcrypt-sockets/second-request-ticket")
+    if sk:
+        out.append(
+            f'**HTTPCrypt over sockets.** `httpcrypt fetch` with no certificate at hand (no DNS record, nothing cached) '
+            f'first asks `OPTIONS` for it: {sk["rtts_first_byte"]} round trips and {fmt(sk["bytes_fresh_100b"])} bytes '
+            "for its first request, so the \"no extra round trip\" holds once the key is known (DNS, cache) and not for "
+            "a cold HTTP discovery."
+            + (f' A further request from the same client (pooled connection, ticket) costs {fmt(sk2["bytes_fresh_100b"])} '
+               "bytes." if sk2 else ""))
     r = by.get("httpcrypt/rspamd")
     if r and hf:
         out.append(
@@ -395,6 +416,10 @@ def claims(by):
         L.append(f'| "the client encrypts its very first request at once … no extra round trip" | httpcrypt/fresh-post, §1 | '
                  f'{hf["rtts_first_byte"]} round trip to the first response byte (TLS 1.3: '
                  f'{t13["rtts_first_byte"] if t13 else "–"}) |')
+        sk = by.get("httpcrypt-sockets/first-fetch-get-form")
+        if sk:
+            L.append(f'| (same claim, cold start over HTTP discovery) | httpcrypt-sockets/first-fetch-get-form, §1 | '
+                     f'{sk["rtts_first_byte"]} round trips: `OPTIONS` for the certificate, then the request |')
         L.append(f'| "One X25519 per new client key on the server, one AEAD per message after that" | httpcrypt/fresh-post vs cached/ticket, §1 and §4 | '
                  f'server {fmt(hf["instructions_fresh"])} instructions fresh, '
                  f'{fmt(hc["instructions_fresh"]) if hc else "–"} cache hit, {fmt(ht["instructions_fresh"]) if ht else "–"} ticket |')
@@ -407,3 +432,11 @@ def claims(by):
                  f'(TLS 1.3: {fmt(t13["bytes_fresh_100b"] - t13["payload_bytes"]) if t13 else "–"}); per later message '
                  "HTTPCrypt costs more than a TLS record (§3) |")
     return "\n".join(L) + "\n"
+
+
+if __name__ == "__main__":
+    # Re-render from a saved result file: python3 lab/harness/report.py lab/results/full.json
+    import sys
+    with open(sys.argv[1]) as f:
+        saved = json.load(f)
+    write(saved, os.path.dirname(os.path.abspath(sys.argv[1])), saved["mode"] == "smoke")

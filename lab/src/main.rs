@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! lab measure [--iters N] [--sizes 0,100,...]   every protocol: flights, bytes, round trips, CPU per step
-//! lab once PROTO VARIANT                           one warm-up and one measured fresh exchange (for callgrind)
+//! lab once PROTO VARIANT [--repeat K]              one warm-up, then K measured exchanges (callgrind, constrained profile)
 //! lab list                                         the protocols and variants
 //! ```
 
@@ -116,19 +116,26 @@ fn main() -> Result<()> {
         }
         Some("once") => {
             let (Some(proto), Some(variant)) = (args.get(1), args.get(2)) else {
-                bail!("usage: lab once PROTO VARIANT");
+                bail!("usage: lab once PROTO VARIANT [--repeat K]");
             };
-            let p = Payload {
-                req_body: 100,
-                rsp_body: 100,
+            let repeat: u32 = match args.get(3).map(String::as_str) {
+                Some("--repeat") => args.get(4).context("--repeat K")?.parse()?,
+                _ => 1,
             };
+            let p = Payload { req_body: 100, rsp_body: 100 };
             let mut lab = Lab::new(proto, variant)?;
             lab.exchange(&p, &mut Run::unmarked())?;
-            let mut run = Run::new();
-            lab.exchange(&p, &mut run)?;
+            let t0 = std::time::Instant::now();
+            let mut bytes = 0;
+            for _ in 0..repeat.clamp(1, 100_000) {
+                let mut run = Run::new();
+                lab.exchange(&p, &mut run)?;
+                bytes = run.bytes(Dir::C2s) + run.bytes(Dir::S2c);
+            }
+            let wall = t0.elapsed().as_secs_f64() * 1e6 / f64::from(repeat.max(1));
             println!(
                 "{}",
-                json!({"protocol": proto, "variant": variant, "bytes_fresh_100b": run.bytes(Dir::C2s) + run.bytes(Dir::S2c)})
+                json!({"protocol": proto, "variant": variant, "bytes_fresh_100b": bytes, "wall_us_per_exchange": wall})
             );
         }
         Some("measure") => {
