@@ -110,6 +110,12 @@ pub enum Error {
     /// The `Random` token does not verify.
     #[error("bad token")]
     BadToken,
+    /// A provenance certificate names another client address (spec/asap.md §3).
+    #[error("provenance certificate for another address")]
+    WrongAddress,
+    /// A provenance certificate names another server (spec/asap.md §3).
+    #[error("provenance certificate for another server")]
+    WrongServer,
 }
 
 /// Where a problem is reported (spec §4.4).
@@ -188,6 +194,8 @@ impl Error {
             Error::BadKeyHeader => "bad_key_header",
             Error::BadKeypair => "bad_keypair",
             Error::BadToken => "bad_token",
+            Error::WrongAddress => "wrong_address",
+            Error::WrongServer => "wrong_server",
         }
     }
 
@@ -230,7 +238,9 @@ impl Error {
             | Error::BadRecord
             | Error::BadKeyHeader
             | Error::BadKeypair
-            | Error::BadToken => return None,
+            | Error::BadToken
+            | Error::WrongAddress
+            | Error::WrongServer => return None,
         };
         Some(Problem {
             status,
@@ -273,6 +283,8 @@ impl Error {
         Error::BadKeyHeader,
         Error::BadKeypair,
         Error::BadToken,
+        Error::WrongAddress,
+        Error::WrongServer,
     ];
 
     /// Looks an error up by its code.

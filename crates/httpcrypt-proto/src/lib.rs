@@ -14,6 +14,7 @@
 //! - [`cert`], [`dns`] and [`tlsa`]: key certificates and their DNS record forms
 //!   (TXT, AAAA, identity TXT; TLSA X.509);
 //! - [`ticket`], [`token`], [`replay`]: resumption and replay defence;
+//! - [`provenance`]: provenance certificates for data sent with the TCP SYN (spec/asap.md);
 //! - [`rspamd`]: the rspamd compatibility profile.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -28,6 +29,7 @@ pub mod inner;
 pub mod keys;
 pub mod limits;
 pub mod outer;
+pub mod provenance;
 pub mod ratchet;
 pub mod replay;
 pub mod rspamd;

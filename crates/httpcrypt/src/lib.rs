@@ -9,12 +9,14 @@
 //!   embedded authoritative server) and discovering them;
 //! - [`rspamd`]: the rspamd compatibility profile (`rspamc --key`): a client
 //!   and a layer;
-//! - [`runtime`]: the listeners behind `httpcrypt serve` and `httpcrypt gateway`.
+//! - [`runtime`]: the listeners behind `httpcrypt serve` and `httpcrypt gateway`;
+//! - [`asap`]: the request in the TCP SYN, with provenance certificates (spec/asap.md).
 //!
 //! All wire-format logic lives in [`httpcrypt_proto`]; this crate drives it.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod asap;
 pub mod body;
 pub mod client;
 pub mod connect;
