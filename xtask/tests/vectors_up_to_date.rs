@@ -69,5 +69,9 @@ fn checked_in_provenance_vectors_match_the_generator() {
                 .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".json"))
         })
         .count();
-    assert_eq!(on_disk, expected.len(), "stale files in vectors/provenance/");
+    assert_eq!(
+        on_disk,
+        expected.len(),
+        "stale files in vectors/provenance/"
+    );
 }

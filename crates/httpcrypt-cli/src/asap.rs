@@ -131,7 +131,9 @@ impl FetchOpts {
             None => Tfo::Off,
         };
         if self.asap {
-            let d = Arc::new(AsapDiscovery::new(Arc::new(DnsDiscovery::new(dns.0, dns.1)?)));
+            let d = Arc::new(AsapDiscovery::new(Arc::new(DnsDiscovery::new(
+                dns.0, dns.1,
+            )?)));
             config.discovery = Some(d.clone());
             config.resolver = Some(d.clone());
             config.provenance = Some(d);

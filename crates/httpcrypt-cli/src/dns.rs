@@ -328,7 +328,10 @@ async fn serve(a: ServeArgs) -> Result<()> {
             server,
             a.provenance_lifetime,
         )?;
-        eprintln!("httpcrypt: issuing provenance certificates at _hcpc.{}", p.host);
+        eprintln!(
+            "httpcrypt: issuing provenance certificates at _hcpc.{}",
+            p.host
+        );
         let mut server = httpcrypt::asap::issuer::serve(authority, udp, tcp);
         tokio::select! {
             r = server.block_until_done() => r.context("DNS server")?,

@@ -117,7 +117,9 @@ impl Lab {
         let (vs, vc) = (format!("vs{tag}"), format!("vc{tag}"));
         sh(&["ip", "netns", "add", s]);
         sh(&["ip", "netns", "add", c]);
-        sh(&["ip", "link", "add", &vs, "type", "veth", "peer", "name", &vc]);
+        sh(&[
+            "ip", "link", "add", &vs, "type", "veth", "peer", "name", &vc,
+        ]);
         sh(&["ip", "link", "set", &vs, "netns", s]);
         sh(&["ip", "link", "set", &vc, "netns", c]);
         let ex = |ns: &str, args: &[&str]| {
@@ -127,26 +129,90 @@ impl Lab {
         };
         ex(s, &["ip", "link", "set", "lo", "up"]);
         ex(c, &["ip", "link", "set", "lo", "up"]);
-        ex(s, &["ip", "addr", "add", &format!("{}/24", lab.server_ip), "dev", &vs]);
-        ex(c, &["ip", "addr", "add", &format!("{}/24", lab.client_ip), "dev", &vc]);
-        ex(c, &["ip", "addr", "add", &format!("{}/32", lab.victim_ip), "dev", &vc]);
+        ex(
+            s,
+            &[
+                "ip",
+                "addr",
+                "add",
+                &format!("{}/24", lab.server_ip),
+                "dev",
+                &vs,
+            ],
+        );
+        ex(
+            c,
+            &[
+                "ip",
+                "addr",
+                "add",
+                &format!("{}/24", lab.client_ip),
+                "dev",
+                &vc,
+            ],
+        );
+        ex(
+            c,
+            &[
+                "ip",
+                "addr",
+                "add",
+                &format!("{}/32", lab.victim_ip),
+                "dev",
+                &vc,
+            ],
+        );
         ex(s, &["ip", "link", "set", &vs, "up"]);
         ex(c, &["ip", "link", "set", &vc, "up"]);
         // The victim: replies to it leave through a veth pair whose far end drops them.
         // (No dummy driver here: a veth pair with both ends in the server
         // namespace, and a static neighbour entry, so frames leave and are
         // dropped by the other end.)
-        ex(s, &["ip", "link", "add", "victim0", "type", "veth", "peer", "name", "victim1"]);
+        ex(
+            s,
+            &[
+                "ip", "link", "add", "victim0", "type", "veth", "peer", "name", "victim1",
+            ],
+        );
         ex(s, &["ip", "link", "set", "victim0", "up"]);
         ex(s, &["ip", "link", "set", "victim1", "up"]);
-        ex(s, &["ip", "route", "add", &format!("{}/32", lab.victim_ip), "dev", "victim0"]);
-        ex(s, &[
-            "ip", "neigh", "add", &lab.victim_ip.to_string(), "lladdr", "02:00:00:00:00:99", "dev",
-            "victim0",
-        ]);
+        ex(
+            s,
+            &[
+                "ip",
+                "route",
+                "add",
+                &format!("{}/32", lab.victim_ip),
+                "dev",
+                "victim0",
+            ],
+        );
+        ex(
+            s,
+            &[
+                "ip",
+                "neigh",
+                "add",
+                &lab.victim_ip.to_string(),
+                "lladdr",
+                "02:00:00:00:00:99",
+                "dev",
+                "victim0",
+            ],
+        );
         ex(s, &["sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0"]);
-        ex(s, &["sysctl", "-qw", &format!("net.ipv4.conf.{vs}.rp_filter=0")]);
-        ex(s, &["sysctl", "-qw", &format!("net.ipv4.tcp_fastopen={tfo_sysctl}")]);
+        ex(
+            s,
+            &["sysctl", "-qw", &format!("net.ipv4.conf.{vs}.rp_filter=0")],
+        );
+        ex(
+            s,
+            &[
+                "sysctl",
+                "-qw",
+                &format!("net.ipv4.tcp_fastopen={tfo_sysctl}"),
+            ],
+        );
         ex(c, &["sysctl", "-qw", "net.ipv4.tcp_fastopen=1"]);
         // Byte counters for traffic from and to the victim.
         let victim = lab.victim_ip.to_string();
@@ -246,15 +312,19 @@ impl Lab {
         let resolver = format!("{}:53", self.server_ip);
         let url = format!("http://{ZONE}:8080/index.html");
         let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &self.client_ns, BIN, "fetch", "--resolver", &resolver])
-            .args(extra)
-            .arg(&url);
+        cmd.args([
+            "netns",
+            "exec",
+            &self.client_ns,
+            BIN,
+            "fetch",
+            "--resolver",
+            &resolver,
+        ])
+        .args(extra)
+        .arg(&url);
         let out = common::run_cmd(cmd, Duration::from_secs(30));
-        (
-            out.status.success(),
-            out.stdout_text(),
-            out.stderr_text(),
-        )
+        (out.status.success(), out.stdout_text(), out.stderr_text())
     }
 
     fn server_id(&self) -> ServerId {
@@ -270,7 +340,16 @@ impl Lab {
     fn victim_bytes(&self) -> (u64, u64) {
         let count = |chain: &str| -> u64 {
             let out = sh_out(&[
-                "ip", "netns", "exec", &self.server_ns, "iptables", "-L", chain, "-v", "-x", "-n",
+                "ip",
+                "netns",
+                "exec",
+                &self.server_ns,
+                "iptables",
+                "-L",
+                chain,
+                "-v",
+                "-x",
+                "-n",
             ]);
             out.lines()
                 .filter(|l| l.contains(&self.victim_ip.to_string()))
@@ -282,10 +361,7 @@ impl Lab {
 
     /// Runs `f` on a thread whose network namespace is the client's (a
     /// thread-local change: `setns` moves only the calling thread).
-    fn in_client<T: Send + 'static>(
-        &self,
-        f: impl FnOnce() -> T + Send + 'static,
-    ) -> T {
+    fn in_client<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
         let path = format!("/var/run/netns/{}", self.client_ns);
         std::thread::spawn(move || {
             let ns = File::open(path).unwrap();
@@ -373,7 +449,10 @@ fn rt() -> tokio::runtime::Runtime {
 
 /// A plain outer request head carrying `cert` (the gate reads only the head).
 fn first_flight(cert: Option<&str>, pad: usize) -> Vec<u8> {
-    let mut h = format!("GET /index.html HTTP/1.1\r\nHost: {ZONE}:8080\r\nX-Pad: {}\r\n", "p".repeat(pad));
+    let mut h = format!(
+        "GET /index.html HTTP/1.1\r\nHost: {ZONE}:8080\r\nX-Pad: {}\r\n",
+        "p".repeat(pad)
+    );
     if let Some(c) = cert {
         h.push_str(&format!("{}: {c}\r\n", provenance::FIELD));
     }
@@ -425,7 +504,11 @@ fn tfo_with_the_kernel_cookie_needs_one_earlier_connection() {
     assert!(ok && body == INDEX, "{err}");
     let log = srv.log();
     assert_eq!(stat(&log, "syn_data"), 1, "the cookie carried data: {log}");
-    assert_eq!(stat(&log, "completed"), 1, "no certificate: after the handshake: {log}");
+    assert_eq!(
+        stat(&log, "completed"),
+        1,
+        "no certificate: after the handshake: {log}"
+    );
 }
 
 #[test]
@@ -438,7 +521,13 @@ fn spoofed_flood_without_certificates_gets_nothing_but_syn_acks() {
     let srv = lab.serve_asap();
     let (victim, to) = (lab.victim_ip, SocketAddr::new(lab.server_ip, 8080));
     // A certificate for the attacker's own address does not help either.
-    let own = provenance::issue_text(&lab.provenance_key(), lab.client_ip, lab.server_id(), now(), 600);
+    let own = provenance::issue_text(
+        &lab.provenance_key(),
+        lab.client_ip,
+        lab.server_id(),
+        now(),
+        600,
+    );
     const N: usize = 40;
     lab.in_client(move || {
         rt().block_on(async move {
@@ -446,7 +535,12 @@ fn spoofed_flood_without_certificates_gets_nothing_but_syn_acks() {
             for i in 0..N {
                 let cert = (i % 2 == 1).then_some(own.clone());
                 let flight = first_flight(cert.as_deref(), 400);
-                tasks.push(tokio::spawn(syn_send(victim, to, flight, Duration::from_millis(1500))));
+                tasks.push(tokio::spawn(syn_send(
+                    victim,
+                    to,
+                    flight,
+                    Duration::from_millis(1500),
+                )));
             }
             for t in tasks {
                 assert!(t.await.unwrap().is_empty(), "the spoofer got an answer");
@@ -462,7 +556,9 @@ fn spoofed_flood_without_certificates_gets_nothing_but_syn_acks() {
     assert_eq!(stat(&log, "dropped"), N as u64, "{log}");
     let (bytes_in, bytes_out) = lab.victim_bytes();
     let amplification = bytes_out as f64 / bytes_in as f64;
-    eprintln!("spoofed flood: {bytes_in} B in, {bytes_out} B out, amplification {amplification:.3}");
+    eprintln!(
+        "spoofed flood: {bytes_in} B in, {bytes_out} B out, amplification {amplification:.3}"
+    );
     assert!(bytes_in > 0);
     assert!(amplification <= 1.0, "amplification {amplification}");
     // The server is still fine for a real client.
@@ -484,22 +580,65 @@ fn bad_certificates_wait_for_the_handshake_and_replays_are_refused() {
     let other_key = ProvenanceKey::from_parts(key.id(), [9; 32]);
     let cases: Vec<(&str, Option<String>)> = vec![
         ("none", None),
-        ("expired", Some(provenance::issue_text(&key, me, lab.server_id(), t - 700, 600))),
-        ("other server", Some(provenance::issue_text(&key, me, ServerId([1; 8]), t, 600))),
-        ("other address", Some(provenance::issue_text(&key, lab.victim_ip, lab.server_id(), t, 600))),
-        ("other key", Some(provenance::issue_text(&other_key, me, lab.server_id(), t, 600))),
+        (
+            "expired",
+            Some(provenance::issue_text(
+                &key,
+                me,
+                lab.server_id(),
+                t - 700,
+                600,
+            )),
+        ),
+        (
+            "other server",
+            Some(provenance::issue_text(&key, me, ServerId([1; 8]), t, 600)),
+        ),
+        (
+            "other address",
+            Some(provenance::issue_text(
+                &key,
+                lab.victim_ip,
+                lab.server_id(),
+                t,
+                600,
+            )),
+        ),
+        (
+            "other key",
+            Some(provenance::issue_text(
+                &other_key,
+                me,
+                lab.server_id(),
+                t,
+                600,
+            )),
+        ),
     ];
     let mut expected_unverified = 0;
     for (what, cert) in cases {
         let flight = first_flight(cert.as_deref(), 10);
-        let got = lab.in_client(move || rt().block_on(syn_send(me, to, flight, Duration::from_secs(5))));
+        let got =
+            lab.in_client(move || rt().block_on(syn_send(me, to, flight, Duration::from_secs(5))));
         // Served, but only after the handshake.
-        assert!(got.starts_with(b"HTTP/1.1 "), "{what}: {:?}", String::from_utf8_lossy(&got));
+        assert!(
+            got.starts_with(b"HTTP/1.1 "),
+            "{what}: {:?}",
+            String::from_utf8_lossy(&got)
+        );
         expected_unverified += 1;
         let log = srv.log();
         assert_eq!(stat(&log, "verified"), 0, "{what}: {log}");
-        assert_eq!(stat(&log, "unverified"), expected_unverified, "{what}: {log}");
-        assert_eq!(stat(&log, "completed"), expected_unverified, "{what}: {log}");
+        assert_eq!(
+            stat(&log, "unverified"),
+            expected_unverified,
+            "{what}: {log}"
+        );
+        assert_eq!(
+            stat(&log, "completed"),
+            expected_unverified,
+            "{what}: {log}"
+        );
     }
     // A valid certificate: verified; the same first flight again: a replay.
     let good = provenance::issue_text(&key, me, lab.server_id(), t, 600);
@@ -527,7 +666,11 @@ fn asap_falls_back_without_failing() {
     let (ok, body, err) = lab.fetch(&["--asap"]);
     assert!(ok && body == INDEX, "expired certificate: {err}");
     let log = srv.log();
-    assert_eq!((stat(&log, "verified"), stat(&log, "completed")), (0, 1), "{log}");
+    assert_eq!(
+        (stat(&log, "verified"), stat(&log, "completed")),
+        (0, 1),
+        "{log}"
+    );
     drop(srv);
     drop(dns);
 
@@ -544,8 +687,24 @@ fn asap_falls_back_without_failing() {
     let srv = lab.serve_asap();
     let s = lab.server_ns.clone();
     sh(&[
-        "ip", "netns", "exec", &s, "iptables", "-I", "INPUT", "-p", "tcp", "--dport", "8080",
-        "--syn", "-m", "length", "--length", "100:65535", "-j", "DROP",
+        "ip",
+        "netns",
+        "exec",
+        &s,
+        "iptables",
+        "-I",
+        "INPUT",
+        "-p",
+        "tcp",
+        "--dport",
+        "8080",
+        "--syn",
+        "-m",
+        "length",
+        "--length",
+        "100:65535",
+        "-j",
+        "DROP",
     ]);
     let (ok, body, err) = lab.fetch(&["--asap"]);
     assert!(ok && body == INDEX, "SYN data dropped on the path: {err}");
@@ -558,13 +717,24 @@ fn asap_falls_back_without_failing() {
 fn key_file_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     let p: &Path = &dir.path().join("k");
-    let out = common::run(&["dns", "provenance-key", "--out", p.to_str().unwrap()], Duration::from_secs(30));
+    let out = common::run(
+        &["dns", "provenance-key", "--out", p.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
     assert!(out.status.success(), "{}", out.stderr_text());
     let k = ProvenanceKey::parse(&std::fs::read_to_string(p).unwrap()).unwrap();
-    let again = common::run(&["dns", "provenance-key", "--out", p.to_str().unwrap()], Duration::from_secs(30));
-    assert!(!again.status.success(), "an existing key file is not overwritten");
+    let again = common::run(
+        &["dns", "provenance-key", "--out", p.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    assert!(
+        !again.status.success(),
+        "an existing key file is not overwritten"
+    );
     assert_eq!(
-        ProvenanceKey::parse(&std::fs::read_to_string(p).unwrap()).unwrap().id(),
+        ProvenanceKey::parse(&std::fs::read_to_string(p).unwrap())
+            .unwrap()
+            .id(),
         k.id()
     );
 }

@@ -360,7 +360,13 @@ mod tests {
             Error::WrongAddress
         );
         assert_eq!(
-            err(verify(t.as_bytes(), &[key(1)], peer, ServerId([8; 8]), 1030)),
+            err(verify(
+                t.as_bytes(),
+                &[key(1)],
+                peer,
+                ServerId([8; 8]),
+                1030
+            )),
             Error::WrongServer
         );
         assert_eq!(
@@ -374,7 +380,13 @@ mod tests {
         );
         let raw = b64::decode(t.as_bytes()).unwrap();
         for cut in 0..raw.len() {
-            let r = verify(b64::encode(&raw[..cut]).as_bytes(), &[key(1)], peer, s, 1030);
+            let r = verify(
+                b64::encode(&raw[..cut]).as_bytes(),
+                &[key(1)],
+                peer,
+                s,
+                1030,
+            );
             assert!(r.is_err(), "truncated at {cut}");
         }
         for bit in 0..raw.len() * 8 {

@@ -283,12 +283,11 @@ fn is_unsafe(m: &Method) -> bool {
 impl Client {
     /// A client with `config`.
     pub fn new(config: ClientConfig) -> Self {
-        let http = HyperClient::builder(TokioExecutor::new())
-            .build(
-                Connector::new(config.proxy.clone())
-                    .with_resolver(config.resolver.clone())
-                    .with_tfo(config.tfo),
-            );
+        let http = HyperClient::builder(TokioExecutor::new()).build(
+            Connector::new(config.proxy.clone())
+                .with_resolver(config.resolver.clone())
+                .with_tfo(config.tfo),
+        );
         Client {
             http,
             config: Arc::new(config),
@@ -670,7 +669,12 @@ impl Client {
             HeaderValue::from_static("no-cache, no-store"),
         );
         h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
-        if let Some(pc) = self.config.provenance.as_ref().and_then(|p| p.certificate(&authority, now)) {
+        if let Some(pc) = self
+            .config
+            .provenance
+            .as_ref()
+            .and_then(|p| p.certificate(&authority, now))
+        {
             if let Ok(v) = HeaderValue::from_str(&pc) {
                 h.insert(httpcrypt_proto::provenance::FIELD, v);
             }

@@ -79,7 +79,11 @@ impl RequestHandler for ProvenanceAuthority {
             unix_now(),
             self.lifetime,
         );
-        let record = Record::from_rdata(Name::from(self.name.clone()), 0, RData::TXT(TXT::new(vec![text])));
+        let record = Record::from_rdata(
+            Name::from(self.name.clone()),
+            0,
+            RData::TXT(TXT::new(vec![text])),
+        );
         let mut header = Header::response_from_request(request.header());
         header.set_message_type(MessageType::Response);
         header.set_response_code(ResponseCode::NoError);
