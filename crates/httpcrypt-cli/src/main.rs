@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
+mod asap;
 mod demo;
 mod dns;
 mod fetch;
@@ -202,6 +203,7 @@ struct ServerOpts {
     publish: dns::PublishOpts,
     #[command(flatten)]
     defence: flood::DefenceOpts,
+    asap: asap::ListenOpts,
 }
 
 #[derive(Args)]
@@ -378,10 +380,12 @@ where
     S::Future: Send + 'static,
 {
     let (layer, listener) = prepare(opts).await?;
+    let gate = asap::prepare_listener(&opts.asap, &listener, opts.keys.as_deref())?;
     let svc = tower::Layer::layer(&layer, svc);
     let listen = httpcrypt::runtime::ListenOptions {
         max_connections: opts.max_connections,
         header_timeout: Duration::from_secs(opts.header_timeout.max(1)),
+        gate,
         ..Default::default()
     };
     httpcrypt::runtime::run(listener, svc, listen, async {

@@ -126,6 +126,12 @@ pub enum Error {
     /// An admission echo or challenge that does not parse or verify (spec §14.3).
     #[error("bad admission cookie")]
     BadAdmission,
+    /// A provenance certificate names another client address (spec/asap.md §3).
+    #[error("provenance certificate for another address")]
+    WrongAddress,
+    /// A provenance certificate names another server (spec/asap.md §3).
+    #[error("provenance certificate for another server")]
+    WrongServer,
 }
 
 /// Where a problem is reported (spec §4.4).
@@ -213,6 +219,8 @@ impl Error {
             Error::AdmissionRequired => "admission_required",
             Error::Busy => "busy",
             Error::BadAdmission => "bad_admission",
+            Error::WrongAddress => "wrong_address",
+            Error::WrongServer => "wrong_server",
         }
     }
 
@@ -260,7 +268,9 @@ impl Error {
             | Error::BadToken
             | Error::MalformedSplit
             | Error::ContentMismatch
-            | Error::BadAdmission => return None,
+            | Error::BadAdmission
+            | Error::WrongAddress
+            | Error::WrongServer => return None,
         };
         Some(Problem {
             status,
@@ -308,6 +318,8 @@ impl Error {
         Error::AdmissionRequired,
         Error::Busy,
         Error::BadAdmission,
+        Error::WrongAddress,
+        Error::WrongServer,
     ];
 
     /// Looks an error up by its code.

@@ -16,6 +16,7 @@
 //! - [`ticket`], [`token`], [`replay`]: resumption and replay defence;
 //! - [`split`]: split serving through untrusted caches (stubs, splicing, content batches);
 //! - [`admission`]: the load-aware defence in front of the key agreement;
+//! - [`provenance`]: provenance certificates for data sent with the TCP SYN (spec/asap.md);
 //! - [`rspamd`]: the rspamd compatibility profile.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -31,6 +32,7 @@ pub mod inner;
 pub mod keys;
 pub mod limits;
 pub mod outer;
+pub mod provenance;
 pub mod ratchet;
 pub mod replay;
 pub mod rspamd;

@@ -693,3 +693,50 @@ fn decode_split<H: inner::Head + Clone>(
     d.finish()?;
     Ok((head.ok_or(Error::MalformedInner)?, body))
 }
+
+/// `vectors/provenance/`: provenance certificates (spec/asap.md), a project
+/// extension kept apart from the v1 vectors the other implementations run.
+#[test]
+fn provenance_vectors() {
+    use httpcrypt_proto::provenance::{self, ProvenanceKey, ServerId};
+    let dir = vectors_dir().join("provenance");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("vectors/provenance/ exists")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    let (mut pos, mut neg) = (0, 0);
+    for f in &files {
+        let case: Value = serde_json::from_str(&std::fs::read_to_string(f).expect("readable"))
+            .expect("valid JSON");
+        let name = case["name"].as_str().expect("name");
+        assert_eq!(case["kind"], "provenance_verify", "{name}");
+        let i = &case["input"];
+        let key = ProvenanceKey::from_parts(arr(i, "key_id"), arr(i, "secret"));
+        let got = provenance::verify(
+            s(i, "text").as_bytes(),
+            &[key],
+            s(i, "peer").parse().expect("peer address"),
+            ServerId(arr(i, "server")),
+            i["now"].as_u64().expect("now"),
+        );
+        match (case["expect"].as_str().expect("expect"), got) {
+            ("ok", Ok(c)) => {
+                pos += 1;
+                let out = &case["output"];
+                assert_eq!(out["address"], c.address.to_string(), "{name}");
+                assert_eq!(out["issued"], c.issued, "{name}");
+                assert_eq!(out["lifetime"], c.lifetime, "{name}");
+                let raw = b64::decode(s(i, "text").as_bytes()).expect("b64");
+                assert_eq!(out["hex"], hex::encode(raw), "{name}");
+            }
+            (want, Err(e)) => {
+                neg += 1;
+                assert_eq!(e.code(), want, "{name}");
+            }
+            (want, Ok(_)) => panic!("{name}: expected {want}, got success"),
+        }
+    }
+    assert!(pos >= 3 && neg > pos, "{pos} positive, {neg} negative");
+}

@@ -146,6 +146,11 @@ pub struct ClientConfig {
     /// Resolves host names for connections (e.g. through the same DNS
     /// server as discovery); `None` uses the system resolver.
     pub resolver: Option<Arc<dyn crate::connect::Resolve>>,
+    /// TCP Fast Open for new connections (spec/asap.md §5).
+    pub tfo: crate::asap::Tfo,
+    /// ASAP mode: the provenance certificate to present on requests
+    /// (outer `Httpcrypt-Provenance` field), e.g. [`crate::asap::AsapDiscovery`].
+    pub provenance: Option<Arc<dyn crate::asap::ProvenanceSource>>,
 }
 
 impl Default for ClientConfig {
@@ -163,6 +168,8 @@ impl Default for ClientConfig {
             options_fallback: true,
             require_identity: false,
             resolver: None,
+            tfo: crate::asap::Tfo::Off,
+            provenance: None,
         }
     }
 }
@@ -321,8 +328,11 @@ fn is_unsafe(m: &Method) -> bool {
 impl Client {
     /// A client with `config`.
     pub fn new(config: ClientConfig) -> Self {
-        let http = HyperClient::builder(TokioExecutor::new())
-            .build(Connector::new(config.proxy.clone()).with_resolver(config.resolver.clone()));
+        let http = HyperClient::builder(TokioExecutor::new()).build(
+            Connector::new(config.proxy.clone())
+                .with_resolver(config.resolver.clone())
+                .with_tfo(config.tfo),
+        );
         Client {
             http,
             config: Arc::new(config),
@@ -730,6 +740,16 @@ impl Client {
             HeaderValue::from_static("no-cache, no-store"),
         );
         h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
+        if let Some(pc) = self
+            .config
+            .provenance
+            .as_ref()
+            .and_then(|p| p.certificate(&authority, now))
+        {
+            if let Ok(v) = HeaderValue::from_str(&pc) {
+                h.insert(httpcrypt_proto::provenance::FIELD, v);
+            }
+        }
         let sent_method = outer_req.method().clone();
         let sent_uri = outer_req.uri().clone();
         let sent_headers = outer_req.headers().clone();

@@ -9,6 +9,7 @@
 //!   embedded authoritative server) and discovering them;
 //! - [`rspamd`]: the rspamd compatibility profile (`rspamc --key`): a client
 //!   and a layer;
+//! - [`asap`]: the request in the TCP SYN, with provenance certificates (spec/asap.md);
 //! - [`defence`]: the load-aware defence in front of the key agreement;
 //! - [`runtime`]: the listeners behind `httpcrypt serve` and `httpcrypt gateway`;
 //! - [`split`] and [`split_proxy`]: split serving through untrusted caches
@@ -18,6 +19,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod asap;
 pub mod body;
 pub mod client;
 pub mod connect;
