@@ -180,15 +180,17 @@ def write(result, bench_dir):
         json.dump(result, f, indent=1)
     summary = {"date": result["meta"]["date"], "mode": result["meta"]["mode"],
                "source": os.path.basename(raw_path), "ratios": dict(result["summary"])}
-    # Keep the split-serving keys that bench/split/run merged in.
+    # Keep the keys the other benchmarks (bench/split, bench/flood,
+    # bench/asap) merged in, and their source notes.
     try:
         with open(os.path.join(results_dir, "summary.json")) as f:
             old = json.load(f)
         for k, v in old.get("ratios", {}).items():
-            if k.startswith("split_"):
+            if k.startswith(("split_", "flood_", "newsession_", "asap_")):
                 summary["ratios"].setdefault(k, v)
-        if "split_source" in old:
-            summary["split_source"] = old["split_source"]
+        for k, v in old.items():
+            if k.endswith("_source") and k != "source":
+                summary.setdefault(k, v)
     except (OSError, ValueError):
         pass
     with open(os.path.join(results_dir, "summary.json"), "w") as f:

@@ -203,6 +203,7 @@ struct ServerOpts {
     publish: dns::PublishOpts,
     #[command(flatten)]
     defence: flood::DefenceOpts,
+    #[command(flatten)]
     asap: asap::ListenOpts,
 }
 
