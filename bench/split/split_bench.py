@@ -559,7 +559,7 @@ def main():
         res["trace"] = (trace_replay(lab, 2026, 30, 40, 256 * KIB) if smoke
                         else trace_replay(lab, 2026, 400, 2000, 8 * MIB))
         print("3. uncached latency", flush=True)
-        res["latency"] = latency(lab, 99, 4 if smoke else 40, 256 * KIB if smoke else 2 * MIB, "20mbit")
+        res["latency"] = latency(lab, 99, 4 if smoke else 100, 256 * KIB if smoke else 2 * MIB, "20mbit")
     finally:
         lab.stop()
         netns_down()

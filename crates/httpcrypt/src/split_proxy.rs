@@ -426,7 +426,19 @@ impl SplitProxy {
         let mut dec = SplitDecoder::new(self.config.max_record);
         let mut queue: Vec<Item> = Vec::new();
         loop {
-            let frame = body.frame().await;
+            // Once the FINAL frame is in, read the answer to its end first:
+            // hyper then returns the connection to the pool, and the batch
+            // fetch below reuses it instead of opening another.
+            let frame = if dec.is_complete() {
+                while let Some(f) = body.frame().await {
+                    if let Ok(data) = f?.into_data() {
+                        dec.receive(&data)?; // anything after FINAL: trailing_data
+                    }
+                }
+                None
+            } else {
+                body.frame().await
+            };
             let ended = match frame {
                 Some(Ok(f)) => {
                     if let Ok(data) = f.into_data() {
@@ -443,6 +455,9 @@ impl SplitProxy {
                                 self.flush(&mut queue, content, tx).await?;
                             }
                         }
+                    }
+                    if dec.is_complete() {
+                        continue;
                     }
                     false
                 }
