@@ -433,6 +433,24 @@ def report(res, new, path):
         vs = f"{v:.4g}" if isinstance(v, float) else str(v)
         w(f"| `{k}` | {vs} | {m['target']} | {m['met']} |")
     w("")
+    why = {
+        "flood_5x_returning_p99_ms":
+            "Returning clients skip the defence, but they share the server's one worker with the "
+            "junk it refuses: each refusal is cheap (no X25519, no allocation in the protocol "
+            "path) yet still a hyper request and a 429 written back, and at the achieved junk "
+            "rate on the CPU share the server had (see below) the worker is saturated, so a "
+            "ticket request waits in the same queue. Closing connections that keep sending "
+            "junk, or a per-connection refusal budget, would cut that queue; not built.",
+        "flood_idle_defence_cpu_overhead":
+            "Within run-to-run noise (see the idle section): the spread between repetitions of "
+            "one configuration is larger than the difference of the medians.",
+        "flood_5x_new_p99_ms": "New clients pay a challenge round trip and a puzzle.",
+        "flood_5x_legit_success_rate": "",
+        "flood_rejected_path_heap_allocations": "",
+    }
+    missed = [k for k, m in new.items() if m["met"] is False]
+    if missed:
+        w("Missed: " + " ".join(f"`{k}`: {why.get(k, '')}" for k in missed) + "\n")
     w("## New sessions per second per server core\n")
     w("One server worker on CPU 0; bench/loadgen on CPU 1 with 32 connections. Per core = rate / "
       "server CPU share. TLS rows are full handshakes on new connections (no session cache, no "
