@@ -145,12 +145,7 @@ fn main() {
         threshold: u32::MAX,
         ..Default::default()
     };
-    let idle = RefCell::new(Admission::new(
-        idle_config,
-        [1; 32],
-        [2; 16],
-        NOW * 1000,
-    ));
+    let idle = RefCell::new(Admission::new(idle_config, [1; 32], [2; 16], NOW * 1000));
     let on_config = AdmissionConfig {
         threshold: 1,
         prefix_burst: 1,
@@ -170,13 +165,14 @@ fn main() {
                  doc: &mut String|
      -> Option<Accept> {
         let mut refused = None;
-        let r = server::accept_gated(&keys, &mount, view, &limits, NOW, |sk, peer, n0| {
-            match adm.borrow_mut().judge(NOW * 1000, addr, n0, echo) {
-                Verdict::Admit => sk.secret.session_key(peer),
-                v => {
-                    refused = Some(v);
-                    Err(httpcrypt_proto::Error::AdmissionRequired)
-                }
+        let r = server::accept_gated(&keys, &mount, view, &limits, NOW, |sk, peer, n0| match adm
+            .borrow_mut()
+            .judge(NOW * 1000, addr, n0, echo)
+        {
+            Verdict::Admit => sk.secret.session_key(peer),
+            v => {
+                refused = Some(v);
+                Err(httpcrypt_proto::Error::AdmissionRequired)
             }
         });
         if let Some(v) = refused {
@@ -212,7 +208,12 @@ fn main() {
         assert!(doc.contains("urn:httpcrypt:admission"));
     });
     // A well-formed echo for another address: verified (MAC, two SHA3), refused.
-    let foreign = admission::issue_cookie(&[1; 32], (NOW / 30) as u32, 0, "192.0.2.99".parse().expect("an address"));
+    let foreign = admission::issue_cookie(
+        &[1; 32],
+        (NOW / 30) as u32,
+        0,
+        "192.0.2.99".parse().expect("an address"),
+    );
     let foreign_echo = admission::format_echo(&foreign, &[0; 8]);
     let junk_bad_echo = per_call(n, || {
         assert!(gated(&junk_view, &on, Some(foreign_echo.as_bytes()), &mut doc).is_none());
@@ -229,7 +230,7 @@ fn main() {
         assert!(gated(&unknown_view, &on, None, &mut doc).is_none());
     });
     let mut cache = SessionCache::new(1024, [4; 16]);
-    cache.insert(&kid, &client.public(), prepared.session_key().clone());
+    cache.insert(&kid, client.public(), prepared.session_key().clone());
     let cache = RefCell::new(cache);
     let cache_hit = per_call(n, || {
         let r = server::accept_gated(&keys, &mount, &valid_view, &limits, NOW, |sk, peer, _| {

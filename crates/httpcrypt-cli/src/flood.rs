@@ -226,7 +226,10 @@ pub async fn run(a: FloodArgs) -> Result<i32> {
         }
         FloodMode::SlowHead => slow_heads(&a, addr, pace.clone(), tally.clone()).await,
         FloodMode::Replay => {
-            let path = a.payload.as_ref().context("--mode replay needs --payload")?;
+            let path = a
+                .payload
+                .as_ref()
+                .context("--mode replay needs --payload")?;
             let payload = Arc::new(std::fs::read(path).context("reading --payload")?);
             replay(&a, addr, payload, pace.clone(), tally.clone()).await
         }
@@ -358,12 +361,12 @@ fn attack_request(
     key: &httpcrypt::proto::DiscoveredKey,
     mount: &outer::Mount,
     host: &str,
-    admit: Option<&(AdmitCookie, [u8; 24])>,
+    admit: Option<&AdmitCookie>,
 ) -> Result<(Vec<u8>, Option<[u8; 24]>)> {
     let mut n0 = [0u8; 24];
     OsRng.fill_bytes(&mut n0);
     let echo = |n0: &[u8; 24]| -> Option<String> {
-        let (c, _) = admit?;
+        let c = admit?;
         let s = admission::solve_puzzle(c, n0, OsRng.next_u64(), 1 << 30)?;
         Some(format!(
             "; {}={}",
@@ -402,7 +405,8 @@ fn attack_request(
                 "",
             )?;
             let mut head = httpcrypt::proto::inner::RequestHead::new("GET", "/");
-            head.fields.push(httpcrypt::proto::inner::Field::new("Host", host));
+            head.fields
+                .push(httpcrypt::proto::inner::Field::new("Host", host));
             head.fields.push(httpcrypt::proto::inner::Field::new(
                 "Date",
                 httpcrypt::proto::replay::format_date(httpcrypt::keystore::unix_now()),
@@ -421,10 +425,7 @@ fn attack_request(
         }
         _ => {
             // Huge header section: 13 fields of 8 KiB, above every limit.
-            let mut out = format!(
-                "GET {} HTTP/1.1\r\nHost: {host}\r\n",
-                mount.nonce_path(&n0)
-            );
+            let mut out = format!("GET {} HTTP/1.1\r\nHost: {host}\r\n", mount.nonce_path(&n0));
             let filler = "x".repeat(8 * 1024);
             for i in 0..13 {
                 out.push_str(&format!("X-Filler-{i}: {filler}\r\n"));
@@ -512,7 +513,7 @@ async fn attack(
         );
         let (mode, obey) = (a.mode, a.obey);
         tasks.spawn(async move {
-            let admit: Arc<Mutex<Option<(AdmitCookie, [u8; 24])>>> = Arc::new(Mutex::new(None));
+            let admit: Arc<Mutex<Option<AdmitCookie>>> = Arc::new(Mutex::new(None));
             let mut pending: Option<Vec<u8>> = None;
             'conn: while Instant::now() < pace.deadline {
                 let s = match connect_from(src, addr).await {
@@ -550,7 +551,7 @@ async fn attack(
                                             body.map(|b| admission::parse_refusal(&b))
                                         {
                                             *admit.lock().unwrap_or_else(|p| p.into_inner()) =
-                                                Some((c, [0; 24]));
+                                                Some(c);
                                         }
                                     }
                                     if !keep {
@@ -677,7 +678,8 @@ async fn slow_heads(a: &FloodArgs, addr: SocketAddr, pace: Arc<Pace>, tally: Arc
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 };
-                let head = b"POST /AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+                let head =
+                    b"POST /AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA HTTP/1.1\r\nHost: x\r\nX-Slow: ";
                 let mut closed = s.write_all(head).await.is_err();
                 let mut probe = [0u8; 512];
                 while !closed && Instant::now() < deadline {

@@ -38,8 +38,11 @@ fn now() -> u64 {
     httpcrypt::keystore::unix_now()
 }
 
+/// Makes the `hc1-admit` pair for a request nonce.
+type EchoFor<'a> = dyn Fn(&[u8; 24]) -> String + 'a;
+
 /// A fresh-key GET of /hello.txt, with an optional `hc1-admit` pair.
-fn fresh_request(addr: SocketAddr, echo: Option<&dyn Fn(&[u8; 24]) -> String>) -> (Sealed, Vec<u8>) {
+fn fresh_request(addr: SocketAddr, echo: Option<&EchoFor>) -> (Sealed, Vec<u8>) {
     let certs = common::certs(addr, &Mount::default());
     let sealed = Sealed::new(&certs, None, &Mount::default());
     let host = addr.to_string();
@@ -91,7 +94,11 @@ fn socket_from(src: [u8; 4], addr: SocketAddr) -> TcpStream {
 
 fn echo_pair(c: &admission::AdmitCookie, n0: &[u8; 24]) -> String {
     let s = admission::solve_puzzle(c, n0, 0, 1 << 26).expect("solvable");
-    format!("{}={}", admission::ADMIT_COOKIE, admission::format_echo(c, &s))
+    format!(
+        "{}={}",
+        admission::ADMIT_COOKIE,
+        admission::format_echo(c, &s)
+    )
 }
 
 /// Pushes the demand above a threshold of 1/s: fresh-key requests until the
@@ -176,7 +183,10 @@ fn challenge_echo_budget_over_sockets() {
     let (sealed, bytes) = fresh_request(addr, Some(&|n0| echo_pair(&c, n0)));
     let rsp = exchange_from([127, 0, 0, 1], addr, &bytes);
     let (head, body) = sealed.open(&rsp);
-    assert_eq!((head.status, body.as_slice()), (200, &b"hello under load\n"[..]));
+    assert_eq!(
+        (head.status, body.as_slice()),
+        (200, &b"hello under load\n"[..])
+    );
     // The same cookie from 127.0.0.2 (same /24, other address): a new challenge.
     let (_, bytes) = fresh_request(addr, Some(&|n0| echo_pair(&c, n0)));
     let rsp = exchange_from([127, 0, 0, 2], addr, &bytes);
@@ -309,15 +319,44 @@ fn flood_keeps_memory_bounded_and_serves_clients() {
     s.server.reset_peak_rss();
     let junk = flood(
         addr,
-        &["--mode", "junk", "--duration", "4", "--connections", "16", "--sources", "40"],
+        &[
+            "--mode",
+            "junk",
+            "--duration",
+            "4",
+            "--connections",
+            "16",
+            "--sources",
+            "40",
+        ],
     );
     let slow = flood(
         addr,
-        &["--mode", "slow-head", "--duration", "4", "--connections", "24", "--sources", "24"],
+        &[
+            "--mode",
+            "slow-head",
+            "--duration",
+            "4",
+            "--connections",
+            "24",
+            "--sources",
+            "24",
+        ],
     );
     let huge = flood(
         addr,
-        &["--mode", "huge-header", "--duration", "4", "--connections", "8", "--sources", "8", "--rate", "200"],
+        &[
+            "--mode",
+            "huge-header",
+            "--duration",
+            "4",
+            "--connections",
+            "8",
+            "--sources",
+            "8",
+            "--rate",
+            "200",
+        ],
     );
     std::thread::sleep(Duration::from_millis(500));
     let legit = flood(
@@ -349,7 +388,10 @@ fn flood_keeps_memory_bounded_and_serves_clients() {
     let sent = legit["sent"].as_u64().unwrap();
     let ok = legit["ok"].as_u64().unwrap();
     assert!(sent >= 10, "{legit}");
-    assert!(ok * 100 >= sent * 95, "legitimate clients get through: {legit}");
+    assert!(
+        ok * 100 >= sent * 95,
+        "legitimate clients get through: {legit}"
+    );
     // Spec §14.6: head buffers and one record per connection, the
     // admission table, a session cache and strike register filled only by
     // the legitimate requests (a few hundred entries: 1 MiB is generous).

@@ -216,7 +216,8 @@ pub fn find_echo<'a>(fields: impl IntoIterator<Item = &'a [u8]>) -> Option<&'a [
         field.split(|b| *b == b';').find_map(|pair| {
             let pair = pair.trim_ascii();
             let eq = pair.iter().position(|b| *b == b'=')?;
-            (pair[..eq].trim_ascii() == ADMIT_COOKIE.as_bytes()).then(|| pair[eq + 1..].trim_ascii())
+            (pair[..eq].trim_ascii() == ADMIT_COOKIE.as_bytes())
+                .then(|| pair[eq + 1..].trim_ascii())
         })
     })
 }
@@ -235,9 +236,9 @@ pub fn verify_echo(
     if step > step_now || step_now - step > 1 {
         return Err(Error::BadAdmission);
     }
-    let mac_ok = secrets.iter().any(|s| {
-        bool::from(cookie_mac(s, step, cookie.difficulty(), addr).ct_eq(&cookie.0[5..]))
-    });
+    let mac_ok = secrets
+        .iter()
+        .any(|s| bool::from(cookie_mac(s, step, cookie.difficulty(), addr).ct_eq(&cookie.0[5..])));
     if !mac_ok || !puzzle_solved(&cookie, n0, &solution) {
         return Err(Error::BadAdmission);
     }
@@ -438,7 +439,11 @@ impl Admission {
     fn slot(&self, addr: IpAddr) -> usize {
         use std::hash::Hasher;
         let mut h = SipHasher13::new_with_keys(self.hasher.0, self.hasher.1);
-        h.write(&prefix_of(addr, self.config.v4_prefix, self.config.v6_prefix));
+        h.write(&prefix_of(
+            addr,
+            self.config.v4_prefix,
+            self.config.v6_prefix,
+        ));
         (h.finish() as usize) & (self.table.len() - 1)
     }
 
@@ -686,7 +691,10 @@ mod tests {
             panic!("expected a challenge");
         };
         let echo = echo_for(&c, &[1; 24]);
-        assert_eq!(a.judge(t, b, &[1; 24], Some(echo.as_bytes())), Verdict::Admit);
+        assert_eq!(
+            a.judge(t, b, &[1; 24], Some(echo.as_bytes())),
+            Verdict::Admit
+        );
     }
 
     #[test]
@@ -714,7 +722,13 @@ mod tests {
         let mut raised = c;
         raised.0[4] = 1;
         assert_eq!(
-            verify_echo(&[&secret], 100, A, &n0, format_echo(&raised, &[0; 8]).as_bytes()),
+            verify_echo(
+                &[&secret],
+                100,
+                A,
+                &n0,
+                format_echo(&raised, &[0; 8]).as_bytes()
+            ),
             Err(Error::BadAdmission)
         );
     }

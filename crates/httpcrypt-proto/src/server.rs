@@ -269,7 +269,9 @@ pub fn accept_with(
     now: u64,
     derive: impl FnOnce(&ServerKey, &crate::keys::KexPublic) -> Result<SessionKey>,
 ) -> Result<Accept> {
-    accept_gated(keys, mount, req, limits, now, |sk, peer, _| derive(sk, peer))
+    accept_gated(keys, mount, req, limits, now, |sk, peer, _| {
+        derive(sk, peer)
+    })
 }
 
 /// [`accept_with`] whose `derive` also sees the request nonce: the point

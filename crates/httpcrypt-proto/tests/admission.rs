@@ -58,7 +58,12 @@ impl Server {
 
     /// Judges one outer request from `addr` at `now_ms`: the verdict of the
     /// defence (if it ran) and the outcome of `accept_gated`.
-    fn handle(&mut self, bytes: &[u8], addr: IpAddr, now_ms: u64) -> (Option<Verdict>, Result<Accept, Error>) {
+    fn handle(
+        &mut self,
+        bytes: &[u8],
+        addr: IpAddr,
+        now_ms: u64,
+    ) -> (Option<Verdict>, Result<Accept, Error>) {
         let o = ParsedOuter::parse(bytes).unwrap();
         let view: OuterRequest<'_> = o.as_request();
         let echo = admission::find_echo(view.cookies.iter().copied());
@@ -86,10 +91,16 @@ impl Server {
     }
 }
 
-fn request(server_public: &KexPublic, secret: &KexSecret, rng: &mut ChaCha20Rng, echo: Option<&admission::AdmitCookie>) -> (PreparedRequest, Vec<u8>) {
+fn request(
+    server_public: &KexPublic,
+    secret: &KexSecret,
+    rng: &mut ChaCha20Rng,
+    echo: Option<&admission::AdmitCookie>,
+) -> (PreparedRequest, Vec<u8>) {
     let mut n0 = [0u8; 24];
     rng.fill_bytes(&mut n0);
-    let p = PreparedRequest::for_key(server_public, ClientCredential::Key(secret), n0, "", "").unwrap();
+    let p =
+        PreparedRequest::for_key(server_public, ClientCredential::Key(secret), n0, "", "").unwrap();
     let mut head = RequestHead::new("GET", "/x");
     head.fields.push(Field::new("Host", HOST));
     let stream = p.seal_message(&head, b"", 16_384).unwrap();
@@ -98,7 +109,11 @@ fn request(server_public: &KexPublic, secret: &KexSecret, rng: &mut ChaCha20Rng,
         let s = admission::solve_puzzle(c, &n0, rng.next_u64(), 1 << 24).unwrap();
         let text = String::from_utf8_lossy(&bytes[..bytes.len() - stream.len()]).into_owned();
         let cookie = format!("Cookie: {}", p.cookie());
-        let head = text.replacen(&cookie, &format!("{cookie}; hc1-admit={}", admission::format_echo(c, &s)), 1);
+        let head = text.replacen(
+            &cookie,
+            &format!("{cookie}; hc1-admit={}", admission::format_echo(c, &s)),
+            1,
+        );
         bytes = [head.as_bytes(), &stream].concat();
     }
     (p, bytes)
@@ -142,7 +157,10 @@ fn flood_challenge_echo_ticket_and_calm() {
     }
     t += 500;
     let agreed = s.x25519.get();
-    assert!(agreed <= 50 + 101, "the defence switched on at the threshold: {agreed}");
+    assert!(
+        agreed <= 50 + 101,
+        "the defence switched on at the threshold: {agreed}"
+    );
     for _ in 0..200 {
         let (v, r) = s.handle(&junk(&kid, &mut rng), attacker, t);
         assert!(matches!(v, Some(Verdict::Challenge(_))), "{v:?}");
@@ -155,20 +173,39 @@ fn flood_challenge_echo_ticket_and_calm() {
     let secret = KexSecret::generate(&mut rng);
     let (_, bytes) = request(&s.public, &secret, &mut rng, None);
     let (v, _) = s.handle(&bytes, client, t);
-    let Some(Verdict::Challenge(c)) = v else { panic!("{v:?}") };
+    let Some(Verdict::Challenge(c)) = v else {
+        panic!("{v:?}")
+    };
     let mut doc = String::new();
     admission::format_refusal(&Verdict::Challenge(c), &mut doc);
-    let Ok(Refusal::Admission(c)) = admission::parse_refusal(doc.as_bytes()) else { panic!("{doc}") };
-    assert!(c.difficulty() >= 10, "a heavy flood asks for work: {}", c.difficulty());
+    let Ok(Refusal::Admission(c)) = admission::parse_refusal(doc.as_bytes()) else {
+        panic!("{doc}")
+    };
+    assert!(
+        c.difficulty() >= 10,
+        "a heavy flood asks for work: {}",
+        c.difficulty()
+    );
     let (p, bytes) = request(&s.public, &secret, &mut rng, Some(&c));
     let (v, r) = s.handle(&bytes, client, t + 50);
     assert!(v.is_none(), "{v:?}");
-    let Ok(Accept::Request(a)) = r else { panic!("{r:?}") };
+    let Ok(Accept::Request(a)) = r else {
+        panic!("{r:?}")
+    };
     let body = &ParsedOuter::parse(&bytes).unwrap().body;
     let (head, _) = server::open_request(&a, body, &Limits::default()).unwrap();
     assert_eq!(head.target, "/x");
     let mut out = Vec::new();
-    server::seal_response(a.into_response_key(), [3; 24], &ResponseHead::new(200, "OK"), b"ok", t / 1000, 16_384, &mut out).unwrap();
+    server::seal_response(
+        a.into_response_key(),
+        [3; 24],
+        &ResponseHead::new(200, "OK"),
+        b"ok",
+        t / 1000,
+        16_384,
+        &mut out,
+    )
+    .unwrap();
     let (rh, rb) = p.open_response(&out, &Limits::default()).unwrap();
     assert_eq!((rh.status, rb.as_slice()), (200, &b"ok"[..]));
 
@@ -179,15 +216,26 @@ fn flood_challenge_echo_ticket_and_calm() {
 
     // A returning client with a ticket never meets the defence.
     let ticket = s.tk.seal(
-        &TicketContents { key: p.session_key().clone(), kid, expiry: (T0 + 7200) as u32 },
+        &TicketContents {
+            key: p.session_key().clone(),
+            kid,
+            expiry: (T0 + 7200) as u32,
+        },
         [4; 24],
     );
     let mut n0 = [0u8; 24];
     rng.fill_bytes(&mut n0);
     let k = p.session_key().clone();
-    let tp = PreparedRequest::for_key(&s.public, ClientCredential::Ticket(&ticket, &k), n0, "", "").unwrap();
-    let stream = tp.seal_message(&RequestHead::new("GET", "/t"), b"", 16_384).unwrap();
-    let (v, r) = s.handle(&tp.encode_outer(Form::Post, &Mount::default(), HOST, &stream), attacker, t + 70);
+    let tp = PreparedRequest::for_key(&s.public, ClientCredential::Ticket(&ticket, &k), n0, "", "")
+        .unwrap();
+    let stream = tp
+        .seal_message(&RequestHead::new("GET", "/t"), b"", 16_384)
+        .unwrap();
+    let (v, r) = s.handle(
+        &tp.encode_outer(Form::Post, &Mount::default(), HOST, &stream),
+        attacker,
+        t + 70,
+    );
     assert!(v.is_none() && matches!(r, Ok(Accept::Request(_))));
 
     // The flood stops: after the hold time the defence is off again.
@@ -195,5 +243,8 @@ fn flood_challenge_echo_ticket_and_calm() {
     let (v, r) = s.handle(&junk(&kid, &mut rng), attacker, t);
     assert!(v.is_none() && r.is_ok(), "idle again: {v:?}");
     let counts = s.defence.counts();
-    assert!(counts.challenged >= 200 && counts.admitted_on == 1, "{counts:?}");
+    assert!(
+        counts.challenged >= 200 && counts.admitted_on == 1,
+        "{counts:?}"
+    );
 }

@@ -275,10 +275,11 @@ impl Shared {
                 // The cache was asked just above: go straight to the X25519.
                 let k = sk.secret.session_key(peer)?;
                 if let Some(cache) = &self.cache {
-                    cache
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(&sk.kid, peer, k.clone());
+                    cache.lock().unwrap_or_else(|p| p.into_inner()).insert(
+                        &sk.kid,
+                        peer,
+                        k.clone(),
+                    );
                 }
                 Ok(k)
             }

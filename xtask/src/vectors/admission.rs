@@ -62,20 +62,108 @@ pub fn cases() -> Vec<Case> {
         }
     };
     verify("admit-verify-d12", "echo = b64u(cookie || solution); SHA3-256(\"hc1-puzzle\" || cookie || n0 || solution) starts with 12 zero bits", &echo, v4, step, n0, None);
-    verify("admit-verify-next-step", "a cookie is accepted in the step after its own", &echo0, v4, step + 1, n0, None);
-    verify("admit-verify-d0-any-nonce", "difficulty 0: no puzzle, any solution bytes", &echo0, v4, step, [7; 24], None);
-    verify("admit-verify-expired", "two steps later the cookie has expired", &echo0, v4, step + 2, n0, Some(Error::BadAdmission));
-    verify("admit-verify-future", "a step after the server's is refused", &echo0, v4, step - 1, n0, Some(Error::BadAdmission));
-    verify("admit-verify-other-address", "the MAC binds the address", &echo0, "192.0.2.8".parse().expect("an address"), step, n0, Some(Error::BadAdmission));
-    verify("admit-verify-same-prefix-v6", "an IPv6 neighbour in the same /64 is another address", &admission::format_echo(&admission::issue_cookie(&secret, step, 0, v6), &[0; 8]), "2001:db8::8".parse().expect("an address"), step, n0, Some(Error::BadAdmission));
-    verify("admit-verify-other-nonce", "the puzzle binds the request nonce", &echo, v4, step, bytes::<24>("admit-other-n0"), Some(Error::BadAdmission));
+    verify(
+        "admit-verify-next-step",
+        "a cookie is accepted in the step after its own",
+        &echo0,
+        v4,
+        step + 1,
+        n0,
+        None,
+    );
+    verify(
+        "admit-verify-d0-any-nonce",
+        "difficulty 0: no puzzle, any solution bytes",
+        &echo0,
+        v4,
+        step,
+        [7; 24],
+        None,
+    );
+    verify(
+        "admit-verify-expired",
+        "two steps later the cookie has expired",
+        &echo0,
+        v4,
+        step + 2,
+        n0,
+        Some(Error::BadAdmission),
+    );
+    verify(
+        "admit-verify-future",
+        "a step after the server's is refused",
+        &echo0,
+        v4,
+        step - 1,
+        n0,
+        Some(Error::BadAdmission),
+    );
+    verify(
+        "admit-verify-other-address",
+        "the MAC binds the address",
+        &echo0,
+        "192.0.2.8".parse().expect("an address"),
+        step,
+        n0,
+        Some(Error::BadAdmission),
+    );
+    verify(
+        "admit-verify-same-prefix-v6",
+        "an IPv6 neighbour in the same /64 is another address",
+        &admission::format_echo(&admission::issue_cookie(&secret, step, 0, v6), &[0; 8]),
+        "2001:db8::8".parse().expect("an address"),
+        step,
+        n0,
+        Some(Error::BadAdmission),
+    );
+    verify(
+        "admit-verify-other-nonce",
+        "the puzzle binds the request nonce",
+        &echo,
+        v4,
+        step,
+        bytes::<24>("admit-other-n0"),
+        Some(Error::BadAdmission),
+    );
     let mut raised = c12;
     raised.0[4] = 11;
-    verify("admit-verify-lowered-difficulty", "the MAC covers the difficulty", &admission::format_echo(&raised, &sol), v4, step, n0, Some(Error::BadAdmission));
+    verify(
+        "admit-verify-lowered-difficulty",
+        "the MAC covers the difficulty",
+        &admission::format_echo(&raised, &sol),
+        v4,
+        step,
+        n0,
+        Some(Error::BadAdmission),
+    );
     let mut flipped = c12;
     flipped.0[20] ^= 1;
-    verify("admit-verify-flipped-mac", "a flipped MAC bit", &admission::format_echo(&flipped, &sol), v4, step, n0, Some(Error::BadAdmission));
-    verify("admit-verify-truncated", "38 characters", &echo[..38], v4, step, n0, Some(Error::BadAdmission));
-    verify("admit-verify-padding", "base64url with padding", &format!("{echo}="), v4, step, n0, Some(Error::BadAdmission));
+    verify(
+        "admit-verify-flipped-mac",
+        "a flipped MAC bit",
+        &admission::format_echo(&flipped, &sol),
+        v4,
+        step,
+        n0,
+        Some(Error::BadAdmission),
+    );
+    verify(
+        "admit-verify-truncated",
+        "38 characters",
+        &echo[..38],
+        v4,
+        step,
+        n0,
+        Some(Error::BadAdmission),
+    );
+    verify(
+        "admit-verify-padding",
+        "base64url with padding",
+        &format!("{echo}="),
+        v4,
+        step,
+        n0,
+        Some(Error::BadAdmission),
+    );
     v
 }
