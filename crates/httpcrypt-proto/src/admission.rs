@@ -484,12 +484,16 @@ impl Admission {
             return Verdict::Admit;
         }
         let step = self.step(now_ms);
+        let d = self.difficulty(now_ms);
+        // A cookie issued while the load was lower names a lower difficulty
+        // than the one in force: it is challenged again, or a client could
+        // keep its cheap cookie for its whole life while the load rises.
         let valid = echo.is_some_and(|e| {
             verify_echo(&[&self.secret, &self.previous], step, addr, n0, e).is_ok()
+                && parse_echo(e).is_ok_and(|(c, _)| c.difficulty() >= d)
         });
         if !valid {
             self.counts.challenged += 1;
-            let d = self.difficulty(now_ms);
             return Verdict::Challenge(issue_cookie(&self.secret, step, d, addr));
         }
         match self.spend(addr, now_ms) {
@@ -750,6 +754,35 @@ mod tests {
             a.judge(t, A, &[0; 24], None);
         }
         assert_eq!(a.difficulty(t), 12, "capped at max_difficulty");
+    }
+
+    #[test]
+    fn a_cookie_below_the_difficulty_in_force_is_challenged_again() {
+        let mut a = Admission::new(config(), [1; 32], [2; 16], 0);
+        let mut t = 1_000;
+        for _ in 0..150 {
+            t += 1;
+            a.judge(t, A, &[0; 24], None);
+        }
+        assert_eq!(a.difficulty(t), 0);
+        let Verdict::Challenge(cheap) = a.judge(t, A, &[0; 24], None) else {
+            panic!("the defence is on")
+        };
+        assert_eq!(cheap.difficulty(), 0);
+        let n0 = [9u8; 24];
+        let echo = echo_for(&cheap, &n0);
+        assert_eq!(a.judge(t, A, &n0, Some(echo.as_bytes())), Verdict::Admit);
+        // The load rises: the same cheap cookie no longer admits.
+        for _ in 0..200 {
+            a.judge(t, A, &[0; 24], None);
+        }
+        assert_eq!(a.difficulty(t), 10);
+        let n1 = [10u8; 24];
+        let echo = echo_for(&cheap, &n1);
+        match a.judge(t, A, &n1, Some(echo.as_bytes())) {
+            Verdict::Challenge(c) => assert_eq!(c.difficulty(), 10),
+            v => panic!("expected a new challenge, got {v:?}"),
+        }
     }
 
     #[test]
