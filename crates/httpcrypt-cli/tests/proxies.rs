@@ -142,7 +142,20 @@ impl Route<'_> {
             all.extend(["--proxy", p.as_str()]);
         }
         all.extend_from_slice(args);
-        let out = common::fetch(&all);
+        let mut out = common::fetch(&all);
+        // tinyproxy closes every connection after one answer without
+        // `Connection: close`; on a loaded machine `fetch` may send its POST
+        // on the connection of the certificate fetch before it sees the
+        // close, and a POST is never resent on its own (RFC 9110 §9.2.2).
+        // The user's remedy is to run the command again; so does the test.
+        if self.name == "tinyproxy"
+            && !out.status.success()
+            && out
+                .stderr_text()
+                .contains("connection closed before message completed")
+        {
+            out = common::fetch(&all);
+        }
         assert!(
             out.status.success(),
             "{}: fetch {args:?} failed: {}",
