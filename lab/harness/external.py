@@ -20,11 +20,23 @@ DELAY = 0.1  # one way; one round trip = 0.2 s
 
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+    """A port below the ephemeral range (so that no outgoing connection of
+    this busy machine holds it as its local port) that binds on both
+    127.0.0.1 and [::], since s_server listens on [::]."""
+    import random
+    for _ in range(200):
+        port = random.randint(20000, 30000)
+        try:
+            for fam, addr in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::")):
+                t = socket.socket(fam)
+                try:
+                    t.bind((addr, port))
+                finally:
+                    t.close()
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no free port")
 
 
 def wait_port(port, timeout=30.0):
@@ -275,7 +287,8 @@ def _openssl_tls(d, variant, valgrind=False, naccept=2 + 2 * PAIRS):
         server = group.popen(srv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         threading.Thread(target=echo_driver, args=(server,), daemon=True).start()
     else:
-        server = group.popen(srv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server = group.popen(srv, stdout=subprocess.DEVNULL, stderr=open(f"{d}/s_server.err", "wb"))
+        server.errfile = f"{d}/s_server.err"
     try:
         wait_port_quiet(port, server)
         sess = f"{d}/sess.{variant}"
@@ -375,7 +388,10 @@ def wait_port_quiet(port, proc, timeout=60):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if proc.poll() is not None:
-            raise ServerExitedEarly("server exited early")
+            err = ""
+            if getattr(proc, "errfile", None) and os.path.exists(proc.errfile):
+                err = open(proc.errfile, errors="replace").read()[-300:]
+            raise ServerExitedEarly(f"server exited early {err}")
         if listening(port):
             return True
         time.sleep(0.1)
