@@ -222,7 +222,7 @@ def main():
         def item(g, p=proto, v=variant):
             free, _ = _once(a.bin, p, v, None, reps)
             wall, rss = _once(a.bin, p, v, g, reps)
-            return {"wall_ms": wall / 1000, "free_ms": free / 1000, "maxrss_kib": rss,
+            return {"wall_ms": wall / 1000, "free_ms": free / 1000, "peak_bytes": g.max_rss(),
                     "what": f"client and server in one throttled process, mean of {reps} exchanges"}
         items.append((f"{proto}/{variant}", item))
 
@@ -230,7 +230,7 @@ def main():
         def run_it(g):
             t0 = time.monotonic()
             fn(g)
-            return {"wall_ms": (time.monotonic() - t0) * 1000, "maxrss_kib": external.LAST.get("maxrss_kib"),
+            return {"wall_ms": (time.monotonic() - t0) * 1000, "peak_bytes": g.max_rss(),
                     "what": "the client program in the throttled group, start-up included; server outside"}
         return run_it
     if not smoke:

@@ -173,8 +173,8 @@ def render(res, figs):
       "certificate, OHTTP's key configuration) is listed separately.")
     w("- **Round trips to the first response byte**, above TCP's own handshake: counted from the flights for in-process "
       "protocols; for OpenSSL, OpenSSH and `httpcrypt fetch`, the relay holds every chunk d = 100 ms "
-      "in one run and 3d in another; each round trip adds 2d, so the round trips are (t(3d) − t(d)) / 4d, rounded, with "
-      "process start-up and CPU cancelling out. The results file also keeps the count of client→server flight groups "
+      "in one run and 3d in the next; each round trip adds 2d, so the round trips are (t(3d) − t(d)) / 4d, rounded (median of "
+      "three such pairs), with process start-up and CPU cancelling out. The results file also keeps the count of client→server flight groups "
       "before the first response byte (`rtts_flights`), which is higher for SSH because its server sends messages the "
       "client does not wait for.")
     w("- **CPU**: per step of each side (thread CPU time) for in-process protocols; for OpenSSL and OpenSSH the CPU of "
@@ -277,11 +277,13 @@ def render(res, figs):
           "In-process rows: `lab once` runs client *and* server in the throttled process; the time is the mean wall "
           "time per exchange over several exchanges (a single sub-millisecond exchange would fall inside one scheduling "
           "period and show no throttling), next to the same run unthrottled. Other rows: the client program alone in "
-          "the throttled group, server outside, start-up included, one run. Max RSS is the client process's.\n")
-        w("| protocol / variant | throttled wall ms | unthrottled ms | max RSS KiB | what |\n|---|---:|---:|---:|---|")
+          "the throttled group, server outside, start-up included, one run. Memory is the group's peak charge "
+          "(anonymous memory and newly read pages; program files already in the page cache are not charged): every "
+          "client stayed far below the limit.\n")
+        w("| protocol / variant | throttled wall ms | unthrottled ms | peak memory KiB | what |\n|---|---:|---:|---:|---|")
         for k, v in c["results"].items():
             if v.get("ok"):
-                w(f'| {k} | {fmt(v["wall_ms"], 2)} | {fmt(v.get("free_ms"), 2)} | {fmt(v.get("maxrss_kib"))} | {v.get("what", "")} |')
+                w(f'| {k} | {fmt(v["wall_ms"], 2)} | {fmt(v.get("free_ms"), 2)} | {fmt(None if v.get("peak_bytes") is None else v["peak_bytes"] // 1024)} | {v.get("what", "")} |')
             else:
                 w(f'| {k} | failed: {v.get("error", "")[:80]} | | | |')
         w("")
@@ -329,8 +331,11 @@ def analysis(by, inp, res):
             "the key schedule)."
             + (f' A session-cache hit ({fmt(hcache["instructions_fresh"])}) or a ticket ({fmt(ht["instructions_fresh"])}) '
                "removes the X25519." if hcache and ht else "")
-            + " The GET form trades the body for a base64url query: a third larger, and only for small requests. "
-            "The client's first request also verifies the certificate's Ed25519 signature, its largest single cost.")
+            + " The GET form trades the body for a base64url query: a third larger, and only for small requests."
+            + "".join(f' The client\'s first request also verifies the certificate\'s Ed25519 signature '
+                      f'({fmt(st["cpu_us"])} µs, against {fmt(kd["cpu_us"])} µs for its X25519 and key derivation).'
+                      for st in inp["httpcrypt/fresh-post"]["steps"] if st["phase"] == "auth"
+                      for kd in inp["httpcrypt/fresh-post"]["steps"] if kd["label"].startswith("derive k")))
     sk, sk2 = by.get("httpcrypt-sockets/first-fetch-get-form"), by.get("httpcrypt-sockets/second-request-ticket")
     if sk:
         out.append(
@@ -359,15 +364,17 @@ def analysis(by, inp, res):
             s += f' ({fmt(t13r["instructions_fresh"])} server instructions against {fmt(t13["instructions_fresh"])} full)'
         pq = by.get("tls-rustls/tls13-full-pq")
         if pq:
-            s += (f'. rustls\' default hybrid X25519MLKEM768 group (`-pq`) sends {fmt(pq["bytes_fresh_100b"])} bytes '
-                  "in all")
+            s += (f'. With the hybrid X25519MLKEM768 group (`-pq`) the exchange grows to {fmt(pq["bytes_fresh_100b"])} '
+                  "bytes")
         out.append(s + ".")
     o = by.get("tls-openssl/tls13-full")
     if o:
         out.append(f'**TLS (OpenSSL 3.0).** The same handshake through s_server/s_client: {fmt(o["bytes_fresh_100b"])} '
                    f'bytes and {o["rtts_first_byte"]} round trips; server instructions per connection '
-                   f'{fmt(o.get("instructions_fresh"))}. OpenSSL 3.0 spends much of a handshake outside the '
-                   "cryptography (provider and decoder look-ups), which callgrind counts.")
+                   f'{fmt(o.get("instructions_fresh"))}'
+                   + (f', {o["instructions_fresh"] / t13["instructions_fresh"]:.1f} times what rustls\' server executes '
+                      "for the same handshake (X25519, ECDSA P-256): the library, not the protocol, makes that "
+                      "difference." if t13 and o.get("instructions_fresh") and t13.get("instructions_fresh") else "."))
     oh = by.get("ohttp/x25519-chacha")
     if oh:
         out.append(f'**Oblivious HTTP.** Closest to HTTPCrypt in shape: one HPKE encapsulation per request, '
@@ -393,6 +400,9 @@ def analysis(by, inp, res):
         if sshm:
             s += (f'. A multiplexed session on an existing connection needs {sshm["rtts_first_byte"]} round trips and '
                   f'{fmt(sshm["bytes_fresh_100b"])} bytes')
+        if sshf.get("instructions_client"):
+            s += (f'. The `ssh` client alone executes {fmt(sshf["instructions_client"])} instructions, start-up and '
+                  "key loading included (sshd's sandbox keeps it from running under valgrind)")
         dk = by.get("ssh/default-kex-full")
         if dk:
             s += f'; Debian\'s default sntrup761x25519 key exchange makes it {fmt(dk["bytes_fresh_100b"])} bytes'

@@ -156,7 +156,8 @@ mod tests {
         let pq = one("tls-rustls", "tls13-full-pq");
         // An ML-KEM-768 key share (1,184 bytes) and its ciphertext (1,088).
         assert!(pq.bytes(Dir::C2s) > full.bytes(Dir::C2s) + 1184);
-        assert!(pq.bytes(Dir::S2c) > full.bytes(Dir::S2c) + 1088);
+        // (less a few bytes: the two ECDSA signatures' DER lengths differ by one or two)
+        assert!(pq.bytes(Dir::S2c) > full.bytes(Dir::S2c) + 1080);
     }
 
     #[test]

@@ -122,7 +122,10 @@ fn main() -> Result<()> {
                 Some("--repeat") => args.get(4).context("--repeat K")?.parse()?,
                 _ => 1,
             };
-            let p = Payload { req_body: 100, rsp_body: 100 };
+            let p = Payload {
+                req_body: 100,
+                rsp_body: 100,
+            };
             let mut lab = Lab::new(proto, variant)?;
             lab.exchange(&p, &mut Run::unmarked())?;
             let t0 = std::time::Instant::now();
