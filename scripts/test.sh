@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Installs what a fresh machine lacks, then runs every check:
-# formatting, clippy, the workspace tests (vectors included), the benchmark
-# smoke runs, the Go, Python and TypeScript clients (vectors, live tests,
-# Chromium), the interop matrix, and a smoke run of every fuzz target. FUZZ_SECONDS (default 30) sets the fuzz time;
-# FUZZ_SECONDS=0 skips fuzzing.
+# Installs what a fresh machine lacks, then runs every check: formatting,
+# clippy, the workspace tests (vectors included), the smoke runs of every
+# benchmark (bench/run, split, flood, asap, the protocol lab), the Go,
+# Python and TypeScript clients (vectors, live tests, Chromium), the interop
+# matrix, and a smoke run of every fuzz target. FUZZ_SECONDS (default 30)
+# sets the fuzz time; FUZZ_SECONDS=0 skips fuzzing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,6 +30,18 @@ cargo test --workspace --locked
 
 step "benchmark harness smoke run (bench/run --smoke)"
 bash bench/run --smoke
+
+step "split-serving benchmark smoke run (bench/split/run --smoke)"
+bash bench/split/run --smoke
+
+step "flood benchmark smoke run (bench/flood/run --smoke)"
+bash bench/flood/run --smoke
+
+step "ASAP benchmark smoke run (bench/asap/run --smoke)"
+bash bench/asap/run --smoke
+
+step "protocol lab smoke run (lab/run --smoke)"
+bash lab/run --smoke
 
 # The clients in other languages run the shared vectors and live tests
 # against the server binary the workspace tests just built.

@@ -179,7 +179,20 @@ def write(result, bench_dir):
     with open(raw_path, "w") as f:
         json.dump(result, f, indent=1)
     summary = {"date": result["meta"]["date"], "mode": result["meta"]["mode"],
-               "source": os.path.basename(raw_path), "ratios": result["summary"]}
+               "source": os.path.basename(raw_path), "ratios": dict(result["summary"])}
+    # Keep the keys the other benchmarks (bench/split, bench/flood,
+    # bench/asap) merged in, and their source notes.
+    try:
+        with open(os.path.join(results_dir, "summary.json")) as f:
+            old = json.load(f)
+        for k, v in old.get("ratios", {}).items():
+            if k.startswith(("split_", "flood_", "newsession_", "asap_")):
+                summary["ratios"].setdefault(k, v)
+        for k, v in old.items():
+            if k.endswith("_source") and k != "source":
+                summary.setdefault(k, v)
+    except (OSError, ValueError):
+        pass
     with open(os.path.join(results_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
     figures = []

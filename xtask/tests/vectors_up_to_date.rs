@@ -46,3 +46,32 @@ fn generation_is_deterministic() {
         .collect();
     assert_eq!(a, b);
 }
+
+#[test]
+fn checked_in_provenance_vectors_match_the_generator() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../vectors/provenance");
+    let cases = xtask::vectors::provenance::cases();
+    let mut expected = BTreeSet::new();
+    for c in &cases {
+        let file = format!("{}.json", c.name);
+        let on_disk = std::fs::read_to_string(dir.join(&file))
+            .unwrap_or_else(|_| panic!("provenance/{file} is missing: run `cargo xtask vectors`"));
+        assert!(
+            on_disk == c.to_text(),
+            "provenance/{file} differs from the generator: run `cargo xtask vectors`"
+        );
+        expected.insert(file);
+    }
+    let on_disk = std::fs::read_dir(&dir)
+        .expect("vectors/provenance/ exists")
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".json"))
+        })
+        .count();
+    assert_eq!(
+        on_disk,
+        expected.len(),
+        "stale files in vectors/provenance/"
+    );
+}

@@ -30,6 +30,13 @@ enum DnsCmd {
     /// Run an authoritative DNS server (UDP and TCP) for the records,
     /// following the key directory as a running server rotates it.
     Serve(ServeArgs),
+    /// Write a new provenance key file for `dns serve` and `serve`/`gateway`
+    /// `--provenance-key` (spec/asap.md).
+    ProvenanceKey {
+        /// File to create.
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 /// The host whose records are made.
@@ -120,6 +127,13 @@ struct ServeArgs {
     /// Seconds between re-reads of the key directory.
     #[arg(long, default_value_t = 5)]
     reload: u64,
+    /// Issue provenance certificates (`TXT _hcpc.{host}`) under this key
+    /// file, shared with the HTTP server (spec/asap.md).
+    #[arg(long)]
+    provenance_key: Option<PathBuf>,
+    /// Seconds a provenance certificate stays valid.
+    #[arg(long, default_value_t = 600)]
+    provenance_lifetime: u32,
 }
 
 /// Options of `serve`/`gateway`: publish by RFC 2136 at every rotation.
@@ -199,6 +213,11 @@ pub struct DiscoveryOpts {
 }
 
 impl DiscoveryOpts {
+    /// The name server (`--resolver`) and per-query timeout.
+    pub fn nameserver(&self) -> (Option<SocketAddr>, Duration) {
+        (self.resolver, Duration::from_secs(self.dns_timeout.max(1)))
+    }
+
     /// Sets the discovery fields of `config`.
     pub fn apply(&self, config: &mut httpcrypt::ClientConfig) -> Result<()> {
         let method = self.discovery.unwrap_or(if self.resolver.is_some() {
@@ -273,6 +292,7 @@ pub async fn run(a: DnsArgs) -> Result<i32> {
             );
         }
         DnsCmd::Serve(a) => serve(a).await?,
+        DnsCmd::ProvenanceKey { out } => crate::asap::write_key(&out)?,
     }
     Ok(0)
 }
@@ -281,6 +301,7 @@ async fn serve(a: ServeArgs) -> Result<()> {
     let store = open(&a.names.keys)?;
     let p = a.names.publication(Some(&a.zone))?;
     let identity = httpcrypt::proto::IdentityKey::from_seed(*store.identity_key().to_seed());
+    let identity_public = identity.public();
     let live = keystore::follow(store, Duration::from_secs(a.reload.max(1)))?;
     let authority = Authority::new(&a.zone, a.names.ttl)?;
     let addresses = dns::records::address_sets(&p, &a.names.address);
@@ -297,6 +318,27 @@ async fn serve(a: ServeArgs) -> Result<()> {
         p.host,
         udp.local_addr()?
     );
+    if let Some(path) = &a.provenance_key {
+        let key = crate::asap::read_key(path)?;
+        let server = httpcrypt::proto::provenance::ServerId::of(&identity_public);
+        let authority = httpcrypt::asap::ProvenanceAuthority::new(
+            authority,
+            &p.host,
+            key,
+            server,
+            a.provenance_lifetime,
+        )?;
+        eprintln!(
+            "httpcrypt: issuing provenance certificates at _hcpc.{}",
+            p.host
+        );
+        let mut server = httpcrypt::asap::issuer::serve(authority, udp, tcp);
+        tokio::select! {
+            r = server.block_until_done() => r.context("DNS server")?,
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        return Ok(());
+    }
     let mut server = dns::authority::serve(authority, udp, tcp);
     tokio::select! {
         r = server.block_until_done() => r.context("DNS server")?,

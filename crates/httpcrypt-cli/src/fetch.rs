@@ -65,6 +65,8 @@ pub struct FetchArgs {
     pub server_key: Option<String>,
     #[command(flatten)]
     pub discovery: crate::dns::DiscoveryOpts,
+    #[command(flatten)]
+    pub asap: crate::asap::FetchOpts,
 }
 
 pub fn client_for(a: &FetchArgs) -> Result<httpcrypt::Client> {
@@ -92,6 +94,7 @@ pub fn client_for(a: &FetchArgs) -> Result<httpcrypt::Client> {
         ..Default::default()
     };
     a.discovery.apply(&mut config)?;
+    a.asap.apply(&mut config, a.discovery.nameserver())?;
     Ok(httpcrypt::Client::new(config))
 }
 
@@ -116,6 +119,7 @@ pub async fn run(a: FetchArgs) -> Result<i32> {
         bail!("fetch takes an http:// URL (HTTPCrypt replaces TLS)");
     }
     let client = client_for(&a)?;
+    let started = std::time::Instant::now();
     let times = a.repeat.unwrap_or(1);
     for i in 1..times {
         let rsp = exchange(&client, &a).await?;
@@ -128,6 +132,7 @@ pub async fn run(a: FetchArgs) -> Result<i32> {
         }
     }
     let rsp = exchange(&client, &a).await?;
+    let first_byte = started.elapsed();
     report_repeat(&a, times, &rsp);
     let mut out: Box<dyn Write + Send> = match &a.output {
         Some(p) => Box::new(std::io::BufWriter::new(
@@ -152,6 +157,13 @@ pub async fn run(a: FetchArgs) -> Result<i32> {
         }
     }
     out.flush()?;
+    if a.asap.timing {
+        eprintln!(
+            "timing: first_byte_ms={:.3} total_ms={:.3}",
+            first_byte.as_secs_f64() * 1e3,
+            started.elapsed().as_secs_f64() * 1e3
+        );
+    }
     Ok(0)
 }
 

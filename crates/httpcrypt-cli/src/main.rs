@@ -7,9 +7,11 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
+mod asap;
 mod demo;
 mod dns;
 mod fetch;
+mod flood;
 mod rspamd;
 
 #[derive(Parser)]
@@ -45,6 +47,51 @@ enum Cmd {
     Fleet(FleetCmd),
     /// Publish keys in the DNS: zone-file lines, RFC 2136 updates, an authoritative server.
     Dns(dns::DnsArgs),
+    /// An untrusted caching proxy for split serving: clients reach it
+    /// instead of the origin (spec/split-serving.md).
+    SplitProxy(SplitProxyArgs),
+    /// Load a server on loopback: attacks (junk key agreements, slow heads,
+    /// huge headers) from many source addresses, or legitimate-client probes.
+    Flood(flood::FloodArgs),
+}
+
+#[derive(Args)]
+struct SplitProxyArgs {
+    /// The origin, e.g. http://127.0.0.1:8080
+    #[arg(long)]
+    origin: http::Uri,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    listen: SocketAddr,
+    /// Directory of the content-addressed cache.
+    #[arg(long)]
+    cache_dir: PathBuf,
+    /// Cache bound in bytes (suffixes K, M, G: powers of 1024).
+    #[arg(long, default_value = "1G", value_parser = parse_size)]
+    cache_size: u64,
+    /// Largest record accepted from the origin, bytes.
+    #[arg(long, default_value_t = 1 << 20)]
+    max_record: usize,
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// Most concurrent client connections.
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
+}
+
+fn parse_size(text: &str) -> std::result::Result<u64, String> {
+    let t = text.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&t[..i], 1u64 << 10),
+        Some((i, 'M' | 'm')) => (&t[..i], 1 << 20),
+        Some((i, 'G' | 'g')) => (&t[..i], 1 << 30),
+        _ => (t, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("not a size: {text}"))
 }
 
 #[derive(Subcommand)]
@@ -138,8 +185,26 @@ struct ServerOpts {
     /// Demand a `Random` token before side-effecting methods (inner 425 otherwise).
     #[arg(long)]
     require_token: bool,
+    /// Split serving: inner paths whose GET 200 answers are public (glob:
+    /// `*` within a segment, `**` across), e.g. '/static/**'; repeatable.
+    #[arg(long = "public")]
+    public: Vec<String>,
+    /// Split serving without globs: only answers the application marks
+    /// `HC-Public: 1` are public (implied by --public).
+    #[arg(long)]
+    split: bool,
+    /// Split serving: payload bytes per public record.
+    #[arg(long, default_value_t = httpcrypt::proto::split::DEFAULT_PUBLIC_RECORD)]
+    public_record: usize,
+    /// Split serving: bytes of emitted payloads kept for proxies (suffixes K, M, G).
+    #[arg(long, default_value = "256M", value_parser = parse_size)]
+    content_store: u64,
     #[command(flatten)]
     publish: dns::PublishOpts,
+    #[command(flatten)]
+    defence: flood::DefenceOpts,
+    #[command(flatten)]
+    asap: asap::ListenOpts,
 }
 
 #[derive(Args)]
@@ -186,6 +251,7 @@ fn main() {
     let workers = match &cli.cmd {
         Cmd::Serve(a) => a.server.workers,
         Cmd::Gateway(a) => a.server.workers,
+        Cmd::SplitProxy(a) => a.workers,
         _ => 1,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -258,7 +324,48 @@ async fn run(cmd: Cmd) -> Result<i32> {
             Ok(0)
         }
         Cmd::Dns(a) => dns::run(a).await,
+        Cmd::SplitProxy(a) => split_proxy(a).await,
+        Cmd::Flood(a) => flood::run(a).await,
     }
+}
+
+async fn split_proxy(a: SplitProxyArgs) -> Result<i32> {
+    if a.origin.scheme_str() != Some("http") || a.origin.authority().is_none() {
+        bail!("--origin must be an http:// URL with a host");
+    }
+    let cache = httpcrypt::split_proxy::DiskCache::open(&a.cache_dir, a.cache_size)
+        .with_context(|| format!("opening cache directory {}", a.cache_dir.display()))?;
+    let proxy = httpcrypt::split_proxy::SplitProxy::new(
+        httpcrypt::split_proxy::ProxyConfig {
+            origin: a.origin.clone(),
+            max_record: a.max_record,
+        },
+        std::sync::Arc::new(cache),
+    );
+    let listener = httpcrypt::runtime::bind(a.listen).await?;
+    eprintln!(
+        "httpcrypt: split proxy on http://{} for {}",
+        listener.local_addr()?,
+        a.origin
+    );
+    let listen = httpcrypt::runtime::ListenOptions {
+        max_connections: a.max_connections,
+        ..Default::default()
+    };
+    let cache = proxy.cache().clone();
+    httpcrypt::runtime::run(listener, proxy, listen, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await?;
+    let s = &cache.stats;
+    use std::sync::atomic::Ordering::Relaxed;
+    tracing::info!(
+        hits = s.hits.load(Relaxed),
+        misses = s.misses.load(Relaxed),
+        fetched = s.fetched_bytes.load(Relaxed),
+        "split proxy stopped"
+    );
+    Ok(0)
 }
 
 /// Builds the layer for `opts` and runs the listener until Ctrl-C.
@@ -274,10 +381,12 @@ where
     S::Future: Send + 'static,
 {
     let (layer, listener) = prepare(opts).await?;
+    let gate = asap::prepare_listener(&opts.asap, &listener, opts.keys.as_deref())?;
     let svc = tower::Layer::layer(&layer, svc);
     let listen = httpcrypt::runtime::ListenOptions {
         max_connections: opts.max_connections,
         header_timeout: Duration::from_secs(opts.header_timeout.max(1)),
+        gate,
         ..Default::default()
     };
     httpcrypt::runtime::run(listener, svc, listen, async {
@@ -320,6 +429,17 @@ async fn prepare(
         body_timeout: Duration::from_secs(opts.body_timeout.max(1)),
         session_cache: opts.session_cache,
         require_token: opts.require_token,
+        split: if opts.public.is_empty() && !opts.split {
+            None
+        } else {
+            Some(httpcrypt::split::SplitConfig {
+                public: httpcrypt::proto::split::PublicPaths::new(opts.public.iter().cloned())
+                    .map_err(|_| anyhow::anyhow!("--public globs must start with /"))?,
+                public_record: opts.public_record.clamp(1, 1 << 24),
+                store_bytes: usize::try_from(opts.content_store).unwrap_or(usize::MAX),
+            })
+        },
+        admission: opts.defence.config(),
         ..Default::default()
     };
     let listener = httpcrypt::runtime::bind(opts.listen).await?;

@@ -110,6 +110,28 @@ pub enum Error {
     /// The `Random` token does not verify.
     #[error("bad token")]
     BadToken,
+    /// A split-stream frame or content batch breaks spec/split-serving.md §S4/§S5.
+    #[error("malformed split stream")]
+    MalformedSplit,
+    /// A payload's length or BLAKE3-256 differs from its stub.
+    #[error("content does not match its stub")]
+    ContentMismatch,
+    /// Under load the server wants an admission cookie echoed (with its
+    /// puzzle solved) before it runs a key agreement (spec §14).
+    #[error("admission cookie required")]
+    AdmissionRequired,
+    /// The source prefix's key-agreement budget is spent for now (spec §14).
+    #[error("key agreement budget spent")]
+    Busy,
+    /// An admission echo or challenge that does not parse or verify (spec §14.3).
+    #[error("bad admission cookie")]
+    BadAdmission,
+    /// A provenance certificate names another client address (spec/asap.md §3).
+    #[error("provenance certificate for another address")]
+    WrongAddress,
+    /// A provenance certificate names another server (spec/asap.md §3).
+    #[error("provenance certificate for another server")]
+    WrongServer,
 }
 
 /// Where a problem is reported (spec §4.4).
@@ -150,6 +172,10 @@ pub mod problem_type {
     pub const TOKEN_REQUIRED: &str = "urn:httpcrypt:token-required";
     /// The server cannot check freshness now (project addition, spec/httpcrypt.md §8).
     pub const OVERLOADED: &str = "urn:httpcrypt:overloaded";
+    /// Echo the admission cookie (project addition, spec §14).
+    pub const ADMISSION: &str = "urn:httpcrypt:admission";
+    /// Source budget spent, retry later (project addition, spec §14).
+    pub const BUSY: &str = "urn:httpcrypt:busy";
 }
 
 impl Error {
@@ -188,6 +214,13 @@ impl Error {
             Error::BadKeyHeader => "bad_key_header",
             Error::BadKeypair => "bad_keypair",
             Error::BadToken => "bad_token",
+            Error::MalformedSplit => "malformed_split",
+            Error::ContentMismatch => "content_mismatch",
+            Error::AdmissionRequired => "admission_required",
+            Error::Busy => "busy",
+            Error::BadAdmission => "bad_admission",
+            Error::WrongAddress => "wrong_address",
+            Error::WrongServer => "wrong_server",
         }
     }
 
@@ -223,6 +256,8 @@ impl Error {
             Error::Replay => (425, t::REPLAY, Scope::Inner),
             Error::TokenRequired => (425, t::TOKEN_REQUIRED, Scope::Inner),
             Error::Overloaded => (503, t::OVERLOADED, Scope::Inner),
+            Error::AdmissionRequired => (429, t::ADMISSION, Scope::Outer),
+            Error::Busy => (429, t::BUSY, Scope::Outer),
             Error::BadBase32
             | Error::BadCertificate
             | Error::BadSignature
@@ -230,7 +265,12 @@ impl Error {
             | Error::BadRecord
             | Error::BadKeyHeader
             | Error::BadKeypair
-            | Error::BadToken => return None,
+            | Error::BadToken
+            | Error::MalformedSplit
+            | Error::ContentMismatch
+            | Error::BadAdmission
+            | Error::WrongAddress
+            | Error::WrongServer => return None,
         };
         Some(Problem {
             status,
@@ -273,6 +313,13 @@ impl Error {
         Error::BadKeyHeader,
         Error::BadKeypair,
         Error::BadToken,
+        Error::MalformedSplit,
+        Error::ContentMismatch,
+        Error::AdmissionRequired,
+        Error::Busy,
+        Error::BadAdmission,
+        Error::WrongAddress,
+        Error::WrongServer,
     ];
 
     /// Looks an error up by its code.

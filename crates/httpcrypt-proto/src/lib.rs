@@ -14,10 +14,14 @@
 //! - [`cert`], [`dns`] and [`tlsa`]: key certificates and their DNS record forms
 //!   (TXT, AAAA, identity TXT; TLSA X.509);
 //! - [`ticket`], [`token`], [`replay`]: resumption and replay defence;
+//! - [`split`]: split serving through untrusted caches (stubs, splicing, content batches);
+//! - [`admission`]: the load-aware defence in front of the key agreement;
+//! - [`provenance`]: provenance certificates for data sent with the TCP SYN (spec/asap.md);
 //! - [`rspamd`]: the rspamd compatibility profile.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod admission;
 pub mod b64;
 pub mod cache;
 pub mod cert;
@@ -28,10 +32,12 @@ pub mod inner;
 pub mod keys;
 pub mod limits;
 pub mod outer;
+pub mod provenance;
 pub mod ratchet;
 pub mod replay;
 pub mod rspamd;
 pub mod server;
+pub mod split;
 pub mod stream;
 pub mod suite;
 pub mod ticket;

@@ -151,6 +151,34 @@ pub fn decode_query(query: &str, max_body: usize) -> Result<Vec<u8>> {
     b64::decode(query.as_bytes()).map_err(|_| Error::BadQuery)
 }
 
+/// The checks of [`decode_query`] without decoding (and so without
+/// allocating): the size bound, then canonical base64url.
+pub fn check_query(query: &str, max_body: usize) -> Result<()> {
+    if query.len() / 4 * 3 > max_body {
+        return Err(Error::BodyTooLarge);
+    }
+    if query.len() % 4 == 1 || !query.bytes().all(b64::is_alphabet) {
+        return Err(Error::BadQuery);
+    }
+    // Unused low bits of the last character must be zero (spec §1.2).
+    let last = query.bytes().last().map_or(0, |c| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'-' => 62,
+        _ => 63,
+    });
+    let unused_mask = match query.len() % 4 {
+        2 => 0x0f,
+        3 => 0x03,
+        _ => 0,
+    };
+    if last & unused_mask != 0 {
+        return Err(Error::BadQuery);
+    }
+    Ok(())
+}
+
 /// Padding drawn from the caller's RNG: 0–16 base64url characters.
 pub fn random_pad(rng: &mut impl CryptoRngCore) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -408,6 +436,33 @@ pub fn parse_problem(body: &[u8]) -> Result<ProblemDoc> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `check_query` refuses exactly what `decode_query` refuses, on every
+    /// string up to 5 characters over an alphabet that mixes valid
+    /// characters (with and without low bits set) and invalid ones.
+    #[test]
+    fn check_query_agrees_with_decode_query() {
+        let chars = [b'A', b'B', b'Q', b'g', b'w', b'_', b'-', b'=', b'+', b' '];
+        let mut s = Vec::new();
+        fn all(chars: &[u8], s: &mut Vec<u8>, depth: usize) {
+            let text = std::str::from_utf8(s).unwrap();
+            assert_eq!(
+                check_query(text, 1 << 20).is_ok(),
+                decode_query(text, 1 << 20).is_ok(),
+                "{text:?}"
+            );
+            if depth == 0 {
+                return;
+            }
+            for c in chars {
+                s.push(*c);
+                all(chars, s, depth - 1);
+                s.pop();
+            }
+        }
+        all(&chars, &mut s, 5);
+        assert_eq!(check_query("AAAAAAAA", 5), Err(Error::BodyTooLarge));
+    }
 
     #[test]
     fn mounts() {

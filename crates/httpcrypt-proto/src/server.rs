@@ -269,6 +269,24 @@ pub fn accept_with(
     now: u64,
     derive: impl FnOnce(&ServerKey, &crate::keys::KexPublic) -> Result<SessionKey>,
 ) -> Result<Accept> {
+    accept_gated(keys, mount, req, limits, now, |sk, peer, _| {
+        derive(sk, peer)
+    })
+}
+
+/// [`accept_with`] whose `derive` also sees the request nonce: the point
+/// where the load-aware defence of spec §14 (`crate::admission`) runs, after
+/// every check that needs no X25519 and before the one that does. A GET
+/// query is only checked for shape before the cookie (spec §11.1 step 4) and
+/// decoded after the key agreement, so a refused request allocates nothing.
+pub fn accept_gated(
+    keys: &ServerKeys,
+    mount: &Mount,
+    req: &OuterRequest<'_>,
+    limits: &Limits,
+    now: u64,
+    derive: impl FnOnce(&ServerKey, &crate::keys::KexPublic, &[u8; NONCE_LEN]) -> Result<SessionKey>,
+) -> Result<Accept> {
     let route = outer::route(req.method, req.target, mount);
     match route {
         Ok(Route::Outside) => return Ok(Accept::Outside),
@@ -294,7 +312,8 @@ pub fn accept_with(
             if req.has_body {
                 return Err(Error::BadQuery);
             }
-            (n0, Some(outer::decode_query(query, limits.max_body)?))
+            outer::check_query(query, limits.max_body)?;
+            (n0, Some(query))
         }
         _ => unreachable!("other routes returned above"),
     };
@@ -302,7 +321,7 @@ pub fn accept_with(
     let (kid, key) = match &credential {
         Credential::Key { kid, client_public } => {
             let sk = keys.key(kid, now).ok_or(Error::UnknownKey)?;
-            (*kid, derive(sk, client_public)?)
+            (*kid, derive(sk, client_public, &n0)?)
         }
         Credential::Ticket { tid, sealed } => {
             let tk = keys.ticket_key_by_id(tid, now).ok_or(Error::UnknownKey)?;
@@ -312,6 +331,10 @@ pub fn accept_with(
             }
             (contents.kid, contents.key)
         }
+    };
+    let query_stream = match query_stream {
+        Some(q) => Some(outer::decode_query(q, limits.max_body)?),
+        None => None,
     };
     Ok(Accept::Request(Accepted {
         kid,
@@ -409,6 +432,7 @@ pub fn reason_phrase(status: u16) -> &'static str {
         413 => "Content Too Large",
         414 => "URI Too Long",
         425 => "Too Early",
+        429 => "Too Many Requests",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
         501 => "Not Implemented",

@@ -145,6 +145,38 @@ impl Chain {
     }
 }
 
+impl Chain {
+    /// Seals a CLEAR record whose payload stays where it is: returns the
+    /// record's `header || tag` (split serving, spec/split-serving.md §S4).
+    fn seal_clear_detached(&mut self, payload: &[u8], last: bool) -> Result<[u8; RECORD_OVERHEAD]> {
+        if payload.len() > RECORD_CEILING {
+            return Err(Error::RecordTooLarge);
+        }
+        if self.direction == Direction::Request {
+            return Err(Error::ClearInRequest);
+        }
+        if self.index >= MAX_RECORDS {
+            return Err(Error::TooManyRecords);
+        }
+        let header = RecordHeader {
+            last,
+            clear: true,
+            len: payload.len(),
+        }
+        .encode();
+        self.build_ad(&header);
+        self.ad.extend_from_slice(payload);
+        let nonce = self.nonce();
+        let tag = self.aead.seal_in_place(&nonce, &self.ad, &mut []);
+        self.prev_tag = tag;
+        self.index += 1;
+        let mut head = [0u8; RECORD_OVERHEAD];
+        head[..HEADER_LEN].copy_from_slice(&header);
+        head[HEADER_LEN..].copy_from_slice(&tag);
+        Ok(head)
+    }
+}
+
 /// Produces the records of one stream.
 ///
 /// `seal*` appends a non-final record; `finish*` appends the FINAL record and
@@ -254,6 +286,13 @@ impl Sealer {
     /// Appends the FINAL record as a CLEAR record (responses only).
     pub fn finish_clear(mut self, plaintext: &[u8], out: &mut Vec<u8>) -> Result<()> {
         self.append(plaintext, out, true, true)
+    }
+
+    /// Seals a non-final CLEAR record without copying its payload and
+    /// returns `header || tag`; the record is that followed by `payload`
+    /// (split serving: the origin sends a stub in the payload's place).
+    pub fn seal_clear_detached(&mut self, payload: &[u8]) -> Result<[u8; RECORD_OVERHEAD]> {
+        self.chain.seal_clear_detached(payload, false)
     }
 
     /// Seals a non-final record in place: `record` is `RECORD_OVERHEAD`

@@ -11,6 +11,7 @@ use httpcrypt_proto::inner::{self, RequestHead, ResponseHead};
 use httpcrypt_proto::keys::{IdentityKey, IdentityPublic, KexPublic, KexSecret, KeyId, SessionKey};
 use httpcrypt_proto::outer::{self, Credential, Form, IdKind, Mount, Route};
 use httpcrypt_proto::server::{self, ServerKeys};
+use httpcrypt_proto::split::{self, ContentId, SplitDecoder, SplitEvent};
 use httpcrypt_proto::stream::{self, Event, Opener, ResponseKey, Sealer};
 use httpcrypt_proto::ticket::{Ticket, TicketContents, TicketKey};
 use httpcrypt_proto::{b64, dns, replay, tlsa, token, Error, Limits};
@@ -166,6 +167,9 @@ fn run(case: &Value) -> Result<Value, Error> {
         }
         "stream_seal" => run_stream_seal(i),
         "stream_open" => run_stream_open(i),
+        "split_seal" => run_split_seal(i),
+        "split_splice" => run_split_splice(i),
+        "content_batch" => run_content_batch(i),
         "exchange" => run_exchange(i),
         "server_request" => {
             let keys = server_keys(i);
@@ -322,6 +326,33 @@ fn run(case: &Value) -> Result<Value, Error> {
                 json!({"client_random": hex::encode(token::verify_random(&hx(i, "token_secret"), &k, s(i, "random_field").as_bytes())?)}),
             )
         }
+        "admit_cookie" => {
+            let addr: std::net::IpAddr = s(i, "addr").parse().expect("an address");
+            let c = httpcrypt_proto::admission::issue_cookie(
+                &arr(i, "secret"),
+                u(i, "step") as u32,
+                u(i, "difficulty") as u8,
+                addr,
+            );
+            Ok(json!({"cookie": hex::encode(c.0), "admit": b64::encode(&c.0)}))
+        }
+        "admit_verify" => {
+            use httpcrypt_proto::admission;
+            let addr: std::net::IpAddr = s(i, "addr").parse().expect("an address");
+            let n0: [u8; 24] = arr(i, "n0");
+            let echo = s(i, "echo").as_bytes();
+            admission::verify_echo(
+                &[&arr(i, "secret")],
+                u(i, "step_now") as u32,
+                addr,
+                &n0,
+                echo,
+            )?;
+            let (c, sol) = admission::parse_echo(echo)?;
+            Ok(
+                json!({"difficulty": c.difficulty(), "puzzle_hash": hex::encode(admission::puzzle_hash(&c, &n0, &sol))}),
+            )
+        }
         kind if kind.starts_with("rspamd_") => common::rspamd::run(kind, i),
         other => panic!("unknown vector kind {other}"),
     }
@@ -376,6 +407,98 @@ fn run_stream_seal(i: &Value) -> Result<Value, Error> {
         assert_eq!(open_split(mk(), parts), Ok(expected_events.clone()))
     });
     Ok(json!({"body": hex::encode(out)}))
+}
+
+fn run_split_seal(i: &Value) -> Result<Value, Error> {
+    let key = SessionKey::from_bytes(arr(i, "key"));
+    let mut out = Vec::new();
+    let sealer = Sealer::response(
+        ResponseKey::new(key.clone(), arr(i, "request_n0")),
+        arr(i, "n0"),
+        &mut out,
+    );
+    let body = hx(i, "body");
+    let size = u(i, "public_record") as usize;
+    let ids = split::seal_split(sealer, &hx(i, "head"), &body, size, &mut out)?;
+    let client = split::splice_all(&out, 1 << 20, |id| {
+        body.chunks(size.max(1))
+            .find(|c| ContentId::of(c) == *id)
+            .map(<[u8]>::to_vec)
+    })?;
+    // The spliced body is an ordinary response stream under the key.
+    let plain = stream::open_all(
+        Opener::response(&key, arr(i, "request_n0"), 1 << 20),
+        &client,
+    )?;
+    assert!(plain.ends_with(&body));
+    Ok(json!({
+        "split": hex::encode(&out),
+        "ids": ids.iter().map(|i| hex::encode(i.0)).collect::<Vec<_>>(),
+        "client_body": hex::encode(&client),
+    }))
+}
+
+/// Splices a split stream fed in `parts`, with payloads from `map`.
+fn splice_parts(
+    parts: &[&[u8]],
+    max: usize,
+    map: &serde_json::Map<String, Value>,
+) -> Result<Vec<u8>, Error> {
+    let mut d = SplitDecoder::new(max);
+    let mut out = Vec::new();
+    for p in parts {
+        d.receive(p)?;
+        while let Some(ev) = d.next_event()? {
+            match ev {
+                SplitEvent::Nonce(b) | SplitEvent::Verbatim(b) => out.extend_from_slice(b),
+                SplitEvent::Stub(stub) => {
+                    let payload = map
+                        .get(&hex::encode(stub.id.0))
+                        .map(|v| hex::decode(v.as_str().unwrap()).unwrap())
+                        .ok_or(Error::ContentMismatch)?;
+                    stub.splice(&payload, &mut out)?;
+                }
+                SplitEvent::End => {}
+            }
+        }
+    }
+    d.finish()?;
+    Ok(out)
+}
+
+fn run_split_splice(i: &Value) -> Result<Value, Error> {
+    let max = u(i, "max_record") as usize;
+    let map = i["payloads"].as_object().expect("payloads").clone();
+    let input = hx(i, "split");
+    let whole = splice_parts(&[&input], max, &map);
+    for_every_split(&input, |parts| {
+        assert_eq!(splice_parts(parts, max, &map), whole, "split feeding");
+    });
+    Ok(json!({"body": hex::encode(whole?)}))
+}
+
+fn run_content_batch(i: &Value) -> Result<Value, Error> {
+    let body = hx(i, "body");
+    let run = |parts: &[&[u8]]| -> Result<Vec<Value>, Error> {
+        let mut d = split::BatchDecoder::new(u(i, "count") as usize, u(i, "max_record") as usize);
+        let mut out = Vec::new();
+        for p in parts {
+            d.receive(p)?;
+            while let Some(ev) = d.next_event()? {
+                out.push(match ev {
+                    split::BatchEvent::Found(p) => json!(hex::encode(p)),
+                    split::BatchEvent::Missing => Value::Null,
+                });
+            }
+        }
+        d.finish()?;
+        Ok(out)
+    };
+    let whole = run(&[&body]);
+    for_every_split(&body, |parts| {
+        assert_eq!(run(parts), whole, "split feeding")
+    });
+    Ok(json!({"entries": whole?}))
 }
 
 fn run_stream_open(i: &Value) -> Result<Value, Error> {
@@ -569,4 +692,51 @@ fn decode_split<H: inner::Head + Clone>(
     }
     d.finish()?;
     Ok((head.ok_or(Error::MalformedInner)?, body))
+}
+
+/// `vectors/provenance/`: provenance certificates (spec/asap.md), a project
+/// extension kept apart from the v1 vectors the other implementations run.
+#[test]
+fn provenance_vectors() {
+    use httpcrypt_proto::provenance::{self, ProvenanceKey, ServerId};
+    let dir = vectors_dir().join("provenance");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("vectors/provenance/ exists")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    let (mut pos, mut neg) = (0, 0);
+    for f in &files {
+        let case: Value = serde_json::from_str(&std::fs::read_to_string(f).expect("readable"))
+            .expect("valid JSON");
+        let name = case["name"].as_str().expect("name");
+        assert_eq!(case["kind"], "provenance_verify", "{name}");
+        let i = &case["input"];
+        let key = ProvenanceKey::from_parts(arr(i, "key_id"), arr(i, "secret"));
+        let got = provenance::verify(
+            s(i, "text").as_bytes(),
+            &[key],
+            s(i, "peer").parse().expect("peer address"),
+            ServerId(arr(i, "server")),
+            i["now"].as_u64().expect("now"),
+        );
+        match (case["expect"].as_str().expect("expect"), got) {
+            ("ok", Ok(c)) => {
+                pos += 1;
+                let out = &case["output"];
+                assert_eq!(out["address"], c.address.to_string(), "{name}");
+                assert_eq!(out["issued"], c.issued, "{name}");
+                assert_eq!(out["lifetime"], c.lifetime, "{name}");
+                let raw = b64::decode(s(i, "text").as_bytes()).expect("b64");
+                assert_eq!(out["hex"], hex::encode(raw), "{name}");
+            }
+            (want, Err(e)) => {
+                neg += 1;
+                assert_eq!(e.code(), want, "{name}");
+            }
+            (want, Ok(_)) => panic!("{name}: expected {want}, got success"),
+        }
+    }
+    assert!(pos >= 3 && neg > pos, "{pos} positive, {neg} negative");
 }

@@ -1,7 +1,8 @@
 //! [`Client`]: HTTPCrypt over hyper. Finds the server's keys (a
 //! [`Discovery`] hook such as DNS, then `OPTIONS {mount}/`), encrypts the
 //! very first request, streams bodies both ways, and retries once on
-//! `unknown-key` and once on `stale` (spec §11). It never hands
+//! `unknown-key` and once on `stale` (spec §11), and up to three times on
+//! the load-aware defence's `admission` and `busy` answers (spec §14). It never hands
 //! unauthenticated bytes to its caller: a non-200 outer answer is an error.
 
 use std::collections::HashMap;
@@ -145,6 +146,11 @@ pub struct ClientConfig {
     /// Resolves host names for connections (e.g. through the same DNS
     /// server as discovery); `None` uses the system resolver.
     pub resolver: Option<Arc<dyn crate::connect::Resolve>>,
+    /// TCP Fast Open for new connections (spec/asap.md §5).
+    pub tfo: crate::asap::Tfo,
+    /// ASAP mode: the provenance certificate to present on requests
+    /// (outer `Httpcrypt-Provenance` field), e.g. [`crate::asap::AsapDiscovery`].
+    pub provenance: Option<Arc<dyn crate::asap::ProvenanceSource>>,
 }
 
 impl Default for ClientConfig {
@@ -162,6 +168,8 @@ impl Default for ClientConfig {
             options_fallback: true,
             require_identity: false,
             resolver: None,
+            tfo: crate::asap::Tfo::Off,
+            provenance: None,
         }
     }
 }
@@ -197,6 +205,9 @@ struct HostState {
     /// The last `Random` token the server gave, and the session key it is bound to.
     token: Option<(Vec<u8>, SessionKey)>,
     clock_offset: i64,
+    /// The last admission cookie the server issued (spec §14) and when
+    /// (unix seconds): echoed on fresh-key requests while it is young.
+    admit: Option<(httpcrypt_proto::admission::AdmitCookie, u64)>,
 }
 
 /// An HTTPCrypt client. Cheap to clone; clones share connections and caches.
@@ -220,6 +231,47 @@ enum Outcome {
     RetryUnknownKey,
     RetryStale,
     RetryToken,
+    /// Outer 429 `admission`: the cookie is stored; send again with the echo.
+    RetryAdmission,
+    /// Outer 429 `busy`: wait this many seconds, then send again.
+    RetryBusy(u64),
+}
+
+/// Most admission challenges and busy answers one call follows (spec §14.5).
+const ADMISSION_RETRIES: u32 = 3;
+/// Longest wait a busy answer can impose on one retry.
+const MAX_BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a client keeps echoing a cookie (the server accepts it for at
+/// least one full cookie period, 30 s by default).
+const ADMIT_REUSE_SECS: u64 = 25;
+
+/// The `hc1-admit` pair for request nonce `n0`: the puzzle is solved off
+/// the async workers (it can take tens of milliseconds at high difficulty).
+async fn admit_pair(
+    cookie: httpcrypt_proto::admission::AdmitCookie,
+    n0: [u8; 24],
+) -> Result<String, Error> {
+    use httpcrypt_proto::admission;
+    let d = cookie.difficulty();
+    if d > admission::MAX_DIFFICULTY {
+        return Err(httpcrypt_proto::Error::BadAdmission.into());
+    }
+    let start = OsRng.next_u64();
+    // 2^(d+6) tries fail with probability about e^-64.
+    let tries = 1u64 << (u32::from(d) + 6).min(40);
+    let solution = if d == 0 {
+        Some([0u8; admission::SOLUTION_LEN])
+    } else {
+        tokio::task::spawn_blocking(move || admission::solve_puzzle(&cookie, &n0, start, tries))
+            .await
+            .map_err(|e| Error::Config(e.to_string()))?
+    };
+    let solution = solution.ok_or(httpcrypt_proto::Error::BadAdmission)?;
+    Ok(format!(
+        "{}={}",
+        admission::ADMIT_COOKIE,
+        admission::format_echo(&cookie, &solution)
+    ))
 }
 
 /// Reads a whole body of at most `limit` bytes. (A hand-written loop: the
@@ -276,8 +328,11 @@ fn is_unsafe(m: &Method) -> bool {
 impl Client {
     /// A client with `config`.
     pub fn new(config: ClientConfig) -> Self {
-        let http = HyperClient::builder(TokioExecutor::new())
-            .build(Connector::new(config.proxy.clone()).with_resolver(config.resolver.clone()));
+        let http = HyperClient::builder(TokioExecutor::new()).build(
+            Connector::new(config.proxy.clone())
+                .with_resolver(config.resolver.clone())
+                .with_tfo(config.tfo),
+        );
         Client {
             http,
             config: Arc::new(config),
@@ -448,6 +503,7 @@ impl Client {
         let mut retried_stale = false;
         let mut retried_token = false;
         let mut retried_conn = false;
+        let mut admission_retries = 0;
         let mut attempts = 0;
         loop {
             attempts += 1;
@@ -474,6 +530,18 @@ impl Client {
                 Outcome::RetryUnknownKey if !retried_key => retried_key = true,
                 Outcome::RetryStale if !retried_stale => retried_stale = true,
                 Outcome::RetryToken if !retried_token => retried_token = true,
+                Outcome::RetryAdmission if admission_retries < ADMISSION_RETRIES => {
+                    admission_retries += 1
+                }
+                Outcome::RetryBusy(secs) if admission_retries < ADMISSION_RETRIES => {
+                    admission_retries += 1;
+                    tokio::time::sleep(std::time::Duration::from_secs(secs).min(MAX_BUSY_WAIT))
+                        .await;
+                }
+                Outcome::RetryAdmission => {
+                    return Err(httpcrypt_proto::Error::AdmissionRequired.into())
+                }
+                Outcome::RetryBusy(_) => return Err(httpcrypt_proto::Error::Busy.into()),
                 Outcome::RetryUnknownKey => return Err(httpcrypt_proto::Error::UnknownKey.into()),
                 Outcome::RetryStale => return Err(httpcrypt_proto::Error::Stale.into()),
                 Outcome::RetryToken => return Err(httpcrypt_proto::Error::TokenRequired.into()),
@@ -495,6 +563,8 @@ impl Client {
             Outcome::RetryUnknownKey => Err(httpcrypt_proto::Error::UnknownKey.into()),
             Outcome::RetryStale => Err(httpcrypt_proto::Error::Stale.into()),
             Outcome::RetryToken => Err(httpcrypt_proto::Error::TokenRequired.into()),
+            Outcome::RetryAdmission => Err(httpcrypt_proto::Error::AdmissionRequired.into()),
+            Outcome::RetryBusy(_) => Err(httpcrypt_proto::Error::Busy.into()),
         }
     }
 
@@ -607,8 +677,19 @@ impl Client {
 
         let host_value =
             HeaderValue::from_str(&authority).map_err(|e| Error::Config(e.to_string()))?;
-        let cookie =
-            HeaderValue::from_str(prepared.cookie()).map_err(|e| Error::Config(e.to_string()))?;
+        // Under load the server wants its admission cookie back on a fresh
+        // key agreement (spec §14); tickets skip the defence.
+        let admit = match (&ticket, self.host(&authority, |h| h.admit)) {
+            (None, Some((c, at))) if now < at + ADMIT_REUSE_SECS => {
+                Some(admit_pair(c, *prepared.n0()).await?)
+            }
+            _ => None,
+        };
+        let cookie = match admit {
+            Some(pair) => HeaderValue::from_str(&format!("{}; {pair}", prepared.cookie())),
+            None => HeaderValue::from_str(prepared.cookie()),
+        }
+        .map_err(|e| Error::Config(e.to_string()))?;
         let use_get = self.config.get_form
             && exact.is_some_and(|l| {
                 fits_get_form(&self.config.mount, head_bytes.len() + l as usize + 64)
@@ -659,6 +740,16 @@ impl Client {
             HeaderValue::from_static("no-cache, no-store"),
         );
         h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
+        if let Some(pc) = self
+            .config
+            .provenance
+            .as_ref()
+            .and_then(|p| p.certificate(&authority, now))
+        {
+            if let Ok(v) = HeaderValue::from_str(&pc) {
+                h.insert(httpcrypt_proto::provenance::FIELD, v);
+            }
+        }
         let sent_method = outer_req.method().clone();
         let sent_uri = outer_req.uri().clone();
         let sent_headers = outer_req.headers().clone();
@@ -701,6 +792,18 @@ impl Client {
                     }
                 });
                 return Ok(Outcome::RetryUnknownKey);
+            }
+            if rparts.status == StatusCode::TOO_MANY_REQUESTS {
+                use httpcrypt_proto::admission::{parse_refusal, Refusal};
+                match parse_refusal(&body) {
+                    Ok(Refusal::Admission(c)) => {
+                        let at = unix_now();
+                        self.host(&authority, |h| h.admit = Some((c, at)));
+                        return Ok(Outcome::RetryAdmission);
+                    }
+                    Ok(Refusal::Busy(secs)) => return Ok(Outcome::RetryBusy(secs)),
+                    Err(_) => {}
+                }
             }
             return Err(Error::Refused {
                 status: rparts.status.as_u16(),

@@ -31,6 +31,7 @@ pub struct Connector {
     http: HttpConnector,
     proxy: Option<Uri>,
     resolver: Option<Arc<dyn Resolve>>,
+    tfo: crate::asap::Tfo,
 }
 
 impl Connector {
@@ -43,7 +44,14 @@ impl Connector {
             http,
             proxy,
             resolver: None,
+            tfo: crate::asap::Tfo::Off,
         }
+    }
+
+    /// Connects with TCP Fast Open as `tfo` says (direct connections only).
+    pub fn with_tfo(mut self, tfo: crate::asap::Tfo) -> Self {
+        self.tfo = tfo;
+        self
     }
 
     /// Resolves host names with `resolver` instead of the system's.
@@ -108,6 +116,11 @@ impl tower::Service<Uri> for Connector {
         let target = self.proxy.clone().unwrap_or(dst);
         let mut http = self.http.clone();
         let resolver = self.resolver.clone();
+        let tfo = if proxied {
+            crate::asap::Tfo::Off
+        } else {
+            self.tfo
+        };
         Box::pin(async move {
             let target = match (&resolver, target.host()) {
                 (Some(r), Some(host)) if host.parse::<IpAddr>().is_err() => {
@@ -127,6 +140,20 @@ impl tower::Service<Uri> for Connector {
                 }
                 _ => target,
             };
+            if tfo != crate::asap::Tfo::Off {
+                let host = target.host().unwrap_or_default();
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                let port = target.port_u16().unwrap_or(80);
+                let addr = match host.parse::<IpAddr>() {
+                    Ok(ip) => std::net::SocketAddr::new(ip, port),
+                    Err(_) => tokio::net::lookup_host((host, port))
+                        .await?
+                        .next()
+                        .ok_or_else(|| format!("{host}: no address"))?,
+                };
+                let io = TokioIo::new(crate::asap::connect_tfo(addr, tfo).await?);
+                return Ok(Stream { io, proxied });
+            }
             let io = tower::Service::call(&mut http, target).await?;
             Ok(Stream { io, proxied })
         })

@@ -9,15 +9,21 @@
 //!   embedded authoritative server) and discovering them;
 //! - [`rspamd`]: the rspamd compatibility profile (`rspamc --key`): a client
 //!   and a layer;
-//! - [`runtime`]: the listeners behind `httpcrypt serve` and `httpcrypt gateway`.
+//! - [`asap`]: the request in the TCP SYN, with provenance certificates (spec/asap.md);
+//! - [`defence`]: the load-aware defence in front of the key agreement;
+//! - [`runtime`]: the listeners behind `httpcrypt serve` and `httpcrypt gateway`;
+//! - [`split`] and [`split_proxy`]: split serving through untrusted caches
+//!   (the origin's side, and `httpcrypt split-proxy`).
 //!
 //! All wire-format logic lives in [`httpcrypt_proto`]; this crate drives it.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod asap;
 pub mod body;
 pub mod client;
 pub mod connect;
+pub mod defence;
 pub mod dns;
 pub mod error;
 pub mod fleet;
@@ -25,6 +31,8 @@ pub mod keystore;
 pub mod rspamd;
 pub mod runtime;
 pub mod server;
+pub mod split;
+pub mod split_proxy;
 pub mod strikes;
 
 pub use client::{Client, ClientConfig, KeyPolicy};

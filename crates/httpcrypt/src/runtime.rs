@@ -33,6 +33,9 @@ pub struct ListenOptions {
     /// it hyper answers 431 without calling the service. The finer limits of
     /// spec §11.6 (414, 431) are the layer's, so this sits above their sum.
     pub max_head: usize,
+    /// ASAP: checks connections whose first data came with the SYN before
+    /// anything reads it (spec/asap.md §4).
+    pub gate: Option<Arc<crate::asap::Gate>>,
 }
 
 impl Default for ListenOptions {
@@ -41,6 +44,7 @@ impl Default for ListenOptions {
             max_connections: 1024,
             header_timeout: Duration::from_secs(10),
             max_head: 16 * 1024 + 64 * 1024 + 1024,
+            gate: None,
         }
     }
 }
@@ -131,6 +135,12 @@ where
         let svc = svc.clone();
         let opts = opts.clone();
         tokio::spawn(async move {
+            if let Some(gate) = &opts.gate {
+                if !gate.admit(&stream, peer).await {
+                    drop(permit);
+                    return;
+                }
+            }
             // The layer notes here the key expiry of every request on this
             // connection; once all of them have expired the connection is
             // closed (after any request in flight), so no idle keep-alive
@@ -139,6 +149,7 @@ where
             let noted = conn_keys.clone();
             let hyper_svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
                 req.extensions_mut().insert(noted.clone());
+                req.extensions_mut().insert(crate::defence::PeerAddr(peer));
                 svc.clone().oneshot(req)
             });
             let mut builder = hyper::server::conn::http1::Builder::new();

@@ -22,6 +22,7 @@ use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
 use httpcrypt_proto::outer::{self, Mount};
 use httpcrypt_proto::replay::{self, StrikeRegister};
 use httpcrypt_proto::server::{self as core, Accept, Accepted, OuterRequest};
+use httpcrypt_proto::split;
 use httpcrypt_proto::stream::{ResponseKey, Sealer};
 use httpcrypt_proto::ticket::TicketContents;
 use httpcrypt_proto::{token, Limits};
@@ -30,6 +31,7 @@ use rand_core::{OsRng, RngCore};
 use crate::body::{FailureSlot, OpenBody, SealBody, DEFAULT_RECORD};
 use crate::error::{BoxError, Error};
 use crate::keystore::{unix_now, LiveKeys};
+use crate::split::{ContentStore, SplitSealBody};
 use crate::strikes::{LocalStrikes, StrikeStore};
 
 /// Body type of requests handed to the wrapped service and of responses.
@@ -70,6 +72,12 @@ pub struct ServerConfig {
     /// Demand a valid `Random` token before side-effecting methods (spec §8):
     /// without one the answer is inner 425 `token-required`, carrying a token.
     pub require_token: bool,
+    /// Split serving (spec/split-serving.md): public responses go to a
+    /// proxy that asks as stubs; `None` turns it off.
+    pub split: Option<crate::split::SplitConfig>,
+    /// The load-aware defence in front of the key agreement (spec §14);
+    /// `None` turns it off. It stays idle until the demand passes its threshold.
+    pub admission: Option<httpcrypt_proto::admission::AdmissionConfig>,
 }
 
 impl Default for ServerConfig {
@@ -88,6 +96,8 @@ impl Default for ServerConfig {
             body_timeout: Duration::from_secs(30),
             session_cache: 65_536,
             require_token: false,
+            split: None,
+            admission: Some(httpcrypt_proto::admission::AdmissionConfig::default()),
         }
     }
 }
@@ -129,8 +139,11 @@ struct Shared {
     keys: LiveKeys,
     strikes: Arc<dyn StrikeStore>,
     cache: Option<Mutex<SessionCache>>,
+    defence: Option<crate::defence::Defence>,
     /// When the cache was last purged of expired kids (unix seconds).
     purged: std::sync::atomic::AtomicU64,
+    /// Payloads emitted as stubs (split serving).
+    store: Option<Arc<ContentStore>>,
 }
 
 /// The tower layer.
@@ -171,15 +184,32 @@ impl HttpCryptLayer {
         OsRng.fill_bytes(&mut seed);
         let cache = (config.session_cache > 0)
             .then(|| Mutex::new(SessionCache::new(config.session_cache, seed)));
+        let store = config
+            .split
+            .as_ref()
+            .map(|s| Arc::new(ContentStore::new(s.store_bytes)));
+        let defence = config.admission.clone().map(crate::defence::Defence::new);
         HttpCryptLayer {
             shared: Arc::new(Shared {
+                store,
                 strikes,
                 cache,
+                defence,
                 purged: std::sync::atomic::AtomicU64::new(0),
                 config,
                 keys,
             }),
         }
+    }
+
+    /// The split-serving content store, when split serving is on.
+    pub fn content_store(&self) -> Option<Arc<ContentStore>> {
+        self.shared.store.clone()
+    }
+
+    /// The load-aware defence, when configured.
+    pub fn defence(&self) -> Option<&crate::defence::Defence> {
+        self.shared.defence.as_ref()
     }
 
     /// Session-cache (hits, misses) so far.
@@ -213,6 +243,54 @@ impl Shared {
             .unwrap_or_else(|p| p.into_inner())
             .insert(&sk.kid, peer, k.clone());
         Ok(k)
+    }
+
+    /// [`Shared::derive`] behind the defence (spec §14): a cache hit goes
+    /// through; a miss is judged first, and a refusal is left in `refused`.
+    #[allow(clippy::too_many_arguments)]
+    fn derive_admitted(
+        &self,
+        sk: &core::ServerKey,
+        peer: &httpcrypt_proto::KexPublic,
+        n0: &[u8; 24],
+        addr: std::net::IpAddr,
+        echo: Option<&[u8]>,
+        refused: &mut Option<httpcrypt_proto::admission::Verdict>,
+    ) -> Result<httpcrypt_proto::SessionKey, httpcrypt_proto::Error> {
+        use httpcrypt_proto::admission::Verdict;
+        let Some(defence) = &self.defence else {
+            return self.derive(sk, peer);
+        };
+        if let Some(cache) = &self.cache {
+            if let Some(k) = cache
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&sk.kid, peer)
+            {
+                return Ok(k);
+            }
+        }
+        match defence.judge(addr, n0, echo) {
+            Verdict::Admit => {
+                // The cache was asked just above: go straight to the X25519.
+                let k = sk.secret.session_key(peer)?;
+                if let Some(cache) = &self.cache {
+                    cache.lock().unwrap_or_else(|p| p.into_inner()).insert(
+                        &sk.kid,
+                        peer,
+                        k.clone(),
+                    );
+                }
+                Ok(k)
+            }
+            v => {
+                *refused = Some(v);
+                Err(match v {
+                    Verdict::Busy { .. } => httpcrypt_proto::Error::Busy,
+                    _ => httpcrypt_proto::Error::AdmissionRequired,
+                })
+            }
+        }
     }
 
     /// Drops cached keys of expired kids (at most every few seconds), so a
@@ -455,52 +533,65 @@ where
     if let Some(refusal) = outer_http_limits(&parts, &cfg.limits) {
         return Ok(refusal);
     }
-    let target = parts
-        .uri
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .to_string();
+    // The split-serving content endpoint (spec/split-serving.md §S5); the
+    // dot keeps its paths apart from nonce paths.
+    if let Some(store) = &shared.store {
+        if let Some(rest) = parts
+            .uri
+            .path()
+            .strip_prefix(cfg.mount.as_str())
+            .and_then(|p| p.strip_prefix(split::CONTENT_DIR))
+        {
+            let rest = rest.to_string();
+            return Ok(crate::split::content_response(store, &parts.method, &rest, body).await);
+        }
+    }
+    // Borrowed views of the head: nothing is copied before the cheap checks.
+    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let host = parts
         .headers
         .get(header::HOST)
-        .map(|h| h.as_bytes().to_vec())
-        .or_else(|| {
-            parts
-                .uri
-                .authority()
-                .map(|a| a.as_str().as_bytes().to_vec())
-        });
+        .map(|h| h.as_bytes())
+        .or_else(|| parts.uri.authority().map(|a| a.as_str().as_bytes()));
     let content_length = parts
         .headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     let chunked = parts.headers.contains_key(header::TRANSFER_ENCODING);
-    let cookies: Vec<Vec<u8>> = parts
-        .headers
-        .get_all(header::COOKIE)
-        .iter()
-        .map(|v| v.as_bytes().to_vec())
-        .collect();
     let outer_req = OuterRequest {
         method: parts.method.as_str(),
-        target: &target,
-        host: host.as_deref(),
-        cookies: cookies.iter().map(Vec::as_slice).collect(),
+        target,
+        host,
+        cookies: parts
+            .headers
+            .get_all(header::COOKIE)
+            .iter()
+            .map(|v| v.as_bytes())
+            .collect(),
         content_length,
         has_body: chunked || content_length.is_some_and(|l| l > 0),
     };
+    let addr = crate::defence::peer_ip(&parts.extensions);
+    let echo = httpcrypt_proto::admission::find_echo(outer_req.cookies.iter().copied());
+    let mut refused = None;
     let decision = shared.keys.with(|keys| {
-        core::accept_with(
+        core::accept_gated(
             keys,
             &cfg.mount,
             &outer_req,
             &cfg.limits,
             now,
-            |sk, peer| shared.derive(sk, peer),
+            |sk, peer, n0| shared.derive_admitted(sk, peer, n0, addr, echo, &mut refused),
         )
     });
+    drop(outer_req);
     shared.purge_cache(now);
     let accepted = match decision {
+        Err(_) if refused.is_some() => {
+            return Ok(crate::defence::refusal_response(
+                &refused.expect("checked just above"),
+            ));
+        }
         Err(e) => {
             let certs = shared.keys.with(|k| k.cert_lines(now));
             tracing::debug!(code = e.code(), "refused outer request");
@@ -574,6 +665,9 @@ where
     RB::Error: Into<BoxError>,
 {
     let cfg = &shared.config;
+    let mut parts = parts;
+    // A split proxy's request field is for this layer only (§S3).
+    let split_asked = parts.headers.remove(split::SPLIT_FIELD).is_some();
     let slot: FailureSlot = Arc::new(Mutex::new(None));
     let (outer_body, initial) = match &accepted.query_stream {
         Some(q) => (None, q.clone()),
@@ -645,6 +739,17 @@ where
             ));
         }
     }
+    let split = match (&cfg.split, &shared.store) {
+        (Some(sc), Some(store)) => Some(SplitPlan {
+            config: sc,
+            store: store.clone(),
+            asked: split_asked,
+            method: head.method.clone(),
+            path: head.target.split('?').next().unwrap_or("").to_string(),
+            mount: cfg.mount.as_str().to_string(),
+        }),
+        _ => None,
+    };
     let inner_req = match build_inner_request(&parts, &head, opened.boxed_unsync()) {
         Ok(mut r) => {
             r.extensions_mut().insert(Encrypted {
@@ -694,7 +799,19 @@ where
         rsp,
         extra,
         now,
+        split,
     ))
+}
+
+/// What the layer needs to decide on, and produce, a split answer.
+struct SplitPlan<'a> {
+    config: &'a crate::split::SplitConfig,
+    store: Arc<ContentStore>,
+    /// The outer request carried `Httpcrypt-Split` (it came through a split proxy).
+    asked: bool,
+    method: String,
+    path: String,
+    mount: String,
 }
 
 /// Methods without side effects (RFC 9110 §9.2.1), which need no token.
@@ -755,12 +872,25 @@ fn seal_response<RB>(
     rsp: Response<RB>,
     extra: Vec<Field>,
     now: u64,
+    split: Option<SplitPlan<'_>>,
 ) -> Response<HcBody>
 where
     RB: Body<Data = Bytes> + Send + 'static,
     RB::Error: Into<BoxError>,
 {
-    let (parts, body) = rsp.into_parts();
+    let (mut parts, body) = rsp.into_parts();
+    // `HC-Public` is for the origin only, never sealed (§S1).
+    let opt_in = parts.headers.remove(split::PUBLIC_FIELD);
+    let split = split.filter(|p| {
+        p.asked
+            && crate::split::is_public(
+                &p.method,
+                &p.path,
+                parts.status.as_u16(),
+                opt_in.as_ref().map(|v| v.as_bytes()),
+                &p.config.public,
+            )
+    });
     let status = parts.status;
     let mut head = ResponseHead::new(status.as_u16(), status.canonical_reason().unwrap_or(""));
     let exact = body.size_hint().exact();
@@ -793,8 +923,36 @@ where
     OsRng.fill_bytes(&mut n0);
     let mut prefix = Vec::with_capacity(24);
     let sealer = Sealer::response(key, n0, &mut prefix);
+    if let Some(plan) = split {
+        return match SplitSealBody::new(
+            sealer,
+            prefix,
+            &head_bytes,
+            body,
+            plan.config.public_record,
+            plan.store,
+        ) {
+            Ok(b) => split_outer(b.boxed_unsync(), &plan.mount),
+            Err(_) => plain(StatusCode::INTERNAL_SERVER_ERROR, "sealing failed\n"),
+        };
+    }
     let sealed = SealBody::new(sealer, prefix, head_bytes, body, record_size);
     sealed_outer(sealed.boxed_unsync())
+}
+
+/// The outer layout of a split answer (§S3).
+fn split_outer(body: HcBody, mount: &str) -> Response<HcBody> {
+    let mut r = Response::new(body);
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(split::SPLIT_TYPE),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    if let Ok(v) = HeaderValue::from_str(&format!("{mount}{}", split::CONTENT_DIR)) {
+        h.insert(split::CONTENT_FIELD, v);
+    }
+    r
 }
 
 /// `ServiceExt::oneshot` with its future's `Send` stated, which the

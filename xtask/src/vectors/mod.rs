@@ -12,12 +12,15 @@ use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use serde_json::{json, Value};
 
+mod admission;
 mod certs;
 mod dns;
 mod exchange;
 mod messages;
+pub mod provenance;
 mod resumption;
 mod rspamd;
+mod split;
 mod streams;
 
 /// One vector file.
@@ -136,6 +139,8 @@ pub fn generate() -> Vec<Case> {
     all.extend(dns::cases());
     all.extend(resumption::cases());
     all.extend(rspamd::cases());
+    all.extend(split::cases());
+    all.extend(admission::cases());
     let mut names = BTreeSet::new();
     for c in &all {
         assert!(
@@ -147,10 +152,15 @@ pub fn generate() -> Vec<Case> {
     all
 }
 
-/// Rewrites `dir` with the generated cases; removes stale `.json` files.
+/// Rewrites `dir` with the generated cases, and `dir/provenance` with
+/// [`provenance::cases`]; removes stale `.json` files.
 pub fn write_all(dir: &Path) -> std::io::Result<usize> {
+    let n = write_dir(dir, generate())?;
+    Ok(n + write_dir(&dir.join("provenance"), provenance::cases())?)
+}
+
+fn write_dir(dir: &Path, cases: Vec<Case>) -> std::io::Result<usize> {
     std::fs::create_dir_all(dir)?;
-    let cases = generate();
     let keep: BTreeSet<String> = cases.iter().map(|c| format!("{}.json", c.name)).collect();
     for entry in std::fs::read_dir(dir)? {
         let p = entry?.path();

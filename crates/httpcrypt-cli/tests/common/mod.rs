@@ -199,6 +199,20 @@ pub fn gateway(keys: &Path, upstream: SocketAddr, extra: &[&str]) -> Proc {
     spawn_listening(cmd, "httpcrypt gateway", httpcrypt_addr)
 }
 
+/// `httpcrypt split-proxy` for `origin` on a free loopback port.
+pub fn split_proxy(origin: SocketAddr, cache: &Path, extra: &[&str]) -> Proc {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["split-proxy", "--listen", "127.0.0.1:0", "--origin"])
+        .arg(format!("http://{origin}"))
+        .arg("--cache-dir")
+        .arg(cache)
+        .args(extra);
+    spawn_listening(cmd, "httpcrypt split-proxy", |line| {
+        let rest = line.split("split proxy on http://").nth(1)?;
+        rest.split_whitespace().next()?.parse().ok()
+    })
+}
+
 /// The Python upstream of `tests/upstream.py` on a free loopback port.
 pub fn upstream() -> Proc {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/upstream.py");

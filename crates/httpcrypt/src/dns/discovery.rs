@@ -101,6 +101,11 @@ impl DnsDiscovery {
         })
     }
 
+    /// The resolver behind discovery (for the ASAP lookups, `crate::asap`).
+    pub fn resolver(&self) -> &TokioResolver {
+        &self.resolver
+    }
+
     /// Forgets the parsed results (hickory's record cache stays).
     pub fn clear_cache(&self) {
         self.cache.lock().unwrap_or_else(|p| p.into_inner()).clear();
