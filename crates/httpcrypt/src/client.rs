@@ -309,7 +309,19 @@ fn closed_before_answer(e: &Error) -> bool {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(b.as_ref());
     while let Some(err) = cur {
         if let Some(h) = err.downcast_ref::<hyper::Error>() {
-            return h.is_incomplete_message() || h.is_canceled();
+            if h.is_incomplete_message() || h.is_canceled() {
+                return true;
+            }
+        }
+        // A pooled connection the server closed while idle (its header
+        // timeout) answers the request written on it with a reset.
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::BrokenPipe
+            );
         }
         cur = err.source();
     }
@@ -877,5 +889,39 @@ impl Client {
             attempts,
         });
         Ok(Outcome::Done(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Wrapped(std::io::Error);
+    impl std::fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "connection error")
+        }
+    }
+    impl std::error::Error for Wrapped {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    fn transport(kind: std::io::ErrorKind) -> Error {
+        Error::Transport(Box::new(Wrapped(std::io::Error::from(kind))))
+    }
+
+    #[test]
+    fn a_reset_or_broken_pipe_counts_as_closed_before_the_answer() {
+        use std::io::ErrorKind::*;
+        for k in [ConnectionReset, ConnectionAborted, BrokenPipe] {
+            assert!(closed_before_answer(&transport(k)), "{k:?}");
+        }
+        for k in [ConnectionRefused, TimedOut, InvalidData] {
+            assert!(!closed_before_answer(&transport(k)), "{k:?}");
+        }
+        assert!(!closed_before_answer(&Error::Config("x".into())));
     }
 }
