@@ -78,7 +78,7 @@ async fn relay(
     let server = TcpStream::connect(upstream).await.unwrap();
     if reset_second {
         // Closing this socket sends a reset.
-        client.set_linger(Some(std::time::Duration::ZERO)).unwrap();
+        client.set_zero_linger().unwrap();
     }
     let (mut cr, mut cw) = client.into_split();
     let (mut sr, mut sw) = server.into_split();
