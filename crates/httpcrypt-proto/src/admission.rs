@@ -291,6 +291,9 @@ pub struct Admission {
     previous: [u8; 32],
     rotated_ms: u64,
     buckets: [u32; BUCKETS],
+    /// Of that demand, the requests whose echo verified (a proven return
+    /// path): the puzzle follows these alone.
+    proven: [u32; BUCKETS],
     bucket_at: u64,
     on: bool,
     last_hot_ms: u64,
@@ -344,6 +347,7 @@ impl Admission {
             previous: secret,
             rotated_ms: now_ms,
             buckets: [0; BUCKETS],
+            proven: [0; BUCKETS],
             bucket_at: now_ms / BUCKET_MS,
             on: false,
             last_hot_ms: 0,
@@ -393,7 +397,9 @@ impl Admission {
         }
         let gap = (at - self.bucket_at).min(BUCKETS as u64);
         for i in 1..=gap {
-            self.buckets[((self.bucket_at + i) % BUCKETS as u64) as usize] = 0;
+            let j = ((self.bucket_at + i) % BUCKETS as u64) as usize;
+            self.buckets[j] = 0;
+            self.proven[j] = 0;
         }
         self.bucket_at = at;
     }
@@ -402,6 +408,13 @@ impl Admission {
     pub fn demand(&mut self, now_ms: u64) -> u32 {
         self.advance(now_ms);
         self.buckets.iter().sum()
+    }
+
+    /// Fresh-key requests over the last second whose admission echo
+    /// verified (address and puzzle), whatever their cookie's difficulty.
+    pub fn proven_demand(&mut self, now_ms: u64) -> u32 {
+        self.advance(now_ms);
+        self.proven.iter().sum()
     }
 
     /// Whether the defence is on at `now_ms` (switching it as the demand says).
@@ -422,13 +435,21 @@ impl Admission {
         self.on
     }
 
-    /// The puzzle difficulty at `now_ms`: 0 below twice the threshold, then
-    /// 10 bits plus 2 per doubling of the demand, at most `max_difficulty`.
+    /// The puzzle difficulty at `now_ms`: 0 while the *proven* demand
+    /// (requests that echoed a valid cookie) is below twice the threshold,
+    /// then 10 bits plus 2 per doubling of it, at most `max_difficulty`.
+    ///
+    /// Requests without a valid echo are refused before any key agreement,
+    /// at the price of a challenge; making every newcomer solve a puzzle
+    /// because of them would tax legitimate clients for work the server
+    /// never does. Only clients that receive at their address and echo can
+    /// make the server pay, so only they raise the price, and each prefix
+    /// only while its budget lasts.
     pub fn difficulty(&mut self, now_ms: u64) -> u8 {
         if self.config.max_difficulty == 0 || !self.is_on(now_ms) {
             return 0;
         }
-        let ratio = self.demand(now_ms) / (2 * self.config.threshold.max(1));
+        let ratio = self.proven_demand(now_ms) / (2 * self.config.threshold.max(1));
         if ratio == 0 {
             return 0;
         }
@@ -445,6 +466,15 @@ impl Admission {
             self.config.v6_prefix,
         ));
         (h.finish() as usize) & (self.table.len() - 1)
+    }
+
+    /// Whether `addr`'s prefix holds one key agreement now (nothing spent).
+    fn budget_left(&self, addr: IpAddr, now_ms: u64) -> bool {
+        let rate = u64::from(self.config.prefix_rate.max(1));
+        let full = u64::from(self.config.prefix_burst.max(1)) * 1000;
+        let (budget, at) = self.table[self.slot(addr)];
+        let refill = now_ms.saturating_sub(at).saturating_mul(rate);
+        (u64::from(budget) + refill).min(full) >= 1000
     }
 
     /// Takes one key agreement from `addr`'s prefix budget, or says how long
@@ -484,14 +514,19 @@ impl Admission {
             return Verdict::Admit;
         }
         let step = self.step(now_ms);
+        let verified = echo.filter(|e| {
+            verify_echo(&[&self.secret, &self.previous], step, addr, n0, e).is_ok()
+        });
+        // Counted only while the source's prefix has budget: one prefix
+        // can raise the price for everyone by at most its own rate.
+        if verified.is_some() && self.budget_left(addr, now_ms) {
+            self.proven[i] = self.proven[i].saturating_add(1);
+        }
         let d = self.difficulty(now_ms);
         // A cookie issued while the load was lower names a lower difficulty
         // than the one in force: it is challenged again, or a client could
         // keep its cheap cookie for its whole life while the load rises.
-        let valid = echo.is_some_and(|e| {
-            verify_echo(&[&self.secret, &self.previous], step, addr, n0, e).is_ok()
-                && parse_echo(e).is_ok_and(|(c, _)| c.difficulty() >= d)
-        });
+        let valid = verified.is_some_and(|e| parse_echo(e).is_ok_and(|(c, _)| c.difficulty() >= d));
         if !valid {
             self.counts.challenged += 1;
             return Verdict::Challenge(issue_cookie(&self.secret, step, d, addr));
@@ -737,31 +772,80 @@ mod tests {
         );
     }
 
+    /// A roomy budget, so that one address can make proven demand.
+    fn roomy() -> AdmissionConfig {
+        AdmissionConfig {
+            prefix_rate: 100_000,
+            prefix_burst: 100_000,
+            ..config()
+        }
+    }
+
+    /// `n` echoes of `cookie` from `addr`, each for its own nonce.
+    fn echo_many(a: &mut Admission, t: u64, addr: IpAddr, cookie: &AdmitCookie, n: u32) {
+        for k in 0..n {
+            let mut n0 = [0u8; 24];
+            n0[..4].copy_from_slice(&k.to_le_bytes());
+            let e = echo_for(cookie, &n0);
+            a.judge(t, addr, &n0, Some(e.as_bytes()));
+        }
+    }
+
     #[test]
-    fn difficulty_follows_the_demand() {
-        let mut a = Admission::new(config(), [1; 32], [2; 16], 0);
-        let mut t = 1_000;
-        for _ in 0..150 {
-            t += 1;
+    fn difficulty_follows_the_proven_demand() {
+        let mut a = Admission::new(roomy(), [1; 32], [2; 16], 0);
+        let t = 1_000;
+        // Junk alone (no echo) switches the defence on but never the puzzle:
+        // it is refused before any key agreement.
+        for _ in 0..5000 {
             a.judge(t, A, &[0; 24], None);
         }
-        assert_eq!(a.difficulty(t), 0, "between 1x and 2x: cookie only");
-        for _ in 0..100 {
-            a.judge(t, A, &[0; 24], None);
-        }
-        assert_eq!(a.difficulty(t), 10, "2x to 4x: 10 bits");
-        for _ in 0..1000 {
-            a.judge(t, A, &[0; 24], None);
-        }
+        assert!(a.is_on(t));
+        assert_eq!(a.difficulty(t), 0, "junk: cookie only");
+        let Verdict::Challenge(c) = a.judge(t, A, &[0; 24], None) else {
+            panic!("the defence is on")
+        };
+        assert_eq!(c.difficulty(), 0);
+        // Echoing clients: between 1x and 2x of the threshold, cookie only.
+        echo_many(&mut a, t, A, &c, 150);
+        assert_eq!(a.proven_demand(t), 150);
+        assert_eq!(a.difficulty(t), 0);
+        // 2x to 4x: 10 bits (cheap echoes still count: they proved the path).
+        echo_many(&mut a, t, A, &c, 100);
+        assert_eq!(a.difficulty(t), 10);
+        echo_many(&mut a, t, A, &c, 1000);
         assert_eq!(a.difficulty(t), 12, "capped at max_difficulty");
+        // A second later the meter has forgotten them.
+        assert_eq!(a.difficulty(t + 1_100), 0);
+    }
+
+    #[test]
+    fn one_prefix_cannot_raise_the_puzzle_beyond_its_budget() {
+        // Budget of 5 per /24: a thousand echoes from one address count
+        // five times; another prefix's newcomers still see no puzzle.
+        let mut a = Admission::new(config(), [1; 32], [2; 16], 0);
+        let t = 1_000;
+        for _ in 0..500 {
+            a.judge(t, A, &[0; 24], None);
+        }
+        let Verdict::Challenge(c) = a.judge(t, A, &[0; 24], None) else {
+            panic!("the defence is on")
+        };
+        echo_many(&mut a, t, A, &c, 1000);
+        assert_eq!(a.proven_demand(t), 5);
+        assert_eq!(a.difficulty(t), 0);
+        let other: IpAddr = "198.51.100.9".parse().unwrap();
+        match a.judge(t, other, &[0; 24], None) {
+            Verdict::Challenge(c) => assert_eq!(c.difficulty(), 0),
+            v => panic!("{v:?}"),
+        }
     }
 
     #[test]
     fn a_cookie_below_the_difficulty_in_force_is_challenged_again() {
-        let mut a = Admission::new(config(), [1; 32], [2; 16], 0);
-        let mut t = 1_000;
+        let mut a = Admission::new(roomy(), [1; 32], [2; 16], 0);
+        let t = 1_000;
         for _ in 0..150 {
-            t += 1;
             a.judge(t, A, &[0; 24], None);
         }
         assert_eq!(a.difficulty(t), 0);
@@ -772,10 +856,8 @@ mod tests {
         let n0 = [9u8; 24];
         let echo = echo_for(&cheap, &n0);
         assert_eq!(a.judge(t, A, &n0, Some(echo.as_bytes())), Verdict::Admit);
-        // The load rises: the same cheap cookie no longer admits.
-        for _ in 0..200 {
-            a.judge(t, A, &[0; 24], None);
-        }
+        // The proven load rises: the same cheap cookie no longer admits.
+        echo_many(&mut a, t, A, &cheap, 250);
         assert_eq!(a.difficulty(t), 10);
         let n1 = [10u8; 24];
         let echo = echo_for(&cheap, &n1);
