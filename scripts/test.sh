@@ -38,7 +38,7 @@ step "flood benchmark smoke run (bench/flood/run --smoke)"
 bash bench/flood/run --smoke
 
 step "ASAP benchmark smoke run (bench/asap/run --smoke)"
-bash bench/asap/run --smoke
+python3 bench/asap/run --smoke
 
 step "protocol lab smoke run (lab/run --smoke)"
 bash lab/run --smoke

@@ -350,20 +350,28 @@ def has_defence(bin_: Path) -> bool:
 
 
 class Pressure:
-    """Fresh-key requests without an admission echo, as fast as one
-    keep-alive connection carries them, from a background thread: they push
-    the server's key-agreement demand over its threshold so the defence
-    switches on. Counts the answers; stops on ``stop()`` or after
-    ``max_seconds`` / ``max_requests``."""
+    """Fresh-key requests, as fast as one keep-alive connection carries
+    them, from a background thread: they push the server's key-agreement
+    demand over its threshold so the defence switches on. Without ``echo``
+    they never answer a challenge (junk: the puzzle stays off); with it
+    they echo the cookie and solve its puzzle like a real client, which is
+    the proven demand that raises the difficulty (spec §14.1). A
+    ``local_address`` (e.g. 127.0.1.1) puts them in a /24 of their own, so
+    they do not spend the prefix budget of the client under test. Counts
+    the answers; stops on ``stop()`` or after ``max_seconds`` /
+    ``max_requests``."""
 
     def __init__(self, base: str, mount: str, max_seconds: float = 60.0,
-                 max_requests: int = 50_000):
+                 max_requests: int = 50_000, echo: bool = False,
+                 local_address: str | None = None):
         from httpcrypt.client import Engine
 
         self.base = base
         self.engine = Engine(mount=mount, tickets=False)
         self.max_seconds = max_seconds
         self.max_requests = max_requests
+        self.echo = echo
+        self.local_address = local_address
         self.sent = 0
         self.ok = 0
         self.challenged = 0
@@ -384,7 +392,9 @@ class Pressure:
         authority = self.base.split("//", 1)[1]
         deadline = time.monotonic() + self.max_seconds
         try:
-            with httpx.Client(timeout=10.0) as c:
+            transport = (httpx.HTTPTransport(local_address=self.local_address)
+                         if self.local_address else None)
+            with httpx.Client(timeout=10.0, transport=transport) as c:
                 r = c.options(self.engine.options_url("http", authority))
                 key = self.engine.store_certs(authority, r.status_code,
                                               r.headers.get("cache-control"), r.content)
@@ -398,6 +408,9 @@ class Pressure:
                     elif (rsp.status_code == 429
                           and b"urn:httpcrypt:admission" in rsp.content):
                         self.challenged += 1
+                        if self.echo:
+                            # Stores the cookie: the next request echoes it.
+                            self.engine.refused(a, rsp.status_code, rsp.content)
                     else:
                         self.other.append(rsp.status_code)
         except BaseException as e:  # reported by the test

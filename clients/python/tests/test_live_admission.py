@@ -1,9 +1,10 @@
 """Live tests of the load-aware defence (spec §14) against the real server
 (``$HTTPCRYPT_BIN``), for httpx sync, httpx async and requests: a burst of
 fresh-key requests without echoes switches the defence on (low
-threshold), then the client under test must get through (challenge
-solved, 200), keep echoing for the next fresh-key request, never echo on
-or be challenged for a ticket request, and wait out a ``busy`` answer.
+threshold), echoing clients from another /24 raise the puzzle, then the
+client under test must get through (challenge solved, 200), keep
+echoing for the next fresh-key request, never echo on or be challenged
+for a ticket request, and wait out a ``busy`` answer.
 A binary that predates §14 (no ``--defence-threshold``) skips these."""
 
 from __future__ import annotations
@@ -78,8 +79,10 @@ def _cookie(headers: list[tuple[str, str]]) -> str:
     return next(v for n, v in headers if n == "Cookie")
 
 
-def _under_pressure(s: Server) -> Pressure:
-    p = Pressure(s.base, "/hc").__enter__()
+def _under_pressure(s: Server, echo: bool = False) -> Pressure:
+    # Echoing pressure comes from a /24 of its own (its budget is not ours).
+    p = Pressure(s.base, "/hc", echo=echo,
+                 local_address="127.0.1.1" if echo else None).__enter__()
     try:
         p.wait_on()
     except BaseException:
@@ -97,15 +100,20 @@ def test_challenge_solved_then_echo_reused(defended: Server, flavour: str) -> No
         assert r.status == 200 and r.info.attempts == 1 and r.info.admission is None
     finally:
         idle.close()
+    # Junk keeps the defence on; clients that echo (another /24) make the
+    # proven demand that raises the puzzle.
     p = _under_pressure(defended)
+    q: Pressure | None = None
     d: Driver = DRIVERS[flavour](mount="/hc", tickets=False)
     try:
+        q = _under_pressure(defended, echo=True)
         before = p.challenged
         r = d.get(defended.base + "/index.html")
         assert r.status == 200 and r.body == INDEX
         assert r.info.attempts >= 2  # the outer 429 challenge, then the solved echo
-        # Demand at or above twice the threshold: a puzzle of 10 bits or more.
-        assert p.rate >= 2 * THRESHOLD, f"pressure too weak: {p.rate} requests/s"
+        # Proven demand at or above twice the threshold: a puzzle of 10 bits or more.
+        assert q.rate >= 2 * THRESHOLD, f"pressure too weak: {q.rate} requests/s"
+        assert q.ok > 0, "the echoing pressure was admitted"
         assert r.info.admission is not None and r.info.admission >= 10
         assert "; hc1-admit=" in _cookie(r.info.request_headers)
         # Within 25 s the next fresh-key request echoes the cookie at once.
@@ -113,10 +121,12 @@ def test_challenge_solved_then_echo_reused(defended: Server, flavour: str) -> No
         assert r2.status == 200 and r2.info.attempts == 1 and r2.info.credential == "key"
         assert "; hc1-admit=" in _cookie(r2.info.request_headers)
         # The defence was on throughout: echo-less requests kept being challenged.
-        assert p.challenged > before and p.error is None
+        assert p.challenged > before and p.error is None and q.error is None
     finally:
         d.close()
         p.stop()
+        if q is not None:
+            q.stop()
 
 
 def test_ticket_request_is_never_challenged(defended: Server, flavour: str) -> None:
