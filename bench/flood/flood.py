@@ -445,12 +445,10 @@ def report(res, new, path):
             "Within run-to-run noise (see the idle section): the spread between repetitions of "
             "one configuration is larger than the difference of the medians.",
         "flood_5x_new_p99_ms":
-            "A new client under pressure pays a challenge round trip and a puzzle whose "
-            "difficulty follows the demand (14–16 bits at this load, `--max-difficulty 16` by "
-            "default), solved on the load core that the attacker keeps busy; the server itself "
-            "was below half a core (table below), so the tail is the client's puzzle time on a "
-            "contended core. A lower `--max-difficulty` trades attacker cost for this latency; "
-            "the benchmark keeps the default.",
+            "A new client under pressure pays a challenge round trip, and a puzzle once "
+            "clients that echo cookies ask for more key agreements than twice the threshold "
+            "(spec §14.1); the tail is that round trip and the probe's own work on the load "
+            "core that the attacker keeps busy.",
         "flood_5x_legit_success_rate": "",
         "flood_rejected_path_heap_allocations": "",
     }
@@ -480,7 +478,10 @@ def report(res, new, path):
       "load core: new clients at 20/s (fresh key, no ticket; the real `httpcrypt::Client`, which "
       "echoes cookies and solves puzzles) and returning clients at 50/s (ticket); a request "
       "counts as failed after 5 s. Defence on: threshold C/4, default budgets, max difficulty "
-      "16.\n")
+      "16. The puzzle follows the proven demand (requests with a verified echo, spec §14.1): "
+      "this attacker never echoes, so newcomers pay the challenge round trip but solve no "
+      "puzzle (d = 0); an attacker that receives at its addresses and echoes raises d, within "
+      "its prefixes' budgets (unit tests in `httpcrypt-proto::admission`).\n")
     w("What limits this run: the two CPUs were shared with other jobs, so the pinned server got "
       f"only {min(c['server_cpu_mean'] for c in res['floods']):.2f}–"
       f"{max(c['server_cpu_mean'] for c in res['floods']):.2f} of its core (see the CPU figure), "
