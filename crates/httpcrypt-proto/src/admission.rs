@@ -514,9 +514,8 @@ impl Admission {
             return Verdict::Admit;
         }
         let step = self.step(now_ms);
-        let verified = echo.filter(|e| {
-            verify_echo(&[&self.secret, &self.previous], step, addr, n0, e).is_ok()
-        });
+        let verified = echo
+            .filter(|e| verify_echo(&[&self.secret, &self.previous], step, addr, n0, e).is_ok());
         // Counted only while the source's prefix has budget: one prefix
         // can raise the price for everyone by at most its own rate.
         if verified.is_some() && self.budget_left(addr, now_ms) {
