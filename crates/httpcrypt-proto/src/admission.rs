@@ -516,12 +516,14 @@ impl Admission {
         let step = self.step(now_ms);
         let verified = echo
             .filter(|e| verify_echo(&[&self.secret, &self.previous], step, addr, n0, e).is_ok());
+        // The price in force before this request: its own proof does not
+        // raise the bar it is judged against.
+        let d = self.difficulty(now_ms);
         // Counted only while the source's prefix has budget: one prefix
         // can raise the price for everyone by at most its own rate.
         if verified.is_some() && self.budget_left(addr, now_ms) {
             self.proven[i] = self.proven[i].saturating_add(1);
         }
-        let d = self.difficulty(now_ms);
         // A cookie issued while the load was lower names a lower difficulty
         // than the one in force: it is challenged again, or a client could
         // keep its cheap cookie for its whole life while the load rises.
@@ -864,6 +866,36 @@ mod tests {
             Verdict::Challenge(c) => assert_eq!(c.difficulty(), 10),
             v => panic!("expected a new challenge, got {v:?}"),
         }
+    }
+
+    #[test]
+    fn an_echo_is_judged_at_the_price_before_it_arrived() {
+        // Threshold 1: the second proven echo crosses 2x the threshold, yet
+        // it is judged at the difficulty in force before it (0) and admitted.
+        let mut a = Admission::new(
+            AdmissionConfig {
+                threshold: 1,
+                ..config()
+            },
+            [1; 32],
+            [2; 16],
+            0,
+        );
+        let t = 1_000;
+        for _ in 0..3 {
+            a.judge(t, A, &[0; 24], None);
+        }
+        let Verdict::Challenge(c) = a.judge(t, A, &[0; 24], None) else {
+            panic!("the defence is on")
+        };
+        assert_eq!(c.difficulty(), 0);
+        for n in 1..=2u8 {
+            let n0 = [n; 24];
+            let echo = echo_for(&c, &n0);
+            assert_eq!(a.judge(t, A, &n0, Some(echo.as_bytes())), Verdict::Admit);
+        }
+        assert_eq!(a.proven_demand(t), 2);
+        assert_eq!(a.difficulty(t), 10);
     }
 
     #[test]
