@@ -509,8 +509,8 @@ def report(res, new, path):
           f"queued (returning p99 {off5['returning']['p99_ms']:.0f} ms). With it on, the server "
           f"answered {on5['attack']['rate']:.0f} junk requests/s at "
           f"{on5['server_cpu_mean']:.2f} of its core and returning clients stayed at p99 "
-          f"{on5['returning']['p99_ms']:.0f} ms; new clients paid a challenge round trip and a "
-          f"puzzle on the attacker's busy core (p99 {on5['new']['p99_ms']:.0f} ms against "
+          f"{on5['returning']['p99_ms']:.0f} ms; new clients paid a challenge round trip (no "
+          f"puzzle: this attacker never echoes) while the server was saturated (p99 {on5['new']['p99_ms']:.0f} ms against "
           f"{off5['new']['p99_ms']:.0f} ms with the defence off, where the throttled attacker "
           "left a shorter queue than a real open-loop flood would).\n")
     w("![server CPU and RSS over time](flood_cpu_rss.png)\n")
