@@ -627,14 +627,13 @@ impl Client {
             Some((t, k)) => ClientCredential::Ticket(t, k),
             None => ClientCredential::Key(key),
         };
-        let mut n0 = [0u8; 24];
-        OsRng.fill_bytes(&mut n0);
+        let n0 = crate::nonce::nonce24();
         let prepared = PreparedRequest::for_key(
             &server_key.kex_public,
             cred,
             n0,
-            &outer::random_pad(&mut OsRng),
-            &outer::random_pad(&mut OsRng),
+            &outer::random_pad(&mut crate::nonce::ThreadRng),
+            &outer::random_pad(&mut crate::nonce::ThreadRng),
         )?;
 
         // Inner head: the target, the caller's fields, Host and a corrected Date.
@@ -677,8 +676,7 @@ impl Client {
                     head.fields.push(Field::new(token::RANDOM_FIELD, value));
                 }
             }
-            let mut cr = [0u8; 24];
-            OsRng.fill_bytes(&mut cr);
+            let cr = crate::nonce::nonce24();
             head.fields.push(Field::new(
                 token::CLIENT_RANDOM_FIELD,
                 httpcrypt_proto::b64::encode(&cr),

@@ -28,6 +28,7 @@ pub mod dns;
 pub mod error;
 pub mod fleet;
 pub mod keystore;
+pub mod nonce;
 pub mod rspamd;
 pub mod runtime;
 pub mod server;

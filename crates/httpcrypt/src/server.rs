@@ -455,8 +455,7 @@ fn inner_problem_with(
     let (mut head, body) = core::problem_response(err)
         .unwrap_or_else(|| (ResponseHead::new(500, "Internal Server Error"), Vec::new()));
     head.fields.extend(extra);
-    let mut n0 = [0u8; 24];
-    OsRng.fill_bytes(&mut n0);
+    let n0 = crate::nonce::nonce24();
     let mut out = Vec::new();
     match core::seal_response(key, n0, &head, &body, now, DEFAULT_RECORD, &mut out) {
         Ok(()) => sealed_outer(full(out)),
@@ -776,8 +775,7 @@ where
             let e: BoxError = e.into();
             tracing::warn!(error = %e, "service failed on a sealed request");
             let head = ResponseHead::new(500, "Internal Server Error");
-            let mut n0 = [0u8; 24];
-            OsRng.fill_bytes(&mut n0);
+            let n0 = crate::nonce::nonce24();
             let mut out = Vec::new();
             return match core::seal_response(
                 accepted.into_response_key(),
@@ -823,8 +821,7 @@ fn issue_ticket(shared: &Shared, accepted: &Accepted, now: u64) -> Option<String
     shared.keys.with(|keys| {
         let tk = keys.ticket_key(now)?;
         let expiry = keys.key(&accepted.kid, now)?.cert.not_after;
-        let mut n = [0u8; 24];
-        OsRng.fill_bytes(&mut n);
+        let n = crate::nonce::nonce24();
         let t = tk.seal(
             &TicketContents {
                 key: accepted.session_key().clone(),
@@ -919,8 +916,7 @@ where
     head.fields.extend(extra);
     let mut head_bytes = Vec::new();
     head.encode(&mut head_bytes);
-    let mut n0 = [0u8; 24];
-    OsRng.fill_bytes(&mut n0);
+    let n0 = crate::nonce::nonce24();
     let mut prefix = Vec::with_capacity(24);
     let sealer = Sealer::response(key, n0, &mut prefix);
     if let Some(plan) = split {
