@@ -32,7 +32,7 @@ class Plan:
             self.configs = list(CONFIGS)
             self.scaling, self.rtt, self.capture, self.unloaded = True, True, True, True
         elif mode == "quick":
-            self.cells = [("newconn", "100b"), ("keepalive", "1k"), ("keepalive", "1m")]
+            self.cells = [("newconn", "100b"), ("keepalive", "100b"), ("keepalive", "1k"), ("keepalive", "1m")]
             self.reps, self.duration, self.warmup = 3, 1.0, 0.25
             self.configs = list(CONFIGS)
             self.scaling, self.rtt, self.capture, self.unloaded = False, True, True, False

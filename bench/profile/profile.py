@@ -1,0 +1,324 @@
+#!/usr/bin/env python3
+"""Where each microsecond of a request goes on the server.
+
+For each configuration (the same `httpcrypt serve`: plaintext pass-through,
+fresh client key, session-cache hit, ticket) and connection mode, the server
+runs pinned to CPU 0 and `loadgen` drives it from CPU 1. `loadgen` measures
+the server's CPU time per request (/proc/<pid>/stat over its window);
+`perf record -e cpu-clock` samples the server over the same window and every
+sample is put in one bucket by the function it landed in (self time; the
+release build has no frame pointers, so inclusive times are not taken).
+Bucket share x CPU per request = microseconds per request in that bucket.
+`strace -c` over a fixed request count gives system calls per request.
+
+Writes bench/profile/REPORT.md and bench/profile/results.json (full mode).
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+CONFIGS = [
+    # name, loadgen proto, loadgen --keys
+    ("plain", "plain", "fresh"),
+    ("fresh", "hc", "fresh"),
+    ("cached", "hc", "reuse"),
+    ("ticket", "hc", "ticket"),
+]
+
+BUCKETS = [
+    ("X25519", re.compile(r"x25519|curve25519", re.I)),
+    ("AEAD (ChaCha20-Poly1305, HChaCha20)", re.compile(r"chacha|poly1305", re.I)),
+    ("other crypto (SHA-3, BLAKE3, SipHash)", re.compile(r"sha3|keccak|blake3|siphash|sha2|sha256", re.I)),
+    ("malloc/free", re.compile(r"^(malloc|_int_malloc|_int_free|cfree|free|realloc|_int_realloc|"
+                               r"malloc_consolidate|unlink_chunk.*|tcache_.*|__libc_malloc|__libc_free|"
+                               r"calloc|__libc_calloc)(@.*)?$")),
+    ("memcpy/memset", re.compile(r"^__(memmove|memcpy|memset|memcmp|memchr|strlen)")),
+    ("httpcrypt (protocol core and layer)", re.compile(r"^<?&?(httpcrypt|base64|httparse::)")),
+    ("hyper, http, tokio, mio, bytes", re.compile(r"^<?&?(hyper|http|http_body|http_body_util|tokio|mio|bytes|"
+                                                  r"tower|hyper_util|futures|httpdate|hashbrown|alloc|core|std)")),
+]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, timeout=10.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"server on {port} did not start")
+
+
+class Server:
+    def __init__(self, binary, work, wrap=()):
+        self.port = free_port()
+        argv = list(wrap) + ["taskset", "-c", "0", binary, "serve", "--keys", os.path.join(work, "keys"),
+                             "--root", os.path.join(work, "root"), "--listen", f"127.0.0.1:{self.port}",
+                             "--mount", "/hc", "--pass-through", "--workers", "1", "--defence", "off"]
+        self.log = open(os.path.join(work, "server.log"), "ab")
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=self.log, start_new_session=True)
+        wait_port(self.port)
+        self.pid = self.server_pid()
+
+    def server_pid(self):
+        # taskset execs the server; strace forks it: find the httpcrypt child.
+        out = subprocess.run(["pgrep", "-f", f"listen 127.0.0.1:{self.port}"], capture_output=True, text=True)
+        pids = [int(p) for p in out.stdout.split()]
+        for p in pids:
+            try:
+                exe = os.readlink(f"/proc/{p}/exe")
+            except OSError:
+                continue
+            if exe.endswith("/httpcrypt"):
+                return p
+        return self.proc.pid
+
+    def stop(self):
+        try:
+            os.kill(self.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.log.close()
+
+
+def loadgen(bins, port, proto, keys, mode, size, duration=None, count=None, pid=None, conns=32):
+    argv = ["taskset", "-c", "1", os.path.join(bins, "loadgen"), "run", "--proto", proto,
+            "--addr", f"127.0.0.1:{port}", "--path", f"/{size}", "--mode", mode, "--keys", keys,
+            "--conns", str(conns)]
+    if count:
+        argv += ["--count", str(count), "--duration", "60"]
+    else:
+        argv += ["--duration", str(duration), "--warmup", "0.5"]
+    if pid:
+        argv += ["--cpu-pid", str(pid)]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise RuntimeError(f"loadgen failed: {r.stderr}")
+    d = json.loads(r.stdout)
+    if d["errors"]:
+        raise RuntimeError(f"loadgen errors: {d['first_error']}")
+    return d
+
+
+def classify(dso, sym):
+    if dso.startswith("[kernel") or dso == "[vdso]":
+        return "kernel"
+    for name, rx in BUCKETS:
+        if rx.search(sym):
+            return name
+    if "libc" in dso:
+        return "libc, other"
+    return "other"
+
+
+def perf_buckets(data):
+    r = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "dso,sym", "-g", "none",
+                        "--stdio", "--field-separator", "\t"], capture_output=True, text=True)
+    shares = {}
+    top = []
+    for line in r.stdout.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split("\t")
+        if len(parts) < 3:
+            continue
+        pct = float(parts[0].strip().rstrip("%"))
+        dso = parts[1].strip()
+        sym = re.sub(r"^\[[.k]\]\s*", "", parts[2].strip())
+        b = classify(dso, sym)
+        shares[b] = shares.get(b, 0.0) + pct
+        top.append((pct, b, sym[:90]))
+    total = sum(shares.values()) or 1.0
+    return {k: v / total for k, v in shares.items()}, sorted(top, reverse=True)[:12]
+
+
+def profiled_run(bins, work, cfg, mode, size, duration):
+    name, proto, keys = cfg
+    srv = Server(os.path.join(bins, "httpcrypt"), work)
+    data = os.path.join(work, f"perf-{name}-{mode}.data")
+    try:
+        # Warm the server (and, for tickets and the cache, the client's state).
+        loadgen(bins, srv.port, proto, keys, mode, size, duration=0.5)
+        perf = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "2000", "-p", str(srv.pid),
+                                 "-o", data], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.3)
+        d = loadgen(bins, srv.port, proto, keys, mode, size, duration=duration, pid=srv.pid)
+        perf.send_signal(signal.SIGINT)
+        perf.wait(timeout=30)
+    finally:
+        srv.stop()
+    shares, top = perf_buckets(data)
+    os.unlink(data)
+    return {"cpu_us": d["server_cpu_us_per_req"], "rps": d["rps"], "shares": shares, "top": top}
+
+
+def syscalls(bins, work, cfg, mode, size, count):
+    name, proto, keys = cfg
+    out = os.path.join(work, f"strace-{name}-{mode}.txt")
+    srv = Server(os.path.join(bins, "httpcrypt"), work, wrap=["strace", "-f", "-c", "-o", out])
+    try:
+        loadgen(bins, srv.port, proto, keys, mode, size, count=count, conns=4)
+    finally:
+        srv.stop()
+    calls = {}
+    with open(out) as f:
+        for line in f:
+            m = re.match(r"\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)$", line)
+            if m and m.group(2) not in ("total", "futex"):
+                calls[m.group(2)] = int(m.group(1)) / count
+    return calls
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin-dir", required=True)
+    ap.add_argument("--mode", choices=["full", "smoke"], default="full")
+    ap.add_argument("--label", default="")
+    ap.add_argument("--out", default="bench/profile")
+    a = ap.parse_args()
+    smoke = a.mode == "smoke"
+    reps, duration, count = (1, 1.0, 200) if smoke else (3, 3.0, 2000)
+    cells = [("newconn", "100b"), ("keepalive", "100b")]
+    configs = CONFIGS[:2] if smoke else CONFIGS
+    work = tempfile.mkdtemp(prefix="hc-profile-")
+    os.makedirs(os.path.join(work, "root"))
+    for n, s in (("100b", 100),):
+        with open(os.path.join(work, "root", n), "wb") as f:
+            f.write(os.urandom(s))
+    subprocess.run([os.path.join(a.bin_dir, "httpcrypt"), "keygen", "--dir", os.path.join(work, "keys")],
+                   check=True, stdout=subprocess.DEVNULL)
+    have_perf = shutil.which("perf") is not None
+    have_strace = shutil.which("strace") is not None
+    res = {"label": a.label, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cells": {}}
+    try:
+        for mode, size in cells:
+            for rep in range(reps):
+                # Interleaved: every configuration once per repetition.
+                for cfg in configs:
+                    key = f"{cfg[0]}|{mode}/{size}"
+                    if have_perf:
+                        r = profiled_run(a.bin_dir, work, cfg, mode, size, duration)
+                    else:
+                        srv = Server(os.path.join(a.bin_dir, "httpcrypt"), work)
+                        try:
+                            d = loadgen(a.bin_dir, srv.port, cfg[1], cfg[2], mode, size, duration=duration,
+                                        pid=srv.pid)
+                        finally:
+                            srv.stop()
+                        r = {"cpu_us": d["server_cpu_us_per_req"], "rps": d["rps"], "shares": {}, "top": []}
+                    res["cells"].setdefault(key, []).append(r)
+                    print(f"   {key:28} rep {rep}: {r['cpu_us']:6.1f} µs/request", flush=True)
+            if have_strace:
+                for cfg in configs:
+                    key = f"{cfg[0]}|{mode}/{size}"
+                    res.setdefault("syscalls", {})[key] = syscalls(a.bin_dir, work, cfg, mode, size, count)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    summarise(res)
+    if smoke:
+        for key, runs in res["cells"].items():
+            assert all(r["cpu_us"] > 0 for r in runs), key
+        print("profile smoke run ok")
+        return
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "results.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    with open(os.path.join(a.out, "REPORT.md"), "w") as f:
+        f.write(report(res))
+    print(f"wrote {a.out}/REPORT.md and results.json")
+
+
+def summarise(res):
+    res["summary"] = {}
+    for key, runs in res["cells"].items():
+        cpu = statistics.median(r["cpu_us"] for r in runs)
+        buckets = {}
+        names = {b for r in runs for b in r["shares"]}
+        for b in names:
+            buckets[b] = statistics.median(r["shares"].get(b, 0.0) * r["cpu_us"] for r in runs)
+        res["summary"][key] = {"cpu_us": cpu, "cpu_us_min": min(r["cpu_us"] for r in runs),
+                               "cpu_us_max": max(r["cpu_us"] for r in runs), "buckets_us": buckets}
+        print(f"== {key}: {cpu:.1f} µs/request; " +
+              ", ".join(f"{b} {v:.1f}" for b, v in sorted(buckets.items(), key=lambda x: -x[1])))
+
+
+def report(res):
+    order = ["kernel", "X25519", "AEAD (ChaCha20-Poly1305, HChaCha20)", "other crypto (SHA-3, BLAKE3, SipHash)",
+             "httpcrypt (protocol core and layer)", "hyper, http, tokio, mio, bytes", "malloc/free",
+             "memcpy/memset", "libc, other", "other"]
+    out = ["# Where each microsecond goes: server CPU per request, by function",
+           "",
+           f"Generated by `bench/profile/run` on {res['date']}{(' (' + res['label'] + ')') if res['label'] else ''}. "
+           "One `httpcrypt serve` worker pinned to CPU 0 (`--defence off`, tickets on), `loadgen` on CPU 1 "
+           "with 32 connections, a 100 B file. CPU per request is the server's own CPU time over the "
+           "load window (median of 3 interleaved repetitions of 3 s); `perf record -e cpu-clock` (no "
+           "hardware counters on this machine) samples the server over the same window, and each "
+           "sample is counted in the bucket of the function it landed in (self time), so the buckets "
+           "add up to the total. The release build has no frame pointers: inclusive times per caller "
+           "are not taken. Machine noise between runs is large (2 shared vCPUs); compare the columns of "
+           "one run, not runs of different days.",
+           ""]
+    for mode in ("newconn", "keepalive"):
+        keys = [k for k in res["summary"] if k.endswith(f"|{mode}/100b")]
+        if not keys:
+            continue
+        cols = [k.split("|")[0] for k in keys]
+        out += [f"## {'New connection per request' if mode == 'newconn' else 'Keep-alive'}, 100 B "
+                "(µs of server CPU per request)", "",
+                "| bucket | " + " | ".join(cols) + " | " + " | ".join(f"{c} − plain" for c in cols[1:]) + " |",
+                "|---|" + "---:|" * (2 * len(cols) - 1)]
+        s = {c: res["summary"][f"{c}|{mode}/100b"] for c in cols}
+        for b in order:
+            vals = [s[c]["buckets_us"].get(b, 0.0) for c in cols]
+            if max(vals) < 0.05:
+                continue
+            out.append(f"| {b} | " + " | ".join(f"{v:.1f}" for v in vals) + " | " +
+                       " | ".join(f"{v - vals[0]:+.1f}" for v in vals[1:]) + " |")
+        tot = [s[c]["cpu_us"] for c in cols]
+        out.append("| **total (measured CPU)** | " + " | ".join(f"**{v:.1f}**" for v in tot) + " | " +
+                   " | ".join(f"**{v - tot[0]:+.1f}**" for v in tot[1:]) + " |")
+        out.append("| ratio to plain | " + " | ".join(f"{v / tot[0]:.2f}" for v in tot) + " | " +
+                   " | ".join("" for _ in tot[1:]) + " |")
+        out.append("")
+        sc = res.get("syscalls", {})
+        if sc:
+            names = sorted({n for c in cols for n in sc.get(f"{c}|{mode}/100b", {})
+                            if sc[f"{c}|{mode}/100b"][n] >= 0.01})
+            out += ["System calls per request (`strace -f -c`, 2000 requests over 4 connections; futex "
+                    "left out):", "", "| call | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+            for n in names:
+                out.append(f"| {n} | " + " | ".join(f"{sc.get(f'{c}|{mode}/100b', {}).get(n, 0):.2f}"
+                                                   for c in cols) + " |")
+            out.append("")
+        out += ["Hottest functions (self time, first repetition):", ""]
+        for c in cols:
+            top = res["cells"][f"{c}|{mode}/100b"][0]["top"][:6]
+            out.append(f"- **{c}**: " + "; ".join(f"`{sym}` {pct:.1f} %" for pct, _, sym in top))
+        out.append("")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
