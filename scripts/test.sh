@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks, then runs every check: formatting,
 # clippy, the workspace tests (vectors included), the smoke runs of every
-# benchmark (bench/run, split, flood, asap, the protocol lab), the Go,
+# benchmark (bench/run, split, flood, asap, the protocol lab, the server
+# profile), the Go,
 # Python and TypeScript clients (vectors, live tests, Chromium), the interop
 # matrix, and a smoke run of every fuzz target. FUZZ_SECONDS (default 30)
 # sets the fuzz time; FUZZ_SECONDS=0 skips fuzzing.
@@ -42,6 +43,9 @@ python3 bench/asap/run --smoke
 
 step "protocol lab smoke run (lab/run --smoke)"
 bash lab/run --smoke
+
+step "server profile smoke run (bench/profile/run --smoke)"
+bash bench/profile/run --smoke
 
 # The clients in other languages run the shared vectors and live tests
 # against the server binary the workspace tests just built.

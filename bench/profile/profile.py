@@ -197,6 +197,7 @@ def main():
     ap.add_argument("--mode", choices=["full", "smoke"], default="full")
     ap.add_argument("--label", default="")
     ap.add_argument("--out", default="bench/profile")
+    ap.add_argument("--before", help="results.json of an earlier build, shown side by side")
     a = ap.parse_args()
     smoke = a.mode == "smoke"
     reps, duration, count = (1, 1.0, 200) if smoke else (3, 3.0, 2000)
@@ -242,6 +243,11 @@ def main():
             assert all(r["cpu_us"] > 0 for r in runs), key
         print("profile smoke run ok")
         return
+    if a.before:
+        with open(a.before) as f:
+            b = json.load(f)
+        res["before"] = {"label": b.get("label", ""), "date": b.get("date", ""), "summary": b["summary"],
+                         "syscalls": b.get("syscalls", {})}
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "results.json"), "w") as f:
         json.dump(res, f, indent=1)
@@ -299,6 +305,9 @@ def report(res):
         tot = [s[c]["cpu_us"] for c in cols]
         out.append("| **total (measured CPU)** | " + " | ".join(f"**{v:.1f}**" for v in tot) + " | " +
                    " | ".join(f"**{v - tot[0]:+.1f}**" for v in tot[1:]) + " |")
+        out.append("| range over repetitions | " +
+                   " | ".join(f"{s[c]['cpu_us_min']:.0f}–{s[c]['cpu_us_max']:.0f}" for c in cols) + " | " +
+                   " | ".join("" for _ in tot[1:]) + " |")
         out.append("| ratio to plain | " + " | ".join(f"{v / tot[0]:.2f}" for v in tot) + " | " +
                    " | ".join("" for _ in tot[1:]) + " |")
         out.append("")
@@ -316,6 +325,26 @@ def report(res):
         for c in cols:
             top = res["cells"][f"{c}|{mode}/100b"][0]["top"][:6]
             out.append(f"- **{c}**: " + "; ".join(f"`{sym}` {pct:.1f} %" for pct, _, sym in top))
+        out.append("")
+    b = res.get("before")
+    if b:
+        out += [f"## Before and after: {b['label'] or 'earlier build'} ({b['date']}) → "
+                f"{res['label'] or 'this build'}", "",
+                "Two builds measured one after the other on the same machine. The CPU totals move with "
+                "the machine's noise as much as with the code (compare each build's ratio to its own "
+                "plain row, and the range rows above); the system-call counts are exact.", "",
+                "| cell | before µs | after µs | before / plain | after / plain | getrandom before | "
+                "getrandom after |", "|---|---:|---:|---:|---:|---:|---:|"]
+        for key in res["summary"]:
+            if key not in b["summary"]:
+                continue
+            plain = "plain|" + key.split("|")[1]
+            bp, ap_ = b["summary"].get(plain), res["summary"].get(plain)
+            g0 = b.get("syscalls", {}).get(key, {}).get("getrandom", 0.0)
+            g1 = res.get("syscalls", {}).get(key, {}).get("getrandom", 0.0)
+            out.append(f"| {key} | {b['summary'][key]['cpu_us']:.1f} | {res['summary'][key]['cpu_us']:.1f} | "
+                       f"{b['summary'][key]['cpu_us'] / bp['cpu_us']:.2f} | "
+                       f"{res['summary'][key]['cpu_us'] / ap_['cpu_us']:.2f} | {g0:.2f} | {g1:.2f} |")
         out.append("")
     return "\n".join(out) + "\n"
 
