@@ -20,12 +20,14 @@ import os
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+import servers  # noqa: E402
 
 CONFIGS = [
     # name, loadgen proto, loadgen --keys
@@ -49,58 +51,26 @@ BUCKETS = [
 ]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+class Server(servers.Server):
+    """`httpcrypt serve` on CPU 0 (optionally under `wrap`, e.g. strace), as
+    the end-to-end benchmark starts it."""
 
-
-def wait_port(port, timeout=10.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"server on {port} did not start")
-
-
-class Server:
     def __init__(self, binary, work, wrap=()):
-        self.port = free_port()
+        self.port = servers.free_ports(1)[0]
         argv = list(wrap) + ["taskset", "-c", "0", binary, "serve", "--keys", os.path.join(work, "keys"),
                              "--root", os.path.join(work, "root"), "--listen", f"127.0.0.1:{self.port}",
                              "--mount", "/hc", "--pass-through", "--workers", "1", "--defence", "off"]
-        self.log = open(os.path.join(work, "server.log"), "ab")
-        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=self.log, start_new_session=True)
-        wait_port(self.port)
-        self.pid = self.server_pid()
+        super().__init__("httpcrypt", argv, [self.port], os.path.join(work, "server.log"))
+        self.wait()
+        # taskset execs the server; strace forks it: the httpcrypt process.
+        self.pid = next((p for p in self.pids() if _exe(p).endswith("/httpcrypt")), self.proc.pid)
 
-    def server_pid(self):
-        # taskset execs the server; strace forks it: find the httpcrypt child.
-        out = subprocess.run(["pgrep", "-f", f"listen 127.0.0.1:{self.port}"], capture_output=True, text=True)
-        pids = [int(p) for p in out.stdout.split()]
-        for p in pids:
-            try:
-                exe = os.readlink(f"/proc/{p}/exe")
-            except OSError:
-                continue
-            if exe.endswith("/httpcrypt"):
-                return p
-        return self.proc.pid
 
-    def stop(self):
-        try:
-            os.kill(self.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-        self.log.close()
+def _exe(pid):
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return ""
 
 
 def loadgen(bins, port, proto, keys, mode, size, duration=None, count=None, pid=None, conns=32):
