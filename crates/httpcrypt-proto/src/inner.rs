@@ -64,11 +64,27 @@ pub struct ResponseHead {
 
 fn encode_fields(fields: &[Field], out: &mut Vec<u8>) {
     for f in fields {
-        out.extend_from_slice(f.name.as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(&f.value);
-        out.extend_from_slice(b"\r\n");
+        encode_field(&f.name, &f.value, out);
     }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends one `name: value CRLF` line of a head to `out` (for callers that
+/// encode a head straight from their own field store; a head ends with an
+/// empty line, `CRLF`).
+pub fn encode_field(name: &str, value: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends a response's status line, `HTTP/1.1 SP status SP reason CRLF`.
+pub fn encode_status_line(status: u16, reason: &str, out: &mut Vec<u8>) {
+    use std::io::Write as _;
+    // Writing into a Vec cannot fail.
+    let _ = write!(out, "HTTP/1.1 {status} ");
+    out.extend_from_slice(reason.as_bytes());
     out.extend_from_slice(b"\r\n");
 }
 
@@ -104,11 +120,7 @@ impl ResponseHead {
 
     /// Appends `HTTP/1.1 SP status SP reason CRLF fields CRLF` to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(b"HTTP/1.1 ");
-        out.extend_from_slice(self.status.to_string().as_bytes());
-        out.push(b' ');
-        out.extend_from_slice(self.reason.as_bytes());
-        out.extend_from_slice(b"\r\n");
+        encode_status_line(self.status, &self.reason, out);
         encode_fields(&self.fields, out);
     }
 }
@@ -423,28 +435,43 @@ pub const DROPPED_OUTER: &[&str] = &[
 /// fields minus the dropped ones (and any named in `Connection`), then
 /// inner fields; an inner field replaces every outer field of its name.
 pub fn reconstruct(outer: &[Field], inner: &[Field]) -> Vec<Field> {
-    let connection_named: Vec<String> = outer
-        .iter()
-        .filter(|f| f.is("connection"))
-        .flat_map(|f| {
-            String::from_utf8_lossy(&f.value)
-                .split(',')
-                .map(|t| t.trim().to_ascii_lowercase())
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    let connection_named = connection_tokens(
+        outer
+            .iter()
+            .filter(|f| f.is("connection"))
+            .map(|f| f.value.as_slice()),
+    );
     let mut out: Vec<Field> = outer
         .iter()
-        .filter(|f| {
-            let lower = f.name.to_ascii_lowercase();
-            !DROPPED_OUTER.contains(&lower.as_str())
-                && !connection_named.contains(&lower)
-                && !inner.iter().any(|i| i.is(&f.name))
-        })
+        .filter(|f| keeps_outer(&f.name, &connection_named, inner))
         .cloned()
         .collect();
     out.extend(inner.iter().cloned());
     out
+}
+
+/// The field names listed by the outer `Connection` values, lowercase.
+pub fn connection_tokens<'a>(values: impl Iterator<Item = &'a [u8]>) -> Vec<String> {
+    values
+        .flat_map(|v| {
+            String::from_utf8_lossy(v)
+                .split(',')
+                .map(|t| t.trim().to_ascii_lowercase())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Whether the outer field `name` is carried into the reconstructed request
+/// ([`reconstruct`]): not a dropped field, not named by `Connection`
+/// (`connection_named`, from [`connection_tokens`]), not replaced by an
+/// inner field.
+pub fn keeps_outer(name: &str, connection_named: &[String], inner: &[Field]) -> bool {
+    !DROPPED_OUTER.iter().any(|d| d.eq_ignore_ascii_case(name))
+        && !connection_named
+            .iter()
+            .any(|c| c.eq_ignore_ascii_case(name))
+        && !inner.iter().any(|i| i.is(name))
 }
 
 #[cfg(test)]

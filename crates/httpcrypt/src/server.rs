@@ -506,12 +506,6 @@ fn outer_http_limits(parts: &http::request::Parts, limits: &Limits) -> Option<Re
     })
 }
 
-fn header_fields(map: &HeaderMap) -> Vec<Field> {
-    map.iter()
-        .map(|(n, v)| Field::new(n.as_str(), v.as_bytes()))
-        .collect()
-}
-
 async fn handle<S, B, RB>(
     shared: Arc<Shared>,
     inner: S,
@@ -843,16 +837,34 @@ fn build_inner_request(
     use httpcrypt_proto::Error::MalformedInner;
     let method = Method::from_bytes(head.method.as_bytes()).map_err(|_| MalformedInner)?;
     let uri: Uri = head.target.parse().map_err(|_| MalformedInner)?;
-    let fields = inner::reconstruct(&header_fields(&parts.headers), &head.fields);
-    let mut req = Request::new(body);
-    *req.method_mut() = method;
-    *req.uri_mut() = uri;
-    let headers = req.headers_mut();
-    for f in fields {
+    // inner::reconstruct (spec §4.3) straight from the outer header map:
+    // kept outer fields are shared with it, not copied.
+    let connection_named = if parts.headers.contains_key(header::CONNECTION) {
+        inner::connection_tokens(
+            parts
+                .headers
+                .get_all(header::CONNECTION)
+                .iter()
+                .map(|v| v.as_bytes()),
+        )
+    } else {
+        Vec::new()
+    };
+    let mut headers = HeaderMap::with_capacity(parts.headers.len() + head.fields.len());
+    for (n, v) in parts.headers.iter() {
+        if inner::keeps_outer(n.as_str(), &connection_named, &head.fields) {
+            headers.append(n.clone(), v.clone());
+        }
+    }
+    for f in &head.fields {
         let name = HeaderName::from_bytes(f.name.as_bytes()).map_err(|_| MalformedInner)?;
         let value = HeaderValue::from_bytes(&f.value).map_err(|_| MalformedInner)?;
         headers.append(name, value);
     }
+    let mut req = Request::new(body);
+    *req.method_mut() = method;
+    *req.uri_mut() = uri;
+    *req.headers_mut() = headers;
     Ok(req)
 }
 
@@ -889,7 +901,6 @@ where
             )
     });
     let status = parts.status;
-    let mut head = ResponseHead::new(status.as_u16(), status.canonical_reason().unwrap_or(""));
     let exact = body.size_hint().exact();
     // A streamed body (a file, say) still has the length the application
     // declared; the client checks it against what arrives (spec §4.3).
@@ -897,25 +908,38 @@ where
         .headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    // The inner head, encoded straight from the response's header map.
+    let mut head_bytes = Vec::with_capacity(256);
+    inner::encode_status_line(
+        status.as_u16(),
+        status.canonical_reason().unwrap_or(""),
+        &mut head_bytes,
+    );
+    let mut has_date = false;
     for (n, v) in parts.headers.iter() {
         if HOP.contains(n) || n.as_str() == "keep-alive" || n == header::CONTENT_LENGTH {
             continue;
         }
-        head.fields.push(Field::new(n.as_str(), v.as_bytes()));
+        has_date |= n == header::DATE;
+        inner::encode_field(n.as_str(), v.as_bytes(), &mut head_bytes);
     }
     if let Some(len) = exact.or(declared) {
         if status != StatusCode::NO_CONTENT && status != StatusCode::NOT_MODIFIED {
-            head.fields
-                .push(Field::new("Content-Length", len.to_string()));
+            let mut digits = itoa::Buffer::new();
+            inner::encode_field(
+                "Content-Length",
+                digits.format(len).as_bytes(),
+                &mut head_bytes,
+            );
         }
     }
-    if inner::field(&head.fields, "date").is_none() {
-        head.fields
-            .push(Field::new("Date", replay::format_date(now)));
+    if !has_date {
+        inner::encode_field("Date", replay::format_date(now).as_bytes(), &mut head_bytes);
     }
-    head.fields.extend(extra);
-    let mut head_bytes = Vec::new();
-    head.encode(&mut head_bytes);
+    for f in &extra {
+        inner::encode_field(&f.name, &f.value, &mut head_bytes);
+    }
+    head_bytes.extend_from_slice(b"\r\n");
     let n0 = crate::nonce::nonce24();
     let mut prefix = Vec::with_capacity(24);
     let sealer = Sealer::response(key, n0, &mut prefix);
@@ -963,4 +987,64 @@ where
     R: Send,
 {
     tower::ServiceExt::oneshot(svc, req)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The request the wrapped service sees is `inner::reconstruct` of the
+    /// outer and inner fields (spec §4.3), built without copying kept fields.
+    #[test]
+    fn the_inner_request_is_the_reconstruction() {
+        let outer = Request::get("/hc/x")
+            .header("Host", "example.test")
+            .header("Cookie", "hc1=abc")
+            .header("Connection", "keep-alive, X-Hop")
+            .header("X-Hop", "gone")
+            .header("Accept", "*/*")
+            .header("Accept-Language", "en")
+            .header("Accept-Language", "fr")
+            .header("Via", "1.1 proxy")
+            .header("Pragma", "no-cache")
+            .body(())
+            .unwrap();
+        let (parts, ()) = outer.into_parts();
+        let mut head = RequestHead::new("POST", "/api?q=1");
+        head.fields.push(Field::new("Accept", "text/plain"));
+        head.fields
+            .push(Field::new("Date", "Tue, 24 Nov 2026 20:00:00 GMT"));
+        head.fields.push(Field::new("X-Custom", "1"));
+        let req = build_inner_request(&parts, &head, full(Vec::new())).unwrap();
+        assert_eq!(req.method(), Method::POST);
+        assert_eq!(req.uri(), "/api?q=1");
+        let got: Vec<(String, Vec<u8>)> = req
+            .headers()
+            .iter()
+            .map(|(n, v)| (n.as_str().to_owned(), v.as_bytes().to_vec()))
+            .collect();
+        let outer_fields: Vec<Field> = parts
+            .headers
+            .iter()
+            .map(|(n, v)| Field::new(n.as_str(), v.as_bytes()))
+            .collect();
+        let want: Vec<(String, Vec<u8>)> = inner::reconstruct(&outer_fields, &head.fields)
+            .into_iter()
+            .map(|f| (f.name.to_ascii_lowercase(), f.value))
+            .collect();
+        assert_eq!(got, want);
+        let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "host",
+                "accept-language",
+                "accept-language",
+                "via",
+                "accept",
+                "date",
+                "x-custom"
+            ]
+        );
+    }
 }
