@@ -124,25 +124,31 @@ def perf_buckets(data):
     return {k: v / total for k, v in shares.items()}, sorted(top, reverse=True)[:12]
 
 
-def profiled_run(bins, work, cfg, mode, size, duration):
+def measured_run(bins, work, cfg, mode, size, duration, use_perf):
+    """CPU per request of one configuration, and with `use_perf` its split
+    by function (perf may be present yet unable to record here, e.g. no
+    perf_event access: the CPU total still stands)."""
     name, proto, keys = cfg
     srv = Server(os.path.join(bins, "httpcrypt"), work)
     data = os.path.join(work, f"perf-{name}-{mode}.data")
+    perf = None
     try:
         # Warm the server (and, for tickets and the cache, the client's state).
         loadgen(bins, srv.port, proto, keys, mode, size, duration=0.5)
-        perf = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "2000", "-p", str(srv.pid),
-                                 "-o", data], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(0.3)
+        if use_perf:
+            perf = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "2000", "-p",
+                                     str(srv.pid), "-o", data],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(0.3)
         d = loadgen(bins, srv.port, proto, keys, mode, size, duration=duration, pid=srv.pid)
-        perf.send_signal(signal.SIGINT)
-        perf.wait(timeout=30)
+        if perf:
+            perf.send_signal(signal.SIGINT)
+            perf.wait(timeout=30)
     finally:
         srv.stop()
-    # perf may be present yet unable to record here (a kernel without a
-    # matching perf, no perf_event access): the CPU total still stands.
-    shares, top = perf_buckets(data) if os.path.exists(data) else ({}, [])
+    shares, top = {}, []
     if os.path.exists(data):
+        shares, top = perf_buckets(data)
         os.unlink(data)
     return {"cpu_us": d["server_cpu_us_per_req"], "rps": d["rps"], "shares": shares, "top": top}
 
@@ -198,16 +204,7 @@ def main():
                 # Interleaved: every configuration once per repetition.
                 for cfg in configs:
                     key = f"{cfg[0]}|{mode}/{size}"
-                    if have_perf:
-                        r = profiled_run(a.bin_dir, work, cfg, mode, size, duration)
-                    else:
-                        srv = Server(os.path.join(a.bin_dir, "httpcrypt"), work)
-                        try:
-                            d = loadgen(a.bin_dir, srv.port, cfg[1], cfg[2], mode, size, duration=duration,
-                                        pid=srv.pid)
-                        finally:
-                            srv.stop()
-                        r = {"cpu_us": d["server_cpu_us_per_req"], "rps": d["rps"], "shares": {}, "top": []}
+                    r = measured_run(a.bin_dir, work, cfg, mode, size, duration, have_perf)
                     res["cells"].setdefault(key, []).append(r)
                     print(f"   {key:28} rep {rep}: {r['cpu_us']:6.1f} µs/request", flush=True)
             if have_strace:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -201,26 +202,30 @@ class Result:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-class Driver:
+class Driver(ABC):
     """One client flavour: ``get``, ``post`` and streaming variants."""
 
     name = ""
 
+    @abstractmethod
     def get(self, url: str) -> Result:
-        raise NotImplementedError
+        """A GET of ``url``, body read whole."""
 
+    @abstractmethod
     def post(self, url: str, body: bytes) -> Result:
-        raise NotImplementedError
+        """A POST of ``body`` to ``url``."""
 
+    @abstractmethod
     def upload(self, url: str, chunks: Iterator[bytes], length: int | None) -> Result:
-        raise NotImplementedError
+        """A POST whose body is streamed from ``chunks`` (``length`` if known)."""
 
+    @abstractmethod
     def download(self, url: str, sink: Callable[[bytes], None]) -> Result:
         """Streams the body into ``sink``; Result.body is empty."""
-        raise NotImplementedError
 
+    @abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        """Releases the client and its connections."""
 
 
 class HttpxDriver(Driver):

@@ -12,7 +12,7 @@
 use std::cell::RefCell;
 
 use rand_chacha::ChaCha20Rng;
-use rand_core::{OsRng, RngCore, SeedableRng};
+use rand_core::{RngCore, SeedableRng};
 
 /// Draws served by one seed.
 pub const RESEED_AFTER: u32 = 4096;
@@ -25,15 +25,12 @@ thread_local! {
 pub fn fill(buf: &mut [u8]) {
     RNG.with(|cell| {
         let mut slot = cell.borrow_mut();
-        if slot.as_ref().is_none_or(|(_, used)| *used >= RESEED_AFTER) {
-            let mut seed = [0u8; 32];
-            OsRng.fill_bytes(&mut seed);
-            *slot = Some((ChaCha20Rng::from_seed(seed), 0));
+        if slot.as_ref().is_some_and(|(_, used)| *used >= RESEED_AFTER) {
+            *slot = None;
         }
-        if let Some((rng, used)) = slot.as_mut() {
-            rng.fill_bytes(buf);
-            *used += 1;
-        }
+        let (rng, used) = slot.get_or_insert_with(|| (ChaCha20Rng::from_entropy(), 0));
+        rng.fill_bytes(buf);
+        *used += 1;
     });
 }
 

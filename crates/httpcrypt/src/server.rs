@@ -839,17 +839,13 @@ fn build_inner_request(
     let uri: Uri = head.target.parse().map_err(|_| MalformedInner)?;
     // inner::reconstruct (spec §4.3) straight from the outer header map:
     // kept outer fields are shared with it, not copied.
-    let connection_named = if parts.headers.contains_key(header::CONNECTION) {
-        inner::connection_tokens(
-            parts
-                .headers
-                .get_all(header::CONNECTION)
-                .iter()
-                .map(|v| v.as_bytes()),
-        )
-    } else {
-        Vec::new()
-    };
+    let connection_named = inner::connection_tokens(
+        parts
+            .headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .map(|v| v.as_bytes()),
+    );
     let mut headers = HeaderMap::with_capacity(parts.headers.len() + head.fields.len());
     for (n, v) in parts.headers.iter() {
         if inner::keeps_outer(n.as_str(), &connection_named, &head.fields) {

@@ -8,6 +8,7 @@ Field names and values are ``str`` holding their bytes as Latin-1.
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -146,7 +147,7 @@ def parse_response_head(head: bytes, max_fields: int = DEFAULT_MAX_INNER_FIELDS)
 H = TypeVar("H", RequestHead, ResponseHead)
 
 
-class _Decoder(Generic[H]):
+class _Decoder(ABC, Generic[H]):
     """Incremental inner-message decoder: :meth:`receive` plaintext,
     :meth:`pull` the head (once) then body chunks, :meth:`finish` at the
     end of the stream."""
@@ -162,8 +163,9 @@ class _Decoder(Generic[H]):
         self._body_len = 0
         self._failed: ProtocolError | None = None
 
+    @abstractmethod
     def _parse(self, head: bytes) -> H:
-        raise NotImplementedError
+        """Parses a complete head (through the blank line)."""
 
     def _fail(self, e: ProtocolError) -> ProtocolError:
         self._failed = e
