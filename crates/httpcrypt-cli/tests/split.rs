@@ -87,6 +87,31 @@ fn cache_files(dir: &Path) -> (usize, u64, Vec<Vec<u8>>) {
     (n, bytes, all)
 }
 
+/// `cache_files` once the directory holds `n` entries and no half-written
+/// one: the proxy writes a fetched payload after the client has its
+/// response, so a test may look a moment before the write is done.
+fn cache_settled(dir: &Path, n: usize) -> (usize, u64, Vec<Vec<u8>>) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let writing = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|sub| {
+                std::fs::read_dir(sub.path())
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .any(|f| f.file_name().to_string_lossy().ends_with(".tmp"))
+            });
+        let seen = cache_files(dir);
+        if (seen.0 == n && !writing) || std::time::Instant::now() > deadline {
+            return seen;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// A TCP relay counting the bytes each way (the origin's traffic).
 struct Counter {
     addr: SocketAddr,
@@ -167,7 +192,7 @@ fn cold_then_warm_through_the_proxy_with_an_unmodified_fetch() {
     assert!(out.status.success(), "{}", out.stderr_text());
     assert_eq!(out.stdout, origin.public, "cold fetch");
     let cold = counter.total();
-    let (entries, bytes, _) = cache_files(&cache);
+    let (entries, bytes, _) = cache_settled(&cache, 4);
     assert_eq!(entries, 4, "one cache entry per public record");
     assert_eq!(bytes, origin.public.len() as u64);
 
@@ -193,13 +218,19 @@ fn cold_then_warm_through_the_proxy_with_an_unmodified_fetch() {
     let out = fetch(&[&target]);
     assert!(out.status.success(), "{}", out.stderr_text());
     assert_eq!(out.stdout, origin.public, "fetch over a corrupted cache");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::fs::read(&entry).ok().as_deref() != Some(&origin.public[C..2 * C])
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     assert_eq!(std::fs::read(&entry).unwrap(), &origin.public[C..2 * C]);
 
     // Private content passes through sealed and is never cached.
     let out = fetch(&[&url(proxy.addr, "/secret.txt")]);
     assert!(out.status.success(), "{}", out.stderr_text());
     assert_eq!(out.stdout, origin.secret);
-    let (entries, _, files) = cache_files(&cache);
+    let (entries, _, files) = cache_settled(&cache, 4);
     assert_eq!(entries, 4);
     assert!(files.iter().all(|f| !contains(f, b"SECRET-7f3a9c")));
     // Certificates (OPTIONS) pass through too: fetch needed them above, and
@@ -229,8 +260,8 @@ async fn the_rust_client_works_through_two_proxies_on_one_origin() {
             assert_eq!(&body[..], &origin.public[..], "round {round}");
         }
     }
-    assert_eq!(cache_files(&origin.cache("c1")).0, 4);
-    assert_eq!(cache_files(&origin.cache("c2")).0, 4);
+    assert_eq!(cache_settled(&origin.cache("c1"), 4).0, 4);
+    assert_eq!(cache_settled(&origin.cache("c2"), 4).0, 4);
 }
 
 #[test]
@@ -259,7 +290,7 @@ fn a_ten_mib_file_streams_in_bounded_memory_and_the_cache_evicts() {
         "proxy peak RSS grew from {base} KiB to {peak} KiB for a 10 MiB body"
     );
     // The cache stays within its bound; the oldest records were evicted.
-    let (_, bytes, _) = cache_files(&cache);
+    let (_, bytes, _) = cache_settled(&cache, 4 << 20 >> 14);
     assert!(bytes <= 4 << 20, "cache holds {bytes} bytes");
     assert!(bytes >= 3 << 20, "cache holds only {bytes} bytes");
     let first = ContentId::of(&big[..C]).to_hex();
@@ -685,7 +716,7 @@ async fn the_application_opts_in_and_out_with_hc_public() {
         "HC-Public leaked: {text}"
     );
     assert!(out.stdout.ends_with(&feed));
-    assert_eq!(cache_files(&cache).0, 3, "opt-in body cached");
+    assert_eq!(cache_settled(&cache, 3).0, 3, "opt-in body cached");
     // HC-Public: 0 wins over the glob: nothing more is cached.
     let u = url(proxy.addr, "/static/x");
     let out = tokio::task::spawn_blocking(move || fetch(&[&u]))
@@ -693,6 +724,6 @@ async fn the_application_opts_in_and_out_with_hc_public() {
         .unwrap();
     assert!(out.status.success(), "{}", out.stderr_text());
     assert_eq!(out.stdout, other);
-    assert_eq!(cache_files(&cache).0, 3, "opt-out body cached");
+    assert_eq!(cache_settled(&cache, 3).0, 3, "opt-out body cached");
     drop(gw);
 }

@@ -510,8 +510,10 @@ impl SplitProxy {
         };
         // Payloads fetched in this batch, by ID, for repeats inside it.
         let mut fetched: HashMap<ContentId, Bytes> = HashMap::new();
+        // Checked already (`Batch::next`); written once every frame of this
+        // flush is on its way to the client, so the disk is off its path.
+        let mut to_cache: Vec<(ContentId, Bytes)> = Vec::new();
         for (item, hit) in queue.drain(..).zip(cached) {
-            let mut to_cache = None;
             let out = match item {
                 Item::Bytes(b) => b,
                 Item::Stub(s) => {
@@ -530,7 +532,7 @@ impl SplitProxy {
                                     .stats
                                     .fetched_bytes
                                     .fetch_add(p.len() as u64, Relaxed);
-                                to_cache = Some((s.id, p.clone()));
+                                to_cache.push((s.id, p.clone()));
                                 fetched.insert(s.id, p.clone());
                                 p
                             }
@@ -544,16 +546,20 @@ impl SplitProxy {
             if tx.send(Ok(Frame::data(out))).await.is_err() {
                 return Err("client went away".into());
             }
-            // Checked already (`Batch::next`); written after the client has
-            // the record, so the disk is off the critical path.
-            if let Some((id, p)) = to_cache {
-                if let Err(e) = self.cache.put(&id, &p) {
-                    tracing::warn!(error = %e, "cache write failed");
-                }
-            }
         }
         if let Some(b) = batch {
             b.finish().await?;
+        }
+        if !to_cache.is_empty() {
+            let cache = self.cache.clone();
+            let written = tokio::task::spawn_blocking(move || {
+                for (id, p) in to_cache {
+                    if let Err(e) = cache.put(&id, &p) {
+                        tracing::warn!(error = %e, "cache write failed");
+                    }
+                }
+            });
+            written.await?;
         }
         Ok(())
     }
