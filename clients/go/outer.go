@@ -101,7 +101,6 @@ func FormatRequestHead(get bool, target, host, cookie string, bodyLen int) []byt
 	if !get {
 		b.WriteString("Content-Type: " + contentTypeOctet + "\r\n")
 	}
-	b.WriteString("Cache-Control: no-cache, no-store\r\nPragma: no-cache\r\n")
 	if !get {
 		b.WriteString("Content-Length: " + strconv.Itoa(bodyLen) + "\r\n")
 	}

@@ -572,8 +572,6 @@ func (t *Transport) once(req *http.Request, body io.ReadCloser, cs *call) (*http
 	}
 	outer.Host = authority
 	outer.Header.Set("Cookie", cookie)
-	outer.Header.Set("Cache-Control", "no-cache, no-store")
-	outer.Header.Set("Pragma", "no-cache")
 
 	rsp, err := t.base.RoundTrip(outer)
 	if err != nil {

@@ -366,7 +366,7 @@ pub fn post_field_sizes(p: &Payload, now: u64) -> Vec<(&'static str, usize)> {
     let records = |n: usize| n.div_ceil(RECORD).max(1);
     let stream_req = inner_req_len + records(inner_req_len) * 20;
     let req_head_fixed = format!(
-        "POST /hc/{} HTTP/1.1\r\nHost: {HOST}\r\nCookie: {}={}\r\nContent-Type: application/octet-stream\r\nCache-Control: no-cache, no-store\r\nPragma: no-cache\r\nContent-Length: {}\r\n\r\n",
+        "POST /hc/{} HTTP/1.1\r\nHost: {HOST}\r\nCookie: {}={}\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\n\r\n",
         "n".repeat(32),
         "i".repeat(14),
         "p".repeat(43),

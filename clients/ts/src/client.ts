@@ -381,9 +381,9 @@ export function createClient(options: ClientOptions = {}): HcClient {
     const fits = len !== null && fitsGetForm(mount, head.length + len + 64);
     if (form === 'get' && !fits) fail('config', 'the request does not fit the GET form (2000-byte request line, body in memory)');
     const useGet = form !== 'post' && fits;
-    const outerHeaders = new Headers({ 'Cache-Control': 'no-cache, no-store', Pragma: 'no-cache' });
+    const outerHeaders = new Headers();
     let outerUrl: string;
-    const outerInit: RequestInit & { duplex?: 'half' } = { headers: outerHeaders, cache: 'no-store', redirect: 'manual' };
+    const outerInit: RequestInit & { duplex?: 'half' } = { headers: outerHeaders, redirect: 'manual' };
     if (signal) outerInit.signal = signal;
     if (useGet) {
       const stream = sealAll(requestSealer(p), concat(head, body.bytes ?? new Uint8Array(0)), recordSize);

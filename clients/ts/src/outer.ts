@@ -172,7 +172,6 @@ export function idLookup(ids: ReadonlyArray<[Uint8Array, IdKind]>): (id: Uint8Ar
 export function formatOuterRequestHead(form: 'post' | 'get', target: string, host: string, cookie: string, bodyLen: number): string {
   let s = `${form === 'post' ? 'POST' : 'GET'} ${target} HTTP/1.1\r\nHost: ${host}\r\nCookie: ${cookie}\r\n`;
   if (form === 'post') s += `Content-Type: ${OCTET_STREAM}\r\n`;
-  s += 'Cache-Control: no-cache, no-store\r\nPragma: no-cache\r\n';
   if (form === 'post') s += `Content-Length: ${bodyLen}\r\n`;
   return s + '\r\n';
 }

@@ -357,7 +357,6 @@ pub fn encode_request_head(
     if form == Form::Post {
         out.extend_from_slice(format!("Content-Type: {OCTET_STREAM}\r\n").as_bytes());
     }
-    out.extend_from_slice(b"Cache-Control: no-cache, no-store\r\nPragma: no-cache\r\n");
     if form == Form::Post {
         out.extend_from_slice(format!("Content-Length: {body_len}\r\n").as_bytes());
     }

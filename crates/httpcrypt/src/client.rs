@@ -745,11 +745,6 @@ impl Client {
         let h = outer_req.headers_mut();
         h.insert(header::HOST, host_value);
         h.insert(header::COOKIE, cookie);
-        h.insert(
-            header::CACHE_CONTROL,
-            HeaderValue::from_static("no-cache, no-store"),
-        );
-        h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
         if let Some(pc) = self
             .config
             .provenance

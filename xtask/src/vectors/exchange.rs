@@ -324,6 +324,24 @@ pub fn cases() -> Vec<Case> {
         let i = t.find("Cookie: ").expect("cookie");
         t[i..i + t[i..].find("\r\n").expect("eol")].to_string()
     };
+    // The contract's original layout (with the request's Cache-Control and
+    // Pragma, which clients no longer send: spec §4.1) is still accepted.
+    let contract_layout = replace(
+        &base,
+        "Content-Type: application/octet-stream\r\n",
+        "Content-Type: application/octet-stream\r\nCache-Control: no-cache, no-store\r\nPragma: no-cache\r\n",
+    );
+    let (_, head, body) = serve(&s.keys(), &m, &Limits::default(), NOW, &contract_layout)
+        .expect("the contract's layout is accepted");
+    let mut input = s.json(NOW, "/hc");
+    input["outer_request"] = json!(hx(&contract_layout));
+    v.push(Case::ok(
+        "server_request",
+        "accept-contract-cache-fields",
+        "the v1 contract's layout with Cache-Control and Pragma is served like the lean one",
+        input,
+        json!({"method": head.method, "target": head.target, "body": hx(&body)}),
+    ));
     v.push(refuse(
         "refuse-no-host",
         "Host is checked first",
@@ -415,8 +433,8 @@ pub fn cases() -> Vec<Case> {
         &[
             replace(
                 &get,
-                "Pragma: no-cache\r\n",
-                "Pragma: no-cache\r\nContent-Length: 3\r\n",
+                &format!("{cookie_line}\r\n"),
+                &format!("{cookie_line}\r\nContent-Length: 3\r\n"),
             )
             .as_slice(),
             b"abc",

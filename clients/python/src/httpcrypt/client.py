@@ -387,12 +387,10 @@ class Engine:
                 and outer.fits_get_form(self.mount, len(head_bytes) + len(body) + 64)):
             plain = head_bytes + body
             stream = seal_all(prepared.sealer(), plain, max(len(plain), 1))
-            out_headers += [("Cache-Control", "no-cache, no-store"), ("Pragma", "no-cache")]
             return Attempt(scheme, authority, prepared, "GET",
                            base + self.mount.get_target(n0, stream), out_headers, None, None,
                            method, difficulty)
-        out_headers += [("Content-Type", outer.OCTET_STREAM),
-                        ("Cache-Control", "no-cache, no-store"), ("Pragma", "no-cache")]
+        out_headers += [("Content-Type", outer.OCTET_STREAM)]
         rs = max(cfg.record_size, 1)
         sealed: bytes | Iterable[bytes] | AsyncIterable[bytes]
         if body is not None:

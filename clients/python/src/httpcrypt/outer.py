@@ -93,7 +93,6 @@ def encode_request_head(form: Literal["post", "get"], target: str, host: str, co
     s = f"{method} {target} HTTP/1.1\r\nHost: {host}\r\nCookie: {cookie}\r\n"
     if form == "post":
         s += f"Content-Type: {OCTET_STREAM}\r\n"
-    s += "Cache-Control: no-cache, no-store\r\nPragma: no-cache\r\n"
     if form == "post":
         s += f"Content-Length: {body_len}\r\n"
     return (s + "\r\n").encode("latin-1")
