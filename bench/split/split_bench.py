@@ -525,6 +525,7 @@ def report(res, summary, figs, path):
         per = (w["origin"] - w["ideal"]) / n
         frames = n * PER_REQUEST_FRAMES / w["ideal"] + 1
         floor = n * PER_REQUEST_FLOOR / w["ideal"] + 1
+        L[-1] = L[-1].rstrip("\n")  # one list with the bullets above
         L.append(f"- **A floor for `origin / ideal`.** In the warm window the origin spent {per:.0f} bytes per "
                  f"request beyond the ideal. Any design in which the origin sees each request (it must: "
                  f"the tags are computed under each client's own key, which no proxy holds) pays at least "
