@@ -6,8 +6,10 @@ fresh client key, session-cache hit, ticket) and connection mode, the server
 runs pinned to CPU 0 and `loadgen` drives it from CPU 1. `loadgen` measures
 the server's CPU time per request (/proc/<pid>/stat over its window);
 `perf record -e cpu-clock` samples the server over the same window and every
-sample is put in one bucket by the function it landed in (self time; the
-release build has no frame pointers, so inclusive times are not taken).
+sample is put in one bucket by the function it landed in (self time). With
+--steps the binaries keep frame pointers (bench/profile/run builds them so in
+a separate target directory), perf records call graphs, and the inclusive
+time of each protocol step (STEPS) is reported too.
 Bucket share x CPU per request = microseconds per request in that bucket.
 `strace -c` over a fixed request count gives system calls per request.
 
@@ -49,6 +51,54 @@ BUCKETS = [
     ("hyper, http, tokio, mio, bytes", re.compile(r"^<?&?(hyper|http|http_body|http_body_util|tokio|mio|bytes|"
                                                   r"tower|hyper_util|futures|httpdate|hashbrown|alloc|core|std)")),
 ]
+
+# Protocol steps, by the (mangled) symbol of the function that runs each one;
+# with a frame-pointer build `perf report --children` gives each one's
+# inclusive time (its callees included), so a step's cost is what it would
+# save if it vanished. Steps nest (the service wraps the rest), so the rows
+# are not to be added up.
+STEPS = [
+    ("HTTP/1 head parse (hyper)", r"Http1Transaction\$GT\$5parse"),
+    ("HttpCrypt service, all of it (wraps the rows below)", r"HttpCryptService\$LT\$S\$GT\$\$u20\$as\$u20\$tower_service"),
+    ("· accept: cookie scan, key agreement or ticket or cache, GET query", r"httpcrypt_proto6server12accept_gated"),
+    ("·· cookie scan", r"httpcrypt_proto5outer12scan_cookies"),
+    ("·· X25519", r"x25519|curve25519"),
+    ("·· ticket open", r"TicketKey4open"),
+    ("· open the request stream (subkey, first record)", r"OpenBody\$LT\$B\$C\$H\$GT\$3new"),
+    ("· inner head parse", r"inner\.\.RequestHead\$u20\$as\$u20\$httpcrypt_proto\.\.inner\.\.Head\$GT\$5parse"),
+    ("· strike register", r"StrikeStore\$GT\$5check"),
+    ("· inner request built for the service", r"server19build_inner_request"),
+    ("· the wrapped service (static file)", r"StaticFiles\$u20\$as\$u20\$tower_service"),
+    ("· seal the response head", r"server13seal_response"),
+    ("·· new ticket", r"server12issue_ticket"),
+    ("seal body frames (SealBody, the file read included)", r"SealBody\$LT\$B\$GT\$\$u20\$as\$u20\$http_body"),
+    ("response write (hyper flush, kernel send incl. loopback delivery)", r"Buffered\$LT\$T\$C\$B\$GT\$10poll_flush"),
+    ("request read (recv)", r"^__libc_recv"),
+]
+
+
+def perf_steps(data):
+    """Inclusive share of each step (max over matching symbols: one step's
+    function may appear under several monomorphised names, whose shares
+    overlap, so the largest is taken)."""
+    r = subprocess.run(["perf", "report", "-i", data, "--children", "--no-demangle", "--sort", "sym", "-g", "none",
+                        "--stdio", "--field-separator", "\t"], capture_output=True, text=True)
+    steps = {}
+    for line in r.stdout.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split("\t")
+        if len(parts) < 3:
+            continue
+        try:
+            inc = float(parts[0].strip().rstrip("%")) / 100
+        except ValueError:
+            continue
+        sym = re.sub(r"^\[[.k]\]\s*", "", parts[-1].strip())
+        for name, rx in STEPS:
+            if re.search(rx, sym, re.I):
+                steps[name] = max(steps.get(name, 0.0), inc)
+    return steps
 
 
 class Server(servers.Server):
@@ -124,7 +174,7 @@ def perf_buckets(data):
     return {k: v / total for k, v in shares.items()}, sorted(top, reverse=True)[:12]
 
 
-def measured_run(bins, work, cfg, mode, size, duration, use_perf):
+def measured_run(bins, work, cfg, mode, size, duration, use_perf, steps=False):
     """CPU per request of one configuration, and with `use_perf` its split
     by function (perf may be present yet unable to record here, e.g. no
     perf_event access: the CPU total still stands)."""
@@ -136,7 +186,8 @@ def measured_run(bins, work, cfg, mode, size, duration, use_perf):
         # Warm the server (and, for tickets and the cache, the client's state).
         loadgen(bins, srv.port, proto, keys, mode, size, duration=0.5)
         if use_perf:
-            perf = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "2000", "-p",
+            graph = ["--call-graph", "fp"] if steps else []
+            perf = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "2000", *graph, "-p",
                                      str(srv.pid), "-o", data],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(0.3)
@@ -146,11 +197,14 @@ def measured_run(bins, work, cfg, mode, size, duration, use_perf):
             perf.wait(timeout=30)
     finally:
         srv.stop()
-    shares, top = {}, []
+    shares, top, inclusive = {}, [], {}
     if os.path.exists(data):
         shares, top = perf_buckets(data)
+        if steps:
+            inclusive = perf_steps(data)
         os.unlink(data)
-    return {"cpu_us": d["server_cpu_us_per_req"], "rps": d["rps"], "shares": shares, "top": top}
+    return {"cpu_us": d["server_cpu_us_per_req"], "rps": d["rps"], "shares": shares, "top": top,
+            "steps": inclusive}
 
 
 def syscalls(bins, work, cfg, mode, size, count):
@@ -183,6 +237,9 @@ def main():
     ap.add_argument("--label", default="")
     ap.add_argument("--out", default="bench/profile")
     ap.add_argument("--before", help="results.json of an earlier build, shown side by side")
+    ap.add_argument("--steps", action="store_true",
+                    help="the binaries keep frame pointers: also record call graphs and report "
+                         "inclusive time per protocol step")
     a = ap.parse_args()
     smoke = a.mode == "smoke"
     reps, duration, count = (1, 1.0, 200) if smoke else (3, 3.0, 2000)
@@ -197,14 +254,15 @@ def main():
                    check=True, stdout=subprocess.DEVNULL)
     have_perf = shutil.which("perf") is not None
     have_strace = shutil.which("strace") is not None
-    res = {"label": a.label, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cells": {}}
+    res = {"label": a.label, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cells": {},
+           "frame_pointers": a.steps}
     try:
         for mode, size in cells:
             for rep in range(reps):
                 # Interleaved: every configuration once per repetition.
                 for cfg in configs:
                     key = f"{cfg[0]}|{mode}/{size}"
-                    r = measured_run(a.bin_dir, work, cfg, mode, size, duration, have_perf)
+                    r = measured_run(a.bin_dir, work, cfg, mode, size, duration, have_perf, a.steps)
                     res["cells"].setdefault(key, []).append(r)
                     print(f"   {key:28} rep {rep}: {r['cpu_us']:6.1f} µs/request", flush=True)
             if have_strace:
@@ -240,8 +298,12 @@ def summarise(res):
         names = {b for r in runs for b in r["shares"]}
         for b in names:
             buckets[b] = statistics.median(r["shares"].get(b, 0.0) * r["cpu_us"] for r in runs)
+        steps = {}
+        for n in {n for r in runs for n in r.get("steps", {})}:
+            steps[n] = statistics.median(r.get("steps", {}).get(n, 0.0) * r["cpu_us"] for r in runs)
         res["summary"][key] = {"cpu_us": cpu, "cpu_us_min": min(r["cpu_us"] for r in runs),
-                               "cpu_us_max": max(r["cpu_us"] for r in runs), "buckets_us": buckets}
+                               "cpu_us_max": max(r["cpu_us"] for r in runs), "buckets_us": buckets,
+                               "steps_us": steps}
         print(f"== {key}: {cpu:.1f} µs/request; " +
               ", ".join(f"{b} {v:.1f}" for b, v in sorted(buckets.items(), key=lambda x: -x[1])))
 
@@ -258,8 +320,12 @@ def report(res):
            "load window (median of 3 interleaved repetitions of 3 s); `perf record -e cpu-clock` (no "
            "hardware counters on this machine) samples the server over the same window, and each "
            "sample is counted in the bucket of the function it landed in (self time), so the buckets "
-           "add up to the total. The release build has no frame pointers: inclusive times per caller "
-           "are not taken. Machine noise between runs is large (2 shared vCPUs); compare the columns of "
+           "add up to the total. " +
+           ("The binaries are a release build with frame pointers kept (`-C force-frame-pointers=yes`), "
+            "so perf also records call graphs and the step tables give inclusive times. "
+            if res.get("frame_pointers") else
+            "The release build has no frame pointers: inclusive times per caller are not taken. ") +
+           "Machine noise between runs is large (2 shared vCPUs); compare the columns of "
            "one run, not runs of different days.",
            ""]
     for mode in ("newconn", "keepalive"):
@@ -296,6 +362,16 @@ def report(res):
             for n in names:
                 out.append(f"| {n} | " + " | ".join(f"{sc.get(f'{c}|{mode}/100b', {}).get(n, 0):.2f}"
                                                    for c in cols) + " |")
+            out.append("")
+        if any(s[c].get("steps_us") for c in cols):
+            out += ["Inclusive time per protocol step (µs per request; a row includes the rows below it "
+                    "with more dots, so rows do not add up; medians over the repetitions):", "",
+                    "| step | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+            for name, _ in STEPS:
+                vals = [s[c].get("steps_us", {}).get(name, 0.0) for c in cols]
+                if max(vals) < 0.05:
+                    continue
+                out.append(f"| {name} | " + " | ".join(f"{v:.1f}" for v in vals) + " |")
             out.append("")
         out += ["Hottest functions (self time, first repetition):", ""]
         for c in cols:
