@@ -77,24 +77,32 @@ STEPS = [
 ]
 
 
+def perf_rows(data, *options):
+    """The tab-separated rows of `perf report` over `data` (header and
+    short lines skipped), as lists of fields."""
+    r = subprocess.run(["perf", "report", "-i", data, *options, "-g", "none", "--stdio",
+                        "--field-separator", "\t"], capture_output=True, text=True)
+    for line in r.stdout.splitlines():
+        parts = line.split("\t")
+        if line and not line.startswith("#") and len(parts) >= 3:
+            yield parts
+
+
+def symbol(field):
+    return re.sub(r"^\[[.k]\]\s*", "", field.strip())
+
+
 def perf_steps(data):
     """Inclusive share of each step (max over matching symbols: one step's
     function may appear under several monomorphised names, whose shares
     overlap, so the largest is taken)."""
-    r = subprocess.run(["perf", "report", "-i", data, "--children", "--no-demangle", "--sort", "sym", "-g", "none",
-                        "--stdio", "--field-separator", "\t"], capture_output=True, text=True)
     steps = {}
-    for line in r.stdout.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        parts = line.split("\t")
-        if len(parts) < 3:
-            continue
+    for parts in perf_rows(data, "--children", "--no-demangle", "--sort", "sym"):
         try:
             inc = float(parts[0].strip().rstrip("%")) / 100
         except ValueError:
             continue
-        sym = re.sub(r"^\[[.k]\]\s*", "", parts[-1].strip())
+        sym = symbol(parts[-1])
         for name, rx in STEPS:
             if re.search(rx, sym, re.I):
                 steps[name] = max(steps.get(name, 0.0), inc)
@@ -154,19 +162,12 @@ def classify(dso, sym):
 
 
 def perf_buckets(data):
-    r = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "dso,sym", "-g", "none",
-                        "--stdio", "--field-separator", "\t"], capture_output=True, text=True)
     shares = {}
     top = []
-    for line in r.stdout.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        parts = line.split("\t")
-        if len(parts) < 3:
-            continue
+    for parts in perf_rows(data, "--no-children", "--sort", "dso,sym"):
         pct = float(parts[0].strip().rstrip("%"))
         dso = parts[1].strip()
-        sym = re.sub(r"^\[[.k]\]\s*", "", parts[2].strip())
+        sym = symbol(parts[2])
         b = classify(dso, sym)
         shares[b] = shares.get(b, 0.0) + pct
         top.append((pct, b, sym[:90]))
