@@ -555,6 +555,24 @@ def merge_summary(path, values, source):
         f.write("\n")
 
 
+def latency_only(binary, count):
+    """Part 3 alone, for comparing builds side by side."""
+    work = tempfile.mkdtemp(prefix="hcsplit-lat-")
+    lab = Lab(os.path.abspath(binary), work)
+    try:
+        netns_up()
+        lab.start_origin()
+        lat = latency(lab, 99, count, 2 * MIB, "20mbit")
+    finally:
+        lab.stop()
+        netns_down()
+        shutil.rmtree(work, ignore_errors=True)
+    d, s = statistics.median(lat["direct"]), statistics.median(lat["split"])
+    per_file = statistics.median(b / a for a, b in zip(lat["direct"], lat["split"]))
+    print(f"uncached latency over {count} files: direct {d * 1e3:.2f} ms, via split proxy {s * 1e3:.2f} ms, "
+          f"ratio {s / d:.3f}, median per-file ratio {per_file:.3f}")
+
+
 def main():
     if len(sys.argv) > 2 and sys.argv[1] == "drive":
         drive(sys.argv[2])
@@ -564,7 +582,12 @@ def main():
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--out", required=True, help="bench/split directory")
     ap.add_argument("--results", required=True, help="bench/results directory")
+    ap.add_argument("--latency-only", type=int, metavar="N",
+                    help="measure only the uncached latency (part 3) over N files, print it, write nothing")
     a = ap.parse_args()
+    if a.latency_only:
+        latency_only(a.binary, a.latency_only)
+        return
     smoke = a.smoke
     t_start = time.time()
     work = tempfile.mkdtemp(prefix="hcsplit-")
