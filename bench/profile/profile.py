@@ -282,7 +282,7 @@ def main():
         with open(a.before) as f:
             b = json.load(f)
         res["before"] = {"label": b.get("label", ""), "date": b.get("date", ""), "summary": b["summary"],
-                         "syscalls": b.get("syscalls", {})}
+                         "syscalls": b.get("syscalls", {}), "frame_pointers": b.get("frame_pointers", False)}
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "results.json"), "w") as f:
         json.dump(res, f, indent=1)
@@ -291,17 +291,19 @@ def main():
     print(f"wrote {a.out}/REPORT.md and results.json")
 
 
+def median_us(runs, field):
+    """Per name in the runs' `field` (shares of CPU time), the median over
+    the runs of share x CPU µs per request."""
+    names = {n for r in runs for n in r.get(field, {})}
+    return {n: statistics.median(r.get(field, {}).get(n, 0.0) * r["cpu_us"] for r in runs) for n in names}
+
+
 def summarise(res):
     res["summary"] = {}
     for key, runs in res["cells"].items():
         cpu = statistics.median(r["cpu_us"] for r in runs)
-        buckets = {}
-        names = {b for r in runs for b in r["shares"]}
-        for b in names:
-            buckets[b] = statistics.median(r["shares"].get(b, 0.0) * r["cpu_us"] for r in runs)
-        steps = {}
-        for n in {n for r in runs for n in r.get("steps", {})}:
-            steps[n] = statistics.median(r.get("steps", {}).get(n, 0.0) * r["cpu_us"] for r in runs)
+        buckets = median_us(runs, "shares")
+        steps = median_us(runs, "steps")
         res["summary"][key] = {"cpu_us": cpu, "cpu_us_min": min(r["cpu_us"] for r in runs),
                                "cpu_us_max": max(r["cpu_us"] for r in runs), "buckets_us": buckets,
                                "steps_us": steps}
@@ -383,7 +385,9 @@ def report(res):
     if b:
         out += [f"## Before and after: {b['label'] or 'earlier build'} ({b['date']}) → "
                 f"{res['label'] or 'this build'}", "",
-                "Two builds measured one after the other on the same machine. The CPU totals move with "
+                "Two runs of this script on the same machine, at the dates above"
+                f" (frame pointers kept: before {'yes' if b.get('frame_pointers') else 'no'}, after "
+                f"{'yes' if res.get('frame_pointers') else 'no'}). The CPU totals move with "
                 "the machine's noise as much as with the code (compare each build's ratio to its own "
                 "plain row, and the range rows above); the system-call counts are exact.", "",
                 "| cell | before µs | after µs | before / plain | after / plain | getrandom before | "

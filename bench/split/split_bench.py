@@ -24,6 +24,7 @@ process by a timeout.
 """
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -315,6 +316,18 @@ def latency(lab, seed, count, max_size, rate):
     return {"rate": rate, "sizes": sizes, "direct": direct, "split": split}
 
 
+def latency_medians(lat):
+    """Median latency direct and through the proxy, and the median of the
+    per-file ratios (proxy / direct)."""
+    return (statistics.median(lat["direct"]), statistics.median(lat["split"]),
+            statistics.median(s / d for s, d in zip(lat["split"], lat["direct"])))
+
+
+# The latency part's fixed parameters: file sizes' seed and the origin's uplink.
+LATENCY_SEED = 99
+LATENCY_RATE = "20mbit"
+
+
 # --------------------------------------------------------------------------
 # Report
 
@@ -421,7 +434,8 @@ def summary_values(res):
             "value": v, "target": "<= 1.05",
             "definition": "synthetic trace (seed %d), second half replayed through a split proxy warmed by the first half: origin interface bytes / an ideal zero-overhead perfect cache with the same history (bytes of the files first requested in the second half)" % t["seed"],
             "met": v <= 1.05}
-    v = statistics.median(lat["split"]) / statistics.median(lat["direct"])
+    md, ms, _ = latency_medians(lat)
+    v = ms / md
     out["split_uncached_latency_over_direct"] = {
         "value": v, "target": "<= 1.10",
         "definition": "median latency of uncached requests through a cold split proxy / direct to the origin (HTTPCrypt fetch, trace-like sizes, origin uplink %s)" % lat["rate"],
@@ -494,11 +508,10 @@ def report(res, summary, figs, path):
              "which goes first. Wall time of the whole `httpcrypt fetch` process; both paths pay one "
              "process start and one key agreement; the proxy answers `OPTIONS` from its certificate "
              "cache and reuses its connection to the origin, the direct client does not.\n")
-    md, ms = statistics.median(lat["direct"]), statistics.median(lat["split"])
-    per = sorted(s / d for s, d in zip(lat["split"], lat["direct"]))
+    md, ms, per = latency_medians(lat)
     L.append("| | direct | via split proxy (cold) | ratio |\n|---|---|---|---|")
     L.append(f"| median latency | {md * 1000:.1f} ms | {ms * 1000:.1f} ms | {ms / md:.3f} |")
-    L.append(f"| median of per-file ratios | | | {statistics.median(per):.3f} |")
+    L.append(f"| median of per-file ratios | | | {per:.3f} |")
     for lo, hi in ((0, 16 * KIB), (16 * KIB, 256 * KIB), (256 * KIB, 1 << 40)):
         sel = [i for i, s in enumerate(lat["sizes"]) if lo <= s < hi]
         if sel:
@@ -555,22 +568,29 @@ def merge_summary(path, values, source):
         f.write("\n")
 
 
-def latency_only(binary, count):
-    """Part 3 alone, for comparing builds side by side."""
-    work = tempfile.mkdtemp(prefix="hcsplit-lat-")
-    lab = Lab(os.path.abspath(binary), work)
+@contextlib.contextmanager
+def running(lab):
+    """The namespaces and the origin up for the block, torn down after it."""
     try:
         netns_up()
         lab.start_origin()
-        lat = latency(lab, 99, count, 2 * MIB, "20mbit")
+        yield lab
     finally:
         lab.stop()
         netns_down()
+
+
+def latency_only(binary, count):
+    """Part 3 alone, for comparing builds side by side."""
+    work = tempfile.mkdtemp(prefix="hcsplit-lat-")
+    try:
+        with running(Lab(os.path.abspath(binary), work)) as lab:
+            lat = latency(lab, LATENCY_SEED, count, 2 * MIB, LATENCY_RATE)
+    finally:
         shutil.rmtree(work, ignore_errors=True)
-    d, s = statistics.median(lat["direct"]), statistics.median(lat["split"])
-    per_file = statistics.median(b / a for a, b in zip(lat["direct"], lat["split"]))
+    d, s, per = latency_medians(lat)
     print(f"uncached latency over {count} files: direct {d * 1e3:.2f} ms, via split proxy {s * 1e3:.2f} ms, "
-          f"ratio {s / d:.3f}, median per-file ratio {per_file:.3f}")
+          f"ratio {s / d:.3f}, median per-file ratio {per:.3f}")
 
 
 def main():
@@ -594,9 +614,7 @@ def main():
     lab = Lab(os.path.abspath(a.binary), work)
     res = {"mode": "smoke" if smoke else "full",
            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "binary": a.binary}
-    try:
-        netns_up()
-        lab.start_origin()
+    with running(lab):
         lab.start_proxy()
         sizes = ([100, 10 * KIB, MIB] if smoke
                  else [100, 1 * KIB, 10 * KIB, 100 * KIB, MIB, 10 * MIB])
@@ -606,10 +624,8 @@ def main():
         res["trace"] = (trace_replay(lab, 2026, 30, 40, 256 * KIB) if smoke
                         else trace_replay(lab, 2026, 400, 2000, 8 * MIB))
         print("3. uncached latency", flush=True)
-        res["latency"] = latency(lab, 99, 4 if smoke else 100, 256 * KIB if smoke else 2 * MIB, "20mbit")
-    finally:
-        lab.stop()
-        netns_down()
+        res["latency"] = latency(lab, LATENCY_SEED, 4 if smoke else 100, 256 * KIB if smoke else 2 * MIB,
+                                 LATENCY_RATE)
     res["seconds"] = time.time() - t_start
     summary = summary_values(res)
     res["summary"] = summary

@@ -87,29 +87,44 @@ fn cache_files(dir: &Path) -> (usize, u64, Vec<Vec<u8>>) {
     (n, bytes, all)
 }
 
-/// `cache_files` once the directory holds `n` entries and no half-written
-/// one: the proxy writes a fetched payload after the client has its
-/// response, so a test may look a moment before the write is done.
-fn cache_settled(dir: &Path, n: usize) -> (usize, u64, Vec<Vec<u8>>) {
+/// Polls `probe` every 20 ms until `done` holds of what it returns, for at
+/// most 10 s; returns the last result. The proxy writes fetched payloads to
+/// its cache after the client has its response, so a test may look a moment
+/// before the write is done.
+fn settle<T>(mut probe: impl FnMut() -> T, done: impl Fn(&T) -> bool) -> T {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        let writing = std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .any(|sub| {
-                std::fs::read_dir(sub.path())
-                    .into_iter()
-                    .flatten()
-                    .flatten()
-                    .any(|f| f.file_name().to_string_lossy().ends_with(".tmp"))
-            });
-        let seen = cache_files(dir);
-        if (seen.0 == n && !writing) || std::time::Instant::now() > deadline {
+        let seen = probe();
+        if done(&seen) || std::time::Instant::now() > deadline {
             return seen;
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+}
+
+/// Whether a cache entry is being written (a temporary file exists).
+fn cache_writing(dir: &Path) -> bool {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|sub| {
+            std::fs::read_dir(sub.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+                .any(|f| f.file_name().to_string_lossy().ends_with(".tmp"))
+        })
+}
+
+/// `cache_files` once the directory holds `n` entries and none is being
+/// written (see [`settle`]).
+fn cache_settled(dir: &Path, n: usize) -> (usize, u64, Vec<Vec<u8>>) {
+    settle(
+        || (cache_files(dir), cache_writing(dir)),
+        |(seen, writing)| seen.0 == n && !writing,
+    )
+    .0
 }
 
 /// A TCP relay counting the bytes each way (the origin's traffic).
@@ -218,12 +233,10 @@ fn cold_then_warm_through_the_proxy_with_an_unmodified_fetch() {
     let out = fetch(&[&target]);
     assert!(out.status.success(), "{}", out.stderr_text());
     assert_eq!(out.stdout, origin.public, "fetch over a corrupted cache");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while std::fs::read(&entry).ok().as_deref() != Some(&origin.public[C..2 * C])
-        && std::time::Instant::now() < deadline
-    {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    settle(
+        || std::fs::read(&entry).ok(),
+        |b| b.as_deref() == Some(&origin.public[C..2 * C]),
+    );
     assert_eq!(std::fs::read(&entry).unwrap(), &origin.public[C..2 * C]);
 
     // Private content passes through sealed and is never cached.

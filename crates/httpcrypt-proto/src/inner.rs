@@ -69,23 +69,48 @@ fn encode_fields(fields: &[Field], out: &mut Vec<u8>) {
     out.extend_from_slice(b"\r\n");
 }
 
-/// Appends one `name: value CRLF` line of a head to `out` (for callers that
-/// encode a head straight from their own field store; a head ends with an
-/// empty line, `CRLF`).
-pub fn encode_field(name: &str, value: &[u8], out: &mut Vec<u8>) {
+fn encode_field(name: &str, value: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(name.as_bytes());
     out.extend_from_slice(b": ");
     out.extend_from_slice(value);
     out.extend_from_slice(b"\r\n");
 }
 
-/// Appends a response's status line, `HTTP/1.1 SP status SP reason CRLF`.
-pub fn encode_status_line(status: u16, reason: &str, out: &mut Vec<u8>) {
+fn encode_status_line(status: u16, reason: &str, out: &mut Vec<u8>) {
     use std::io::Write as _;
     // Writing into a Vec cannot fail.
     let _ = write!(out, "HTTP/1.1 {status} ");
     out.extend_from_slice(reason.as_bytes());
     out.extend_from_slice(b"\r\n");
+}
+
+/// Encodes a response head field by field, for callers that hold the fields
+/// in a store of their own (a server's header map) and would otherwise copy
+/// them into a [`ResponseHead`] first. The bytes equal
+/// [`ResponseHead::encode`] of the same status, reason and fields.
+#[derive(Debug)]
+pub struct ResponseHeadWriter {
+    out: Vec<u8>,
+}
+
+impl ResponseHeadWriter {
+    /// Starts with the status line.
+    pub fn new(status: u16, reason: &str) -> Self {
+        let mut out = Vec::with_capacity(256);
+        encode_status_line(status, reason, &mut out);
+        ResponseHeadWriter { out }
+    }
+
+    /// Appends the field `name: value`.
+    pub fn field(&mut self, name: &str, value: &[u8]) {
+        encode_field(name, value, &mut self.out);
+    }
+
+    /// The head, ended by its empty line.
+    pub fn finish(mut self) -> Vec<u8> {
+        self.out.extend_from_slice(b"\r\n");
+        self.out
+    }
 }
 
 impl RequestHead {
@@ -477,6 +502,21 @@ pub fn keeps_outer(name: &str, connection_named: &[String], inner: &[Field]) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_head_writer_encodes_like_a_response_head() {
+        let mut head = ResponseHead::new(404, "Not Found");
+        head.fields.push(Field::new("Content-Type", "text/plain"));
+        head.fields
+            .push(Field::new("Date", "Tue, 24 Nov 2026 20:00:00 GMT"));
+        let mut want = Vec::new();
+        head.encode(&mut want);
+        let mut w = ResponseHeadWriter::new(404, "Not Found");
+        for f in &head.fields {
+            w.field(&f.name, &f.value);
+        }
+        assert_eq!(w.finish(), want);
+    }
 
     fn req(bytes: &[u8]) -> Result<(RequestHead, Vec<u8>)> {
         decode_all::<RequestHead>(bytes, &Limits::default())

@@ -905,37 +905,28 @@ where
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     // The inner head, encoded straight from the response's header map.
-    let mut head_bytes = Vec::with_capacity(256);
-    inner::encode_status_line(
-        status.as_u16(),
-        status.canonical_reason().unwrap_or(""),
-        &mut head_bytes,
-    );
+    let mut head =
+        inner::ResponseHeadWriter::new(status.as_u16(), status.canonical_reason().unwrap_or(""));
     let mut has_date = false;
     for (n, v) in parts.headers.iter() {
         if HOP.contains(n) || n.as_str() == "keep-alive" || n == header::CONTENT_LENGTH {
             continue;
         }
         has_date |= n == header::DATE;
-        inner::encode_field(n.as_str(), v.as_bytes(), &mut head_bytes);
+        head.field(n.as_str(), v.as_bytes());
     }
     if let Some(len) = exact.or(declared) {
         if status != StatusCode::NO_CONTENT && status != StatusCode::NOT_MODIFIED {
-            let mut digits = itoa::Buffer::new();
-            inner::encode_field(
-                "Content-Length",
-                digits.format(len).as_bytes(),
-                &mut head_bytes,
-            );
+            head.field("Content-Length", itoa::Buffer::new().format(len).as_bytes());
         }
     }
     if !has_date {
-        inner::encode_field("Date", replay::format_date(now).as_bytes(), &mut head_bytes);
+        head.field("Date", replay::format_date(now).as_bytes());
     }
     for f in &extra {
-        inner::encode_field(&f.name, &f.value, &mut head_bytes);
+        head.field(&f.name, &f.value);
     }
-    head_bytes.extend_from_slice(b"\r\n");
+    let head_bytes = head.finish();
     let n0 = crate::nonce::nonce24();
     let mut prefix = Vec::with_capacity(24);
     let sealer = Sealer::response(key, n0, &mut prefix);

@@ -508,11 +508,11 @@ impl SplitProxy {
         } else {
             Some(self.fetch(content, &missing).await?)
         };
-        // Payloads fetched in this batch, by ID, for repeats inside it.
-        let mut fetched: HashMap<ContentId, Bytes> = HashMap::new();
-        // Checked already (`Batch::next`); written once every frame of this
-        // flush is on its way to the client, so the disk is off its path.
-        let mut to_cache: Vec<(ContentId, Bytes)> = Vec::new();
+        // Payloads fetched in this batch, in stream order: looked up for
+        // repeats inside it, then cached. Checked already (`Batch::next`);
+        // written once every frame of this flush is on its way to the
+        // client, so the disk is off its path.
+        let mut fetched: Vec<(ContentId, Bytes)> = Vec::new();
         for (item, hit) in queue.drain(..).zip(cached) {
             let out = match item {
                 Item::Bytes(b) => b,
@@ -522,8 +522,8 @@ impl SplitProxy {
                             self.cache.stats.hits.fetch_add(1, Relaxed);
                             Bytes::from(p)
                         }
-                        None => match fetched.get(&s.id) {
-                            Some(p) => p.clone(),
+                        None => match fetched.iter().find(|(id, _)| *id == s.id) {
+                            Some((_, p)) => p.clone(),
                             None => {
                                 let b = batch.as_mut().ok_or("payload missing from the batch")?;
                                 let p = b.next(&s).await?;
@@ -532,8 +532,7 @@ impl SplitProxy {
                                     .stats
                                     .fetched_bytes
                                     .fetch_add(p.len() as u64, Relaxed);
-                                to_cache.push((s.id, p.clone()));
-                                fetched.insert(s.id, p.clone());
+                                fetched.push((s.id, p.clone()));
                                 p
                             }
                         },
@@ -550,10 +549,10 @@ impl SplitProxy {
         if let Some(b) = batch {
             b.finish().await?;
         }
-        if !to_cache.is_empty() {
+        if !fetched.is_empty() {
             let cache = self.cache.clone();
             let written = tokio::task::spawn_blocking(move || {
-                for (id, p) in to_cache {
+                for (id, p) in fetched {
                     if let Err(e) = cache.put(&id, &p) {
                         tracing::warn!(error = %e, "cache write failed");
                     }
