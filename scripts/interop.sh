@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The live interop matrix: every client (Rust `httpcrypt fetch`, Go, Python,
 # TypeScript) against a real `httpcrypt serve`, a `gateway` in front of a
-# plaintext upstream, and a two-instance fleet behind haproxy (round robin
+# plaintext upstream, a server and a gateway that announce request profile
+# 2 (`--compact`, spec §4.5), and a two-instance fleet behind haproxy (round robin
 # per request, so tickets and keys issued by one instance are used at the
 # other). Every client is driven through the same command contract
 # (clients/README.md, "the hcfetch contract"); the result is printed as a
@@ -73,6 +74,12 @@ for _ in $(seq 1 100); do grep -q '^PORT' "$work/upstream.out" 2>/dev/null && br
 p_up=$(awk '/^PORT/{print $2}' "$work/upstream.out")
 p_gw=$(free_port)
 start gateway "$bin" gateway --keys "$work/keys" --upstream "http://127.0.0.1:$p_up" --mount /hc --listen "127.0.0.1:$p_gw"
+# Request profile 2 (spec §4.5): a server and a gateway that announce it.
+"$bin" keygen --dir "$work/compact-keys" >/dev/null
+p_c=$(free_port)
+start compact "$bin" serve --compact --keys "$work/compact-keys" --root "$work/root" --mount /hc --listen "127.0.0.1:$p_c"
+p_cgw=$(free_port)
+start compact-gateway "$bin" gateway --compact --keys "$work/compact-keys" --upstream "http://127.0.0.1:$p_up" --mount /hc --listen "127.0.0.1:$p_cgw"
 
 "$bin" keygen --dir "$work/fleet" >"$work/fleet-identity"
 "$bin" fleet init --keys "$work/fleet" --period 3600 >/dev/null
@@ -103,7 +110,7 @@ backend instances
   server b 127.0.0.1:$p_b
 EOF
 start haproxy "$haproxy_bin" -db -f "$work/haproxy.cfg"
-for p in "$p_serve" "$p_gw" "$p_a" "$p_b" "$p_lb"; do wait_port "$p"; done
+for p in "$p_serve" "$p_gw" "$p_a" "$p_b" "$p_lb" "$p_c" "$p_cgw"; do wait_port "$p"; done
 
 # --- the drivers ----------------------------------------------------------------
 driver() { # driver CLIENT ARGS...: the hcfetch contract for each client
@@ -132,6 +139,8 @@ done
 s="http://127.0.0.1:$p_serve"
 g="http://127.0.0.1:$p_gw"
 f="http://127.0.0.1:$p_lb"
+cs="http://127.0.0.1:$p_c"
+cg="http://127.0.0.1:$p_cgw"
 
 case_file() { driver "$1" --mount /hc "$s/hello.txt" >"$out" 2>"$err" && [ "$(cat "$out")" = "hello from httpcrypt" ]; }
 case_pinned() { driver "$1" --mount /hc --identity="$identity" "$s/hello.txt" >"$out" 2>"$err" && grep -q 'hello from httpcrypt' "$out"; }
@@ -170,6 +179,18 @@ case_fleet() {
     tail -n +"$((before + 1))" "$work/haproxy.log" | grep -q ' instances/b '
 }
 
+case_c_ticket() {
+  driver "$1" --mount /hc --repeat 3 "$cs/hello.txt" >"$out" 2>"$err" &&
+    grep -q '^request 1: status 200, credential key' "$err" &&
+    grep -q '^request 3: status 200, credential ticket' "$err" &&
+    [ "$(cat "$out")" = "hello from httpcrypt" ]
+}
+case_c_big() { driver "$1" --mount /hc "$cs/big.bin" >"$out" 2>"$err" && [ "$(sha256sum <"$out" | cut -d' ' -f1)" = "$big_sha" ]; }
+case_c_upload() {
+  driver "$1" --mount /hc -X POST --data-file "$work/upload.bin" "$cg/sink" >"$out" 2>"$err" &&
+    [ "$(cat "$out")" = "$up_len $up_sha" ]
+}
+
 cases=(
   "serve:file:case_file"
   "serve:pinned identity:case_pinned"
@@ -181,6 +202,9 @@ cases=(
   "gateway:3 MiB streamed upload:case_gw_upload"
   "gateway:upstream 404:case_gw_missing"
   "fleet:2 instances, round robin:case_fleet"
+  "compact:tickets (3 requests):case_c_ticket"
+  "compact:4 MiB download:case_c_big"
+  "compact:gateway, 3 MiB upload:case_c_upload"
 )
 
 # The echo upstream's JSON names: check them once, so a change there is

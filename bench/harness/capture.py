@@ -13,7 +13,8 @@ import time
 
 from configs import CONFIGS
 
-CHECKED = ["nginx-plain", "nginx-tls12", "nginx-tls13", "rustls-tls13", "hc-plain", "hc-fresh", "hc-ticket"]
+CHECKED = ["nginx-plain", "nginx-tls12", "nginx-tls13", "rustls-tls13", "hc-plain", "hc-fresh", "hc-ticket",
+           "hc2-fresh", "hc2-ticket"]
 COUNT = 200
 
 

@@ -11,6 +11,8 @@ CONFIGS = {
     "hc-fresh": ("hc", "http", ["--proto", "hc", "--keys", "fresh"]),
     "hc-cached": ("hc", "http", ["--proto", "hc", "--keys", "reuse"]),
     "hc-ticket": ("hct", "http", ["--proto", "hc", "--keys", "ticket"]),
+    "hc2-fresh": ("hc2", "http", ["--proto", "hc", "--keys", "fresh"]),
+    "hc2-ticket": ("hc2t", "http", ["--proto", "hc", "--keys", "ticket"]),
 }
 
 DESCRIPTIONS = {
@@ -23,6 +25,8 @@ DESCRIPTIONS = {
     "hc-fresh": "`httpcrypt serve`, fresh client key per request (one X25519 on the server), no tickets",
     "hc-cached": "`httpcrypt serve`, one client key reused (session-cache hit, no X25519), no tickets",
     "hc-ticket": "`httpcrypt serve` with tickets; client presents the ticket of its first response (default client and server)",
+    "hc2-fresh": "`httpcrypt serve --compact` (request profile 2, spec §4.5), fresh client key per request, no tickets",
+    "hc2-ticket": "`httpcrypt serve --compact` with tickets, profile 2, client presents its ticket",
 }
 
 SCALING_CONFIGS = ["nginx-plain", "nginx-tls12", "rustls-tls13", "hc-plain", "hc-fresh"]

@@ -20,6 +20,8 @@ STYLE = {
     "hc-fresh": ("#1f77b4", "D", "-"),
     "hc-cached": ("#17becf", "D", "--"),
     "hc-ticket": ("#aec7e8", "D", "-."),
+    "hc2-fresh": ("#9467bd", "s", "-"),
+    "hc2-ticket": ("#c5b0d5", "s", "-."),
 }
 
 

@@ -39,7 +39,7 @@ class Plan:
         else:  # smoke: httpcrypt serve only, short runs, no report
             self.cells = [("newconn", "100b"), ("keepalive", "1k")]
             self.reps, self.duration, self.warmup = 1, 1.0, 0.2
-            self.configs = ["hc-plain", "hc-fresh", "hc-cached", "hc-ticket"]
+            self.configs = ["hc-plain", "hc-fresh", "hc-cached", "hc-ticket", "hc2-fresh", "hc2-ticket"]
             self.scaling, self.rtt, self.capture, self.unloaded = False, False, False, False
         self.conns = 50
 
@@ -241,6 +241,10 @@ def main():
         srv = {
             "hc": b.start(servers.start_httpcrypt(b.work, fx, b.httpcrypt, 1, "0", "w1", tickets=False)),
             "hct": b.start(servers.start_httpcrypt(b.work, fx, b.httpcrypt, 1, "0", "w1t", tickets=True)),
+            "hc2": b.start(servers.start_httpcrypt(b.work, fx, b.httpcrypt, 1, "0", "w1c", tickets=False,
+                                                   compact=True)),
+            "hc2t": b.start(servers.start_httpcrypt(b.work, fx, b.httpcrypt, 1, "0", "w1ct", tickets=True,
+                                                    compact=True)),
         }
         if args.mode != "smoke":
             srv["nginx"] = b.start(servers.start_nginx(b.work, fx, 1, "0", "w1"))

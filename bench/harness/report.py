@@ -13,6 +13,7 @@ PLAIN_OF = {
     "nginx-plain": "nginx-plain", "nginx-tls12": "nginx-plain", "nginx-tls12-tickets": "nginx-plain",
     "nginx-tls13": "nginx-plain", "rustls-tls13": "hc-plain", "hc-plain": "hc-plain",
     "hc-fresh": "hc-plain", "hc-cached": "hc-plain", "hc-ticket": "hc-plain",
+    "hc2-fresh": "hc-plain", "hc2-ticket": "hc-plain",
 }
 
 # name: (definition, target text, predicate or None, value function)
@@ -79,9 +80,11 @@ def ratios(result):
     ov = lambda name: (_agg(result, name, "newconn/100b", "bytes") or 0) - \
         (_agg(result, PLAIN_OF[name], "newconn/100b", "bytes") or 0) \
         if _agg(result, name, "newconn/100b", "bytes") is not None else None
-    put("overhead_bytes_100b_httpcrypt", ov("hc-fresh"), "<= 300", lambda x: x <= 300,
+    put("overhead_bytes_100b_httpcrypt", ov("hc2-fresh"), "<= 300", lambda x: x <= 300,
         "TCP payload bytes per 100 B request and response beyond the same server's plain HTTP, "
-        "new connection, fresh client key, no ticket")
+        "new connection, fresh client key, no ticket, request profile 2 (`serve --compact`, spec §4.5)")
+    put("overhead_bytes_100b_httpcrypt_v1", ov("hc-fresh"), "(info)", None,
+        "the same in the v1 layout (a server without --compact, every v1-only client)")
     put("overhead_bytes_100b_tls13", ov("nginx-tls13"), "(info: TLS adds ~1.5-1.65 KB)", None,
         "the same for nginx TLS 1.3 (full handshake) over nginx plain HTTP")
     rtt = result.get("rtt", {})
@@ -114,6 +117,17 @@ def ratios(result):
         "keep-alive 1 KiB, fresh client key per request / plaintext path")
     put("overhead_bytes_100b_httpcrypt_ticket", ov("hc-ticket"), "(info)", None,
         "overhead bytes with tickets (ticket cookie in, new ticket out)")
+    put("overhead_bytes_100b_httpcrypt2_ticket", ov("hc2-ticket"), "(info)", None,
+        "overhead bytes with tickets, profile 2")
+    put("newconn_100b_cpu_httpcrypt2_fresh_over_plain",
+        _paired(result, "hc2-fresh", "hc-plain", "newconn/100b", cpu), "(info)", None,
+        "new connection, 100 B, fresh client key, profile 2 / plaintext path")
+    put("keepalive_100b_cpu_httpcrypt2_over_plain",
+        _paired(result, "hc2-ticket", "hc-plain", "keepalive/100b", cpu), "(info)", None,
+        "keep-alive 100 B, ticket, profile 2 / plaintext path")
+    put("keepalive_1k_cpu_httpcrypt2_over_plain",
+        _paired(result, "hc2-ticket", "hc-plain", "keepalive/1k", cpu), "(info)", None,
+        "keep-alive 1 KiB, ticket, profile 2 / plaintext path")
     put("overhead_bytes_100b_tls12", ov("nginx-tls12"), "(info)", None, "nginx TLS 1.2 full handshake")
     return out
 

@@ -37,6 +37,10 @@ def run(b, fx):
             "rustls": servers.start_rustls(b.work, fx, b.loadgen, 1, "0", "rtt", netns=ns),
             "hc": servers.start_httpcrypt(b.work, fx, b.httpcrypt, 1, "0", "rtt", False, netns=ns, port=28090),
             "hct": servers.start_httpcrypt(b.work, fx, b.httpcrypt, 1, "0", "rttt", True, netns=ns, port=28091),
+            "hc2": servers.start_httpcrypt(b.work, fx, b.httpcrypt, 1, "0", "rttc", False, netns=ns, port=28092,
+                                           compact=True),
+            "hc2t": servers.start_httpcrypt(b.work, fx, b.httpcrypt, 1, "0", "rttct", True, netns=ns,
+                                            port=28093, compact=True),
         }
         for s in srv.values():
             started.append(s)

@@ -89,7 +89,11 @@ def make_fixtures(work, httpcrypt_bin, tls=True):
             check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     keys = os.path.join(work, "keys")
     subprocess.run([httpcrypt_bin, "keygen", "--dir", keys], check=True, stdout=subprocess.DEVNULL)
-    return {"root": root, "cert": cert, "key": key, "keys": keys}
+    # Servers with --compact re-issue their certificates as version 2, so
+    # they get a key directory of their own.
+    keys2 = os.path.join(work, "keys2")
+    subprocess.run([httpcrypt_bin, "keygen", "--dir", keys2], check=True, stdout=subprocess.DEVNULL)
+    return {"root": root, "cert": cert, "key": key, "keys": keys, "keys2": keys2}
 
 
 def wait_port(port, proc, timeout=10.0):
@@ -196,11 +200,15 @@ def start_rustls(work, fx, loadgen, workers, cpus, tag, netns=None):
     return s
 
 
-def start_httpcrypt(work, fx, httpcrypt, workers, cpus, tag, tickets, netns=None, port=None):
+def start_httpcrypt(work, fx, httpcrypt, workers, cpus, tag, tickets, netns=None, port=None,
+                    compact=False):
     """`httpcrypt serve` under the mount /hc, plaintext GETs outside it
-    passed through to the same static-file service (the null baseline)."""
+    passed through to the same static-file service (the null baseline).
+    `compact`: announce request profile 2 (spec §4.5), which the load
+    generator then uses."""
     port = port or (free_ports(1)[0] if not netns else 28090)
-    argv = pin(cpus) + [httpcrypt, "serve", "--keys", fx["keys"], "--root", fx["root"],
+    keys = fx["keys2"] if compact else fx["keys"]
+    argv = pin(cpus) + [httpcrypt, "serve", "--keys", keys, "--root", fx["root"],
                         "--listen", f"127.0.0.1:{port}", "--mount", "/hc", "--pass-through",
                         "--workers", str(workers),
                         # The load generator drives key agreements far past the
@@ -210,6 +218,8 @@ def start_httpcrypt(work, fx, httpcrypt, workers, cpus, tag, tickets, netns=None
                         "--defence", "off"]
     if not tickets:
         argv.append("--no-tickets")
+    if compact:
+        argv.append("--compact")
     s = Server(f"httpcrypt-{tag}", argv, [port], os.path.join(work, f"httpcrypt-{tag}.log"), netns)
     s.addr = {"http": port}
     return s

@@ -11,10 +11,14 @@ import (
 
 // Certificate constants (spec §5).
 const (
-	CertLen    = 118
-	signedLen  = 54
-	SignerLen  = 8
-	certPrefix = "hc1 "
+	// CertVersion1 is the contract's version byte; CertVersionCompact (2)
+	// says the key also takes profile-2 requests (spec §4.5).
+	CertVersion1       = 1
+	CertVersionCompact = 2
+	CertLen            = 118
+	signedLen          = 54
+	SignerLen          = 8
+	certPrefix         = "hc1 "
 	// CertTextLen is the length of the text form `hc1 {b64u(cert)}`.
 	CertTextLen = 4 + 158
 )
@@ -85,6 +89,9 @@ func (id *Identity) Verify(msg, sig []byte) error {
 // KeyCert is a key certificate: an identity vouches for an X25519 key and
 // its validity window (spec §5).
 type KeyCert struct {
+	// Version is the version byte: 1, or 2 for a key that also takes
+	// profile-2 requests (spec §4.5). Zero encodes as 1.
+	Version   uint8
 	Serial    uint32
 	NotBefore uint32
 	NotAfter  uint32
@@ -96,7 +103,13 @@ type KeyCert struct {
 // SignCert makes a certificate signed by the identity key (for tests and
 // servers; Ed25519 is deterministic).
 func SignCert(identity ed25519.PrivateKey, serial, notBefore, notAfter uint32, kexPublic []byte) *KeyCert {
-	c := &KeyCert{Serial: serial, NotBefore: notBefore, NotAfter: notAfter}
+	return SignCertVersion(identity, CertVersion1, serial, notBefore, notAfter, kexPublic)
+}
+
+// SignCertVersion is SignCert with the version byte (1 or 2); the
+// signature covers it.
+func SignCertVersion(identity ed25519.PrivateKey, version uint8, serial, notBefore, notAfter uint32, kexPublic []byte) *KeyCert {
+	c := &KeyCert{Version: version, Serial: serial, NotBefore: notBefore, NotAfter: notAfter}
 	copy(c.KexPublic[:], kexPublic)
 	id := &Identity{key: identity.Public().(ed25519.PublicKey)}
 	c.Signer = id.SignerID()
@@ -112,7 +125,7 @@ func signedMessage(b []byte) []byte {
 // Encode returns the 118 certificate bytes.
 func (c *KeyCert) Encode() []byte {
 	b := make([]byte, CertLen)
-	b[0], b[1] = 1, 1
+	b[0], b[1] = c.version(), 1
 	binary.BigEndian.PutUint32(b[2:], c.Serial)
 	binary.BigEndian.PutUint32(b[6:], c.NotBefore)
 	binary.BigEndian.PutUint32(b[10:], c.NotAfter)
@@ -122,13 +135,30 @@ func (c *KeyCert) Encode() []byte {
 	return b
 }
 
-// DecodeCert parses 118 certificate bytes: wrong length, version or suite
-// is bad_certificate.
+func (c *KeyCert) version() uint8 {
+	if c.Version == 0 {
+		return CertVersion1
+	}
+	return c.Version
+}
+
+// Profile is the request profile the key takes: 2 for a version-2
+// certificate, else 1 (spec §4.5).
+func (c *KeyCert) Profile() int {
+	if c.version() == CertVersionCompact {
+		return ProfileCompact
+	}
+	return Profile1
+}
+
+// DecodeCert parses 118 certificate bytes: wrong length, a version other
+// than 1 and 2, or a suite other than 1 is bad_certificate.
 func DecodeCert(b []byte) (*KeyCert, error) {
-	if len(b) != CertLen || b[0] != 1 || b[1] != 1 {
+	if len(b) != CertLen || (b[0] != CertVersion1 && b[0] != CertVersionCompact) || b[1] != 1 {
 		return nil, ErrBadCertificate
 	}
 	c := &KeyCert{
+		Version:   b[0],
 		Serial:    binary.BigEndian.Uint32(b[2:]),
 		NotBefore: binary.BigEndian.Uint32(b[6:]),
 		NotAfter:  binary.BigEndian.Uint32(b[10:]),
@@ -174,12 +204,16 @@ func (c *KeyCert) Verify(id *Identity) error {
 // Key reduces a verified (or opportunistically accepted) certificate to
 // the discovered key a client uses.
 func (c *KeyCert) Key() DiscoveredKey {
-	return DiscoveredKey{Serial: c.Serial, NotBefore: c.NotBefore, NotAfter: c.NotAfter, KexPublic: c.KexPublic}
+	return DiscoveredKey{Version: c.version(), Serial: c.Serial, NotBefore: c.NotBefore, NotAfter: c.NotAfter, KexPublic: c.KexPublic}
 }
 
 // DiscoveredKey is a server key without its signature, made only after the
 // form's signature verified in authenticated mode (spec §6.3, D25).
 type DiscoveredKey struct {
+	// Version is the version byte of the certificate the key came from
+	// (2: the key also takes profile-2 requests); a key learnt via TLSA is
+	// always 1, and 0 reads as 1 (spec §4.5).
+	Version   uint8
 	Serial    uint32
 	NotBefore uint32
 	NotAfter  uint32
@@ -193,6 +227,15 @@ func (k *DiscoveredKey) ValidAt(now int64) bool {
 
 // KID is the key ID.
 func (k *DiscoveredKey) KID() KID { return KeyID(k.KexPublic[:]) }
+
+// Profile is the request profile a client uses with this key: 2 exactly
+// when its certificate had version 2 (spec §4.5), else 1.
+func (k *DiscoveredKey) Profile() int {
+	if k.Version == CertVersionCompact {
+		return ProfileCompact
+	}
+	return Profile1
+}
 
 func better(serial, notBefore uint32, bs, bnb uint32) bool {
 	return serial > bs || serial == bs && notBefore > bnb

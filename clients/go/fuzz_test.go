@@ -72,3 +72,43 @@ func FuzzInnerHeads(f *testing.F) {
 		_, _, _ = DecodeResponse(head, DefaultLimits())
 	})
 }
+
+// FuzzCompactResponseOpener: a profile-2 response body (r || stream)
+// either fails or is exactly the sealed one, whatever the input split.
+func FuzzCompactResponseOpener(f *testing.F) {
+	k := SessionKey{9}
+	reqN0 := [NonceLen]byte{0, 0, 0, 0, 1}
+	r := [ResponseRandomLen]byte{2}
+	good, _ := SealAll(NewCompactResponseSealer(k, reqN0, r), append([]byte(nil), r[:]...), []byte("HTTP/1.1 200 OK\r\n\r\nok"), 4)
+	f.Add(good, uint8(2))
+	f.Add(good[:16], uint8(0))
+	f.Add([]byte{}, uint8(0))
+	f.Fuzz(func(t *testing.T, body []byte, step uint8) {
+		o := NewCompactResponseOpener(k, reqN0, DefaultMaxRecord)
+		var out []byte
+		var err error
+		s := int(step) + 1
+		for off := 0; off < len(body) && err == nil; off += s {
+			if err = o.Receive(body[off:min(off+s, len(body))]); err != nil {
+				break
+			}
+			for {
+				ev, ok, e := o.NextEvent()
+				if e != nil {
+					err = e
+					break
+				}
+				if !ok || ev.End {
+					break
+				}
+				out = append(out, ev.Data...)
+			}
+		}
+		if err == nil {
+			err = o.Finish()
+		}
+		if err == nil && (!bytes.Equal(body, good) || string(out) != "HTTP/1.1 200 OK\r\n\r\nok") {
+			t.Fatalf("a body other than the sealed one opened: %x", body)
+		}
+	})
+}

@@ -736,3 +736,149 @@ func TestLiveFleetInstancesShareKeysAndTickets(t *testing.T) {
 		t.Fatalf("only %d connections: the instances did not alternate", n)
 	}
 }
+
+// wireLog records the outer requests a client sends (method, target, Host)
+// and can rewrite the outer Host, as a middlebox would.
+type wireLog struct {
+	base     http.RoundTripper
+	mu       sync.Mutex
+	seen     []wireReq
+	rewriteH string
+}
+
+type wireReq struct{ method, target, host string }
+
+func (w *wireLog) RoundTrip(r *http.Request) (*http.Response, error) {
+	w.mu.Lock()
+	w.seen = append(w.seen, wireReq{r.Method, r.URL.RequestURI(), r.Host})
+	rewrite := w.rewriteH
+	w.mu.Unlock()
+	if rewrite != "" && r.Method != http.MethodOptions {
+		r = r.Clone(r.Context())
+		r.Host = rewrite
+	}
+	return w.base.RoundTrip(r)
+}
+
+func (w *wireLog) last() wireReq {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.seen[len(w.seen)-1]
+}
+
+// compactSegment checks that target uses the profile-2 nonce segment
+// `2{b64u(n0)}` under /hc and returns n0.
+func compactSegment(t *testing.T, target string) [NonceLen]byte {
+	t.Helper()
+	path, _, _ := strings.Cut(target, "?")
+	seg, ok := strings.CutPrefix(path, "/hc/")
+	if !ok || len(seg) != 33 || seg[0] != '2' {
+		t.Fatalf("outer target %q is not a profile-2 request", target)
+	}
+	n0, profile, err := ParseNonceSegment(seg)
+	if err != nil || profile != ProfileCompact {
+		t.Fatalf("segment %q: profile %d %v", seg, profile, err)
+	}
+	return n0
+}
+
+// TestLiveCompact runs profile 2 (spec §4.5) against `httpcrypt serve
+// --compact`, which issues version-2 certificates.
+func TestLiveCompact(t *testing.T) {
+	s := startServe(t, "", "", "--compact")
+	url := "http://" + s.addr + "/index.html"
+	const want = "<h1>hello over httpcrypt</h1>\n"
+	w := &wireLog{base: &http.Transport{}}
+	c, rec := newClient(Options{Mount: "/hc", Identity: s.identity, Base: w})
+
+	// The server announces profile 2 in its certificates.
+	keys, err := c.Transport.(*Transport).RefreshKeys(context.Background(), s.addr)
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("OPTIONS: %v %v", keys, err)
+	}
+	for _, k := range keys {
+		if k.Version != CertVersionCompact {
+			t.Fatalf("serve --compact published a version-%d certificate", k.Version)
+		}
+	}
+
+	// Fresh key, then tickets: every request in profile 2.
+	for i, cred := range []string{"key", "ticket", "ticket"} {
+		before := time.Now().Unix()
+		rsp, body, err := fetch(t, c, "GET", url, nil)
+		if err != nil || rsp.StatusCode != 200 || string(body) != want {
+			t.Fatalf("request %d: %v %v %q", i+1, rsp, err, body)
+		}
+		x, wire := rec.last(), w.last()
+		if x.Profile != ProfileCompact || x.Credential != cred || x.Attempts != 1 || x.OuterMethod != "GET" {
+			t.Fatalf("request %d: %+v, want profile 2 with a %s", i+1, x, cred)
+		}
+		n0 := compactSegment(t, wire.target)
+		if tm := NonceTime(&n0); tm < before-1 || tm > time.Now().Unix()+1 {
+			t.Fatalf("request %d: time in n0 %d, clock %d", i+1, tm, before)
+		}
+		if wire.host != s.addr {
+			t.Fatalf("request %d: outer Host %q", i+1, wire.host)
+		}
+		// The inner response of a one-record answer has neither Date nor
+		// Content-Length (spec §4.5).
+		if rsp.Header.Get("Date") != "" || rsp.Header.Get("Content-Length") != "" {
+			t.Fatalf("request %d: inner response fields %v", i+1, rsp.Header)
+		}
+	}
+	// An inner 404 is an answer too.
+	if rsp, _, err := fetch(t, c, "GET", "http://"+s.addr+"/missing", nil); err != nil || rsp.StatusCode != 404 || rec.last().Profile != ProfileCompact {
+		t.Fatalf("missing file: %v %v", rsp, err)
+	}
+
+	// POST form with a fresh key per request, no tickets.
+	w2 := &wireLog{base: &http.Transport{}}
+	c2, rec2 := newClient(Options{Mount: "/hc", NoGetForm: true, NoTickets: true, Base: w2})
+	for i := 0; i < 2; i++ {
+		rsp, body, err := fetch(t, c2, "GET", url, nil)
+		if err != nil || rsp.StatusCode != 200 || string(body) != want {
+			t.Fatalf("POST form %d: %v %v", i+1, rsp, err)
+		}
+		if x := rec2.last(); x.OuterMethod != "POST" || x.Credential != "key" || x.Profile != ProfileCompact {
+			t.Fatalf("POST form %d: %+v", i+1, x)
+		}
+		compactSegment(t, w2.last().target)
+	}
+
+	// A clock five minutes off: stale, answered with the server's Date;
+	// the retry carries the corrected time in a new n0.
+	w3 := &wireLog{base: &http.Transport{}}
+	c3, rec3 := newClient(Options{Mount: "/hc", ClockOffset: -5 * time.Minute, Base: w3})
+	if rsp, body, err := fetch(t, c3, "GET", url, nil); err != nil || rsp.StatusCode != 200 || string(body) != want {
+		t.Fatalf("stale retry: %v %v", rsp, err)
+	}
+	if x := rec3.last(); x.Attempts != 2 || x.Profile != ProfileCompact {
+		t.Fatalf("expected one stale retry: %+v", x)
+	}
+	w3.mu.Lock()
+	first, second := w3.seen[len(w3.seen)-2], w3.seen[len(w3.seen)-1]
+	w3.mu.Unlock()
+	n1, n2 := compactSegment(t, first.target), compactSegment(t, second.target)
+	if d := time.Now().Unix() - NonceTime(&n1); d < 290 || d > 310 {
+		t.Fatalf("first attempt's time is %d s behind, want about 300", d)
+	}
+	if d := time.Now().Unix() - NonceTime(&n2); d < -5 || d > 5 {
+		t.Fatalf("retry's time is %d s off", d)
+	}
+
+	// A middlebox that rewrites Host breaks record 0: sealed integrity.
+	_, port, _ := net.SplitHostPort(s.addr)
+	w4 := &wireLog{base: &http.Transport{}, rewriteH: "localhost:" + port}
+	c4, _ := newClient(Options{Mount: "/hc", Base: w4})
+	_, _, err = fetch(t, c4, "GET", url, nil)
+	wantCode(t, err, CodeIntegrity)
+	var he *Error
+	if !errors.As(err, &he) || !he.Authenticated {
+		t.Fatalf("the rewritten Host should be reported inside: %#v", err)
+	}
+	// The same client on v1 (Host not bound) gets through the rewrite.
+	c5, rec5 := newClient(Options{Mount: "/hc", Base: w4, NoCompact: true})
+	if rsp, body, err := fetch(t, c5, "GET", url, nil); err != nil || rsp.StatusCode != 200 || string(body) != want || rec5.last().Profile != Profile1 {
+		t.Fatalf("v1 on a --compact server: %v %v", rsp, err)
+	}
+}

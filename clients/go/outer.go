@@ -62,14 +62,28 @@ func (m Mount) GetTarget(n0 *[NonceLen]byte, stream []byte) string {
 // FitsGetForm reports whether a GET request line for a stream of this
 // length stays below 2000 bytes ("GET " + target + " HTTP/1.1").
 func FitsGetForm(m Mount, streamLen int) bool {
-	line := 4 + len(m) + 1 + nonceB64Len + 1 + base64.RawURLEncoding.EncodedLen(streamLen) + 9
+	return FitsGetFormProfile(m, streamLen, Profile1)
+}
+
+// FitsGetFormProfile is FitsGetForm for a request profile (the profile-2
+// nonce segment has one more character).
+func FitsGetFormProfile(m Mount, streamLen, profile int) bool {
+	seg := nonceB64Len
+	if profile == ProfileCompact {
+		seg = compactSegmentLen
+	}
+	line := 4 + len(m) + 1 + seg + 1 + base64.RawURLEncoding.EncodedLen(streamLen) + 9
 	return line < GetFormLimit
 }
 
 // RandomPad returns 0–16 random base64url characters (spec §4.1).
-func RandomPad() string {
-	b := randomBytes(MaxPad + 1)
-	n := int(b[0]) % (MaxPad + 1)
+func RandomPad() string { return randomPad(MaxPad) }
+
+// randomPad returns 0–maxPad random base64url characters, the length
+// uniform (maxPad+1 is 17 or 8, so the modulo bias is at most 1/256).
+func randomPad(maxPad int) string {
+	b := randomBytes(maxPad + 1)
+	n := int(b[0]) % (maxPad + 1)
 	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 	out := make([]byte, n)
 	for i := range out {
@@ -170,9 +184,12 @@ func smallInt(m json.RawMessage) int {
 // Route is where a server sends an outer request (spec §11.1).
 type Route struct {
 	// Kind: outside, options, method_not_allowed, not_found, post, get.
-	Kind  string
-	N0    [NonceLen]byte
-	Query string
+	Kind string
+	// Profile is 1 or 2 for post and get (the nonce segment's form,
+	// spec §4.5), 0 otherwise.
+	Profile int
+	N0      [NonceLen]byte
+	Query   string
 }
 
 // ParseNoncePath decodes the 32-character nonce segment (bad_nonce_path).
@@ -201,17 +218,17 @@ func RouteRequest(method, target string, m Mount) (Route, error) {
 		}
 		return Route{Kind: "not_found"}, nil
 	case "POST", "GET":
-		n0, err := ParseNoncePath(rest)
+		n0, profile, err := ParseNonceSegment(rest)
 		if err != nil {
 			return Route{}, err
 		}
 		if method == "POST" {
-			return Route{Kind: "post", N0: n0}, nil
+			return Route{Kind: "post", Profile: profile, N0: n0}, nil
 		}
 		if !hasQuery {
 			return Route{}, errCode(CodeBadQuery)
 		}
-		return Route{Kind: "get", N0: n0, Query: query}, nil
+		return Route{Kind: "get", Profile: profile, N0: n0, Query: query}, nil
 	}
 	return Route{Kind: "method_not_allowed"}, nil
 }

@@ -28,6 +28,10 @@ type accepted struct {
 	key  SessionKey
 	n0   [NonceLen]byte
 	kid  KID
+	// profile is 1 or 2 (the nonce segment's form); host the outer Host
+	// the server parsed (bound into record 0 in profile 2).
+	profile int
+	host    string
 }
 
 func testServerFrom(t *testing.T, in map[string]any) *testServer {
@@ -37,7 +41,9 @@ func testServerFrom(t *testing.T, in map[string]any) *testServer {
 	}
 	id := ed25519.NewKeyFromSeed(hx(in, "identity_seed"))
 	c := obj(in, "cert")
-	cert := SignCert(id, uint32(num(c, "serial")), uint32(num(c, "not_before")), uint32(num(c, "not_after")), kex.Public())
+	// A profile-2 case's server announces it with a version-2 certificate.
+	version := numOr(c, "version", numOr(in, "profile", 1))
+	cert := SignCertVersion(id, uint8(version), uint32(num(c, "serial")), uint32(num(c, "not_before")), uint32(num(c, "not_after")), kex.Public())
 	m, err := NewMount(str(in, "mount"))
 	if err != nil {
 		t.Fatal(err)
@@ -77,8 +83,17 @@ func (s *testServer) accept(raw []byte) (*accepted, error) {
 	if !strings.HasPrefix(path, string(s.mount)+"/") {
 		return nil, errCode("outside")
 	}
-	if h, ok := Get(fields, "host"); !ok || h == "" {
+	host, ok := Get(fields, "host")
+	if !ok || host == "" {
 		return nil, errCode(CodeBadHost)
+	}
+	// Step 3: the nonce segment, and for profile 2 a Host that fits u16
+	// (before the GET query is looked at, spec §11.1).
+	if method == "POST" || method == "GET" {
+		if _, profile, err := ParseNonceSegment(strings.TrimPrefix(path, string(s.mount)+"/")); err == nil &&
+			profile == ProfileCompact && len(host) > MaxBoundHost {
+			return nil, errCode(CodeBadHost)
+		}
 	}
 	r, err := RouteRequest(method, target, s.mount)
 	if err != nil {
@@ -142,7 +157,13 @@ func (s *testServer) accept(raw []byte) (*accepted, error) {
 	} else if k, err = s.kex.SessionKey(cred.Value); err != nil {
 		return nil, err
 	}
-	plain, err := OpenAll(NewRequestOpener(k, r.N0, DefaultMaxRecord), stream)
+	opener := NewRequestOpener(k, r.N0, DefaultMaxRecord)
+	if r.Profile == ProfileCompact {
+		if opener, err = NewCompactRequestOpener(k, r.N0, host, DefaultMaxRecord); err != nil {
+			return nil, err
+		}
+	}
+	plain, err := OpenAll(opener, stream)
 	if err != nil {
 		return nil, err
 	}
@@ -150,20 +171,39 @@ func (s *testServer) accept(raw []byte) (*accepted, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &accepted{head: head, body: ibody, key: k, n0: r.N0, kid: kid}, nil
+	return &accepted{head: head, body: ibody, key: k, n0: r.N0, kid: kid, profile: r.Profile, host: host}, nil
+}
+
+// sealResponse seals an inner response as the server answers acc: v1
+// `n0 || stream` under the 24-byte nonce, profile 2 `r || stream` under
+// 0xff^8 || r; nonce holds 24 or 16 bytes accordingly.
+func (acc *accepted) sealResponse(nonce, inner []byte, recordSize int) ([]byte, error) {
+	out := append([]byte(nil), nonce...)
+	var s *Sealer
+	if acc.profile == ProfileCompact {
+		s = NewCompactResponseSealer(acc.key, acc.n0, [ResponseRandomLen]byte(nonce))
+	} else {
+		s = NewResponseSealer(acc.key, acc.n0, n24(nonce))
+	}
+	return SealAll(s, out, inner, recordSize)
 }
 
 // runExchange plays both sides of an exchange vector.
 func runExchange(t *testing.T, in map[string]any) (map[string]any, error) {
 	srv := testServerFrom(t, in)
 	n0 := n24(hx(in, "n0"))
+	compact := numOr(in, "profile", Profile1) == ProfileCompact
+	formatCookie := FormatCookie
+	if compact {
+		formatCookie = FormatCompactCookie
+	}
 	var k SessionKey
 	var cookie string
 	var err error
 	if _, ok := in["ticket"]; ok {
 		tic := Ticket(hx(in, "ticket"))
 		k = SessionKey(hx(in, "ticket_session_key"))
-		cookie, err = FormatCookie(tic.TID(), tic.Sealed(), str(in, "name_pad"), str(in, "value_pad"))
+		cookie, err = formatCookie(tic.TID(), tic.Sealed(), str(in, "name_pad"), str(in, "value_pad"))
 	} else {
 		var client *KexSecret
 		if client, err = NewKexSecret(hx(in, "client_secret")); err != nil {
@@ -177,7 +217,11 @@ func runExchange(t *testing.T, in map[string]any) (map[string]any, error) {
 		if k, err = client.SessionKey(cert.KexPublic[:]); err != nil {
 			return nil, err
 		}
-		cookie, err = FormatCookie(cert.KID(), client.Public(), str(in, "name_pad"), str(in, "value_pad"))
+		// The certificate's version chooses the profile (spec §4.5).
+		if got := cert.Key(); (got.Profile() == ProfileCompact) != compact {
+			t.Fatalf("certificate version %d for a profile-%d case", cert.Version, map[bool]int{false: 1, true: 2}[compact])
+		}
+		cookie, err = formatCookie(cert.KID(), client.Public(), str(in, "name_pad"), str(in, "value_pad"))
 		if err != nil {
 			return nil, err
 		}
@@ -186,15 +230,24 @@ func runExchange(t *testing.T, in map[string]any) (map[string]any, error) {
 		return nil, err
 	}
 	inner := hx(in, "inner_request")
-	stream, err := SealAll(NewRequestSealer(k, n0), nil, inner, int(num(in, "record_size")))
+	host := str(in, "host")
+	sealer := NewRequestSealer(k, n0)
+	noncePath, getTarget := srv.mount.NoncePath, srv.mount.GetTarget
+	if compact {
+		if sealer, err = NewCompactRequestSealer(k, n0, host); err != nil {
+			return nil, err
+		}
+		noncePath, getTarget = srv.mount.CompactNoncePath, srv.mount.CompactGetTarget
+	}
+	stream, err := SealAll(sealer, nil, inner, int(num(in, "record_size")))
 	if err != nil {
 		return nil, err
 	}
 	var outer []byte
 	if str(in, "form") == "get" {
-		outer = FormatRequestHead(true, srv.mount.GetTarget(&n0, stream), str(in, "host"), cookie, 0)
+		outer = FormatRequestHead(true, getTarget(&n0, stream), host, cookie, 0)
 	} else {
-		outer = append(FormatRequestHead(false, srv.mount.NoncePath(&n0), str(in, "host"), cookie, len(stream)), stream...)
+		outer = append(FormatRequestHead(false, noncePath(&n0), host, cookie, len(stream)), stream...)
 	}
 
 	// Server side: accept, check the inner request, seal the response.
@@ -205,15 +258,26 @@ func runExchange(t *testing.T, in map[string]any) (map[string]any, error) {
 	if got := append(acc.head.Format(nil), acc.body...); !bytes.Equal(got, inner) {
 		t.Fatalf("server saw a different inner request: %q", got)
 	}
-	rn0 := n24(hx(in, "response_n0"))
-	rsp := append([]byte(nil), rn0[:]...)
-	rsp, err = SealAll(NewResponseSealer(acc.key, n0, rn0), rsp, hx(in, "inner_response"), int(num(in, "response_record_size")))
+	if want := map[bool]int{false: Profile1, true: ProfileCompact}[compact]; acc.profile != want || acc.host != host {
+		t.Fatalf("server took profile %d, host %q", acc.profile, acc.host)
+	}
+	var rnonce []byte
+	if compact {
+		rnonce = hx(in, "response_random")
+	} else {
+		rnonce = hx(in, "response_n0")
+	}
+	rsp, err := acc.sealResponse(rnonce, hx(in, "inner_response"), int(num(in, "response_record_size")))
 	if err != nil {
 		return nil, err
 	}
 
 	// Client side again: open the response with k and the request nonce.
-	plain, err := OpenAll(NewResponseOpener(k, n0, DefaultMaxRecord), rsp)
+	opener := NewResponseOpener(k, n0, DefaultMaxRecord)
+	if compact {
+		opener = NewCompactResponseOpener(k, n0, DefaultMaxRecord)
+	}
+	plain, err := OpenAll(opener, rsp)
 	if err != nil {
 		return nil, err
 	}

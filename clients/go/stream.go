@@ -61,29 +61,35 @@ func (x *xchacha) forNonce(n *[NonceLen]byte) (cipher.AEAD, [12]byte) {
 
 // chain is the state both ends share: nonce, index, previous tag.
 type chain struct {
-	x         xchacha
-	n0        [NonceLen]byte
-	index     uint64
-	prevTag   [TagLen]byte
-	response  bool
-	requestN0 [NonceLen]byte
-	ad        []byte
+	x        xchacha
+	n0       [NonceLen]byte
+	index    uint64
+	prevTag  [TagLen]byte
+	response bool
+	// ad0 is what precedes header_0 in AD_0: the label and, for a
+	// response, request_n0; for a profile-2 request, the bound Host
+	// (spec §3.3, §4.5).
+	ad0 []byte
+	ad  []byte
 }
 
-func newChain(k SessionKey, n0 [NonceLen]byte, response bool, requestN0 [NonceLen]byte) chain {
-	return chain{x: xchacha{key: k}, n0: n0, response: response, requestN0: requestN0, ad: make([]byte, 0, 64)}
+func newChain(k SessionKey, n0 [NonceLen]byte, response bool, ad0 []byte) chain {
+	return chain{x: xchacha{key: k}, n0: n0, response: response, ad0: ad0, ad: make([]byte, 0, 64)}
+}
+
+// requestAD0 is AD_0 before header_0 of a v1 request: "hc1-req".
+func requestAD0() []byte { return labelReq }
+
+// responseAD0 is AD_0 before header_0 of a v1 response: "hc1-rsp" || request_n0.
+func responseAD0(requestN0 [NonceLen]byte) []byte {
+	return append(append(make([]byte, 0, len(labelRsp)+NonceLen), labelRsp...), requestN0[:]...)
 }
 
 // buildAD sets c.ad to AD_i for the current record (spec §3.3).
 func (c *chain) buildAD(header []byte) {
 	c.ad = c.ad[:0]
 	if c.index == 0 {
-		if c.response {
-			c.ad = append(c.ad, labelRsp...)
-			c.ad = append(c.ad, c.requestN0[:]...)
-		} else {
-			c.ad = append(c.ad, labelReq...)
-		}
+		c.ad = append(c.ad, c.ad0...)
 	} else {
 		c.ad = append(c.ad, c.prevTag[:]...)
 	}
@@ -100,14 +106,14 @@ type Sealer struct {
 
 // NewRequestSealer starts a request stream at n0 (the nonce in the path).
 func NewRequestSealer(k SessionKey, n0 [NonceLen]byte) *Sealer {
-	return &Sealer{c: newChain(k, n0, false, [NonceLen]byte{})}
+	return &Sealer{c: newChain(k, n0, false, requestAD0())}
 }
 
 // NewResponseSealer starts a response stream at the fresh nonce n0,
 // answering the request whose nonce is requestN0. The caller writes n0
 // in front of the stream (spec §4.2).
 func NewResponseSealer(k SessionKey, requestN0, n0 [NonceLen]byte) *Sealer {
-	return &Sealer{c: newChain(k, n0, true, requestN0)}
+	return &Sealer{c: newChain(k, n0, true, responseAD0(requestN0))}
 }
 
 var errSealerDone = errors.New("httpcrypt: sealer used after its FINAL record")
@@ -236,14 +242,17 @@ const (
 // NextEvent has reported that it needs more input. Only an incomplete
 // record is copied, so an Opener holds at most one record beyond that.
 type Opener struct {
-	c       chain
-	max     int
-	buf     []byte // owned: an incomplete record (and what followed it)
-	pos     int
-	in      []byte // borrowed input, used while buf is empty
-	scratch []byte
-	state   openState
-	err     *Error
+	c   chain
+	max int
+	// nonceLen is what precedes a response stream: 24 bytes of n0 (v1)
+	// or the 16 random bytes r of n0 = 0xff^8 || r (profile 2).
+	nonceLen int
+	buf      []byte // owned: an incomplete record (and what followed it)
+	pos      int
+	in       []byte // borrowed input, used while buf is empty
+	scratch  []byte
+	state    openState
+	err      *Error
 }
 
 func clampMax(m int) int {
@@ -258,13 +267,13 @@ func clampMax(m int) int {
 
 // NewRequestOpener opens a request stream whose nonce n0 came from the path.
 func NewRequestOpener(k SessionKey, n0 [NonceLen]byte, maxRecord int) *Opener {
-	return &Opener{c: newChain(k, n0, false, [NonceLen]byte{}), max: clampMax(maxRecord), state: stRecords}
+	return &Opener{c: newChain(k, n0, false, requestAD0()), max: clampMax(maxRecord), state: stRecords}
 }
 
 // NewResponseOpener opens a response body (n0 || stream) answering the
 // request whose nonce is requestN0.
 func NewResponseOpener(k SessionKey, requestN0 [NonceLen]byte, maxRecord int) *Opener {
-	return &Opener{c: newChain(k, [NonceLen]byte{}, true, requestN0), max: clampMax(maxRecord), state: stNonce}
+	return &Opener{c: newChain(k, [NonceLen]byte{}, true, responseAD0(requestN0)), max: clampMax(maxRecord), state: stNonce, nonceLen: NonceLen}
 }
 
 func (o *Opener) fail(e *Error) error {
@@ -334,12 +343,13 @@ func (o *Opener) NextEvent() (ev Event, ok bool, err error) {
 			return Event{End: true}, true, nil
 		case stNonce:
 			a := o.avail()
-			if len(a) < NonceLen {
+			if len(a) < o.nonceLen {
 				o.keep()
 				return Event{}, false, nil
 			}
-			copy(o.c.n0[:], a)
-			o.consume(NonceLen)
+			// v1: n0 itself; profile 2: r of n0 = 0xff^8 || r.
+			copy(o.c.n0[NonceLen-o.nonceLen:], a[:o.nonceLen])
+			o.consume(o.nonceLen)
 			o.state = stRecords
 		case stRecords:
 			data, clear, final, got, err := o.openRecord()

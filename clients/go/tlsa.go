@@ -50,7 +50,8 @@ func (c *TLSACert) Verify(id *Identity) error { return id.Verify(c.tbs, c.signat
 
 // Key is the discovered key the certificate states.
 func (c *TLSACert) Key() DiscoveredKey {
-	return DiscoveredKey{Serial: c.Serial, NotBefore: c.NotBefore, NotAfter: c.NotAfter, KexPublic: c.KexPublic}
+	// TLSA has no place for the version: always used with v1 (spec §4.5).
+	return DiscoveredKey{Version: CertVersion1, Serial: c.Serial, NotBefore: c.NotBefore, NotAfter: c.NotAfter, KexPublic: c.KexPublic}
 }
 
 func addAlgorithm(b *cryptobyte.Builder, oid encasn1.ObjectIdentifier) {

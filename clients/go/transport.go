@@ -43,14 +43,18 @@ type Options struct {
 	NoGetForm bool
 	// NoTickets never presents tickets the server issued.
 	NoTickets bool
+	// NoCompact always uses the v1 request layout, even with a key whose
+	// certificate has version 2 (spec §4.5 lets a client do so).
+	NoCompact bool
 	// RecordSize is the plaintext size of request records (default 16 KiB).
 	RecordSize int
 	// Limits bound the server's (hostile) responses; zero fields take defaults.
 	Limits Limits
 	// Now is the clock (default time.Now).
 	Now func() time.Time
-	// ClockOffset is added to the clock for the inner Date until a stale
-	// answer corrects it (tests use it to simulate a wrong clock).
+	// ClockOffset is added to the clock for the inner Date (v1) or the
+	// time in n0 (profile 2) until a stale answer corrects it (tests use
+	// it to simulate a wrong clock).
 	ClockOffset time.Duration
 	// Observe, if set, is called after every exchange that produced an
 	// authenticated response.
@@ -67,6 +71,9 @@ type Exchange struct {
 	OuterMethod string
 	// OuterURL is the outer request URL.
 	OuterURL string
+	// Profile is the request profile of the last attempt: 1, or 2 (the
+	// compact layout of spec §4.5, target segment `2{b64u(n0)}`).
+	Profile int
 	// Status is the inner status.
 	Status int
 	// Challenges and Busy count the outer 429 answers of spec §14 the call
@@ -452,12 +459,24 @@ func (t *Transport) once(req *http.Request, body io.ReadCloser, cs *call) (*http
 		}
 		offset, token, tokenKey = h.offset, h.token, h.tokenKey
 	})
+	// Profile 2 exactly when the chosen key's certificate has version 2
+	// (spec §4.5), unless turned off or the authority is not sent verbatim
+	// as the outer Host (which record 0 binds).
+	profile := server.Profile()
+	if t.opts.NoCompact || !boundHostOK(authority) {
+		profile = Profile1
+	}
+	compact := profile == ProfileCompact
+	pad := RandomPad
+	if compact {
+		pad = RandomCompactPad
+	}
 	var k SessionKey
 	var cookie string
 	credential := "key"
 	if ticket != nil {
 		k, credential = ticketKey, "ticket"
-		cookie, err = FormatCookie(ticket.TID(), ticket.Sealed(), RandomPad(), RandomPad())
+		cookie, err = FormatCookie(ticket.TID(), ticket.Sealed(), pad(), pad())
 	} else {
 		if own == nil {
 			own = GenerateKexSecret()
@@ -466,13 +485,18 @@ func (t *Transport) once(req *http.Request, body io.ReadCloser, cs *call) (*http
 			closeIn()
 			return nil, done, err
 		}
-		cookie, err = FormatCookie(server.KID(), own.Public(), RandomPad(), RandomPad())
+		cookie, err = FormatCookie(server.KID(), own.Public(), pad(), pad())
 	}
 	if err != nil {
 		closeIn()
 		return nil, done, err
 	}
-	n0 := [NonceLen]byte(randomBytes(NonceLen))
+	var n0 [NonceLen]byte
+	if compact {
+		n0 = NewCompactNonce(now + offset) // the time travels in n0, not in Date
+	} else {
+		n0 = [NonceLen]byte(randomBytes(NonceLen))
+	}
 	echo := false
 	if ticket == nil && admit != nil {
 		// Spec §14.5: a key request to a host that challenged us in the
@@ -487,6 +511,8 @@ func (t *Transport) once(req *http.Request, body io.ReadCloser, cs *call) (*http
 	}
 
 	// Inner head: Host, the caller's fields, a Date, Content-Length, tokens.
+	// Profile 2 sends no Date (the time is in n0) and no Host (the outer
+	// one is bound), except a Host the caller set apart from the URL's.
 	head := RequestHead{Method: req.Method, Target: req.URL.RequestURI()}
 	if head.Method == "" {
 		head.Method = http.MethodGet
@@ -495,7 +521,12 @@ func (t *Transport) once(req *http.Request, body io.ReadCloser, cs *call) (*http
 	if hostValue == "" {
 		hostValue = authority
 	}
-	head.Fields = append(head.Fields, Field{"Host", hostValue})
+	if !compact || hostValue != authority {
+		head.Fields = append(head.Fields, Field{"Host", hostValue})
+	}
+	if compact {
+		ownDate = false // a caller's Date is passed on, not judged
+	}
 	names := make([]string, 0, len(req.Header))
 	for n := range req.Header {
 		names = append(names, n)
@@ -510,7 +541,7 @@ func (t *Transport) once(req *http.Request, body io.ReadCloser, cs *call) (*http
 			head.Fields = append(head.Fields, Field{n, v})
 		}
 	}
-	if ownDate || req.Header.Get("Date") == "" {
+	if !compact && (ownDate || req.Header.Get("Date") == "") {
 		head.Fields = append(head.Fields, Field{"Date", FormatDate(now + offset)})
 	}
 	noBody := body == nil || body == http.NoBody
@@ -535,8 +566,20 @@ func (t *Transport) once(req *http.Request, body io.ReadCloser, cs *call) (*http
 	}
 	headBytes := head.Format(nil)
 
+	// The request sealer and target of the profile; the outer Host is the
+	// authority, exactly the value record 0 binds in profile 2.
+	sealer := NewRequestSealer(k, n0)
+	noncePath, getTarget := t.mount.NoncePath, t.mount.GetTarget
+	if compact {
+		if sealer, err = NewCompactRequestSealer(k, n0, authority); err != nil {
+			closeIn()
+			return nil, done, err
+		}
+		noncePath, getTarget = t.mount.CompactNoncePath, t.mount.CompactGetTarget
+	}
+
 	var outer *http.Request
-	if !t.opts.NoGetForm && exact >= 0 && FitsGetForm(t.mount, len(headBytes)+int(exact)+64) {
+	if !t.opts.NoGetForm && exact >= 0 && FitsGetFormProfile(t.mount, len(headBytes)+int(exact)+64, profile) {
 		plain := headBytes
 		if !noBody {
 			b, err := limitedRead(body, exact)
@@ -549,17 +592,17 @@ func (t *Transport) once(req *http.Request, body io.ReadCloser, cs *call) (*http
 			}
 			plain = append(plain, b...)
 		}
-		stream, err := SealAll(NewRequestSealer(k, n0), nil, plain, max(len(plain), 1))
+		stream, err := SealAll(sealer, nil, plain, max(len(plain), 1))
 		if err != nil {
 			return nil, done, err
 		}
-		outer, err = http.NewRequestWithContext(ctx, http.MethodGet, "http://"+authority+t.mount.GetTarget(&n0, stream), nil)
+		outer, err = http.NewRequestWithContext(ctx, http.MethodGet, "http://"+authority+getTarget(&n0, stream), nil)
 		if err != nil {
 			return nil, done, &Error{Code: CodeConfig, Err: err}
 		}
 	} else {
-		sr := &sealReader{sealer: NewRequestSealer(k, n0), pending: headBytes, body: body, recordSize: t.opts.RecordSize}
-		outer, err = http.NewRequestWithContext(ctx, http.MethodPost, "http://"+authority+t.mount.NoncePath(&n0), sr)
+		sr := &sealReader{sealer: sealer, pending: headBytes, body: body, recordSize: t.opts.RecordSize}
+		outer, err = http.NewRequestWithContext(ctx, http.MethodPost, "http://"+authority+noncePath(&n0), sr)
 		if err != nil {
 			closeIn()
 			return nil, done, &Error{Code: CodeConfig, Err: err}
@@ -585,7 +628,11 @@ func (t *Transport) once(req *http.Request, body io.ReadCloser, cs *call) (*http
 		return t.refused(authority, rsp, ticket != nil, cs)
 	}
 
-	opened, ihead, err := openResponse(rsp.Body, NewResponseOpener(k, n0, t.limits.MaxRecord), t.limits)
+	opener := NewResponseOpener(k, n0, t.limits.MaxRecord)
+	if compact {
+		opener = NewCompactResponseOpener(k, n0, t.limits.MaxRecord)
+	}
+	opened, ihead, err := openResponse(rsp.Body, opener, t.limits)
 	if err != nil {
 		rsp.Body.Close()
 		return nil, done, err
@@ -645,7 +692,7 @@ func (t *Transport) once(req *http.Request, body io.ReadCloser, cs *call) (*http
 	}
 	if t.opts.Observe != nil {
 		x := Exchange{Credential: credential, Attempts: attempt, OuterMethod: outer.Method,
-			OuterURL: outer.URL.String(), Status: ihead.Status, Challenges: cs.challenges, Busy: cs.busy, Echo: echo}
+			OuterURL: outer.URL.String(), Profile: profile, Status: ihead.Status, Challenges: cs.challenges, Busy: cs.busy, Echo: echo}
 		if echo {
 			x.Difficulty = admitD
 		}

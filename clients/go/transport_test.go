@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,6 +30,37 @@ type memServer struct {
 	lastBodyLen  atomic.Int64
 	// issueTickets adds a Ticket field to every response.
 	issueTickets bool
+	// seen records what the server took from the last request: profile,
+	// outer target, bound host and inner head (guarded by mu).
+	mu   sync.Mutex
+	seen []memSeen
+}
+
+type memSeen struct {
+	profile int
+	target  string
+	host    string
+	n0      [NonceLen]byte
+	head    *RequestHead
+	stale   bool
+}
+
+// newCompactMemServer is newMemServer with a version-2 certificate: the
+// key takes profile-2 requests, whose freshness is the time in n0.
+func newCompactMemServer(t *testing.T, start int64) *memServer {
+	m := newMemServer(t, start)
+	c := m.srv.cert
+	m.srv.cert = SignCertVersion(m.srv.identity, CertVersionCompact, c.Serial, c.NotBefore, c.NotAfter, c.KexPublic[:])
+	return m
+}
+
+func (m *memServer) last() memSeen {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.seen) == 0 {
+		return memSeen{}
+	}
+	return m.seen[len(m.seen)-1]
 }
 
 func newMemServer(t *testing.T, start int64) *memServer {
@@ -84,21 +116,41 @@ func (m *memServer) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 		return plainResponse(400, contentTypeProblem, fmt.Sprintf(`{"type":%q,"status":400}`, ProblemMalformed)), nil
 	}
+	// Profile 2: freshness from the time in n0 (spec §4.5); a stale
+	// answer carries the server's Date, other answers none.
+	stale := false
+	if acc.profile == ProfileCompact {
+		_, err := CheckNonceTime(&acc.n0, m.srv.now, DefaultWindow)
+		stale = err != nil
+	}
+	m.mu.Lock()
+	m.seen = append(m.seen, memSeen{profile: acc.profile, target: r.URL.RequestURI(), host: acc.host, n0: acc.n0, head: acc.head, stale: stale})
+	m.mu.Unlock()
 	sum := sha256.Sum256(acc.body)
 	payload := fmt.Sprintf("%s %s %d %x", acc.head.Method, acc.head.Target, len(acc.body), sum)
 	status, ctype := 200, "text/plain"
 	if m.problem != "" {
 		status, ctype, payload = 500, contentTypeProblem, fmt.Sprintf(`{"type":%q,"status":500}`, m.problem)
 	}
+	if stale {
+		status, ctype, payload = 425, contentTypeProblem, fmt.Sprintf(`{"type":%q,"status":425}`, ProblemStale)
+	}
 	ticket := ""
 	if m.issueTickets {
 		tic := m.srv.ticket.Seal(TicketContents{Key: acc.key, KID: acc.kid, Expiry: uint32(m.srv.ticketExpires)}, [NonceLen]byte(randomBytes(NonceLen)))
 		ticket = TicketField + ": " + tic.Field() + "\r\n"
 	}
-	inner := fmt.Sprintf("HTTP/1.1 %d X\r\nDate: %s\r\n%sContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s",
-		status, FormatDate(m.srv.now), ticket, ctype, len(payload), payload)
-	rn0 := [NonceLen]byte(randomBytes(NonceLen))
-	out, err := SealAll(NewResponseSealer(acc.key, acc.n0, rn0), append([]byte(nil), rn0[:]...), []byte(inner), 100)
+	date := "Date: " + FormatDate(m.srv.now) + "\r\n"
+	nonce := randomBytes(NonceLen)
+	if acc.profile == ProfileCompact {
+		nonce = randomBytes(ResponseRandomLen)
+		if !stale {
+			date = ""
+		}
+	}
+	inner := fmt.Sprintf("HTTP/1.1 %d X\r\n%s%sContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s",
+		status, date, ticket, ctype, len(payload), payload)
+	out, err := acc.sealResponse(nonce, []byte(inner), 100)
 	if err != nil {
 		return nil, err
 	}

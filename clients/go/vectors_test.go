@@ -177,7 +177,7 @@ func fieldsOut(fs []Field) [][]string {
 }
 
 func certOut(c *KeyCert) map[string]any {
-	return map[string]any{"serial": c.Serial, "not_before": c.NotBefore, "not_after": c.NotAfter,
+	return map[string]any{"version": c.Version, "serial": c.Serial, "not_before": c.NotBefore, "not_after": c.NotAfter,
 		"kex_public": hex.EncodeToString(c.KexPublic[:]), "cert": hex.EncodeToString(c.Encode())}
 }
 
@@ -325,6 +325,7 @@ func init() {
 		out := map[string]any{"route": r.Kind}
 		if r.Kind == "post" || r.Kind == "get" {
 			out["n0"] = hex.EncodeToString(r.N0[:])
+			out["profile"] = r.Profile
 		}
 		if r.Kind == "get" {
 			out["query"] = r.Query
@@ -362,22 +363,44 @@ func init() {
 		}
 		return map[string]any{"date": got}, nil
 	}
+	vectorRunners["nonce_time"] = func(t *testing.T, in map[string]any) (map[string]any, error) {
+		n0 := n24(hx(in, "n0"))
+		got, err := CheckNonceTime(&n0, num(in, "now"), num(in, "window"))
+		if err != nil {
+			return nil, err
+		}
+		if got != NonceTime(&n0) {
+			t.Fatalf("CheckNonceTime %d, NonceTime %d", got, NonceTime(&n0))
+		}
+		return map[string]any{"time": got}, nil
+	}
 	vectorRunners["stream_seal"] = func(t *testing.T, in map[string]any) (map[string]any, error) {
 		k := SessionKey(hx(in, "key"))
-		n0 := n24(hx(in, "n0"))
+		compact := numOr(in, "profile", Profile1) == ProfileCompact
 		var s *Sealer
 		var body []byte
 		response := str(in, "direction") == "response"
 		var rn0 [NonceLen]byte
-		if response {
+		var err error
+		switch {
+		case response && compact:
 			rn0 = n24(hx(in, "request_n0"))
+			r := [ResponseRandomLen]byte(hx(in, "response_random"))
+			s = NewCompactResponseSealer(k, rn0, r)
+			body = append(body, r[:]...)
+		case response:
+			rn0 = n24(hx(in, "request_n0"))
+			n0 := n24(hx(in, "n0"))
 			s = NewResponseSealer(k, rn0, n0)
 			body = append(body, n0[:]...)
-		} else {
-			s = NewRequestSealer(k, n0)
+		case compact:
+			if s, err = NewCompactRequestSealer(k, n24(hx(in, "n0")), str(in, "host")); err != nil {
+				return nil, err
+			}
+		default:
+			s = NewRequestSealer(k, n24(hx(in, "n0")))
 		}
 		var want []byte
-		var err error
 		for _, r := range in["records"].([]any) {
 			m := r.(map[string]any)
 			p := hx(m, "plaintext")
@@ -398,9 +421,14 @@ func init() {
 				return nil, err
 			}
 		}
-		mk := func() *Opener { return NewRequestOpener(k, n0, DefaultMaxRecord) }
-		if response {
+		var mk func() *Opener
+		switch {
+		case response && compact:
+			mk = func() *Opener { return NewCompactResponseOpener(k, rn0, DefaultMaxRecord) }
+		case response:
 			mk = func() *Opener { return NewResponseOpener(k, rn0, DefaultMaxRecord) }
+		default:
+			mk = requestOpenerFor(t, in, DefaultMaxRecord)
 		}
 		back, err := openSplits(t, mk, body)
 		if err != nil || !bytes.Equal(back, want) {
@@ -415,9 +443,14 @@ func init() {
 		if str(in, "direction") == "response" {
 			rn0 := n24(hx(in, "request_n0"))
 			mk = func() *Opener { return NewResponseOpener(k, rn0, max) }
+			if numOr(in, "profile", Profile1) == ProfileCompact {
+				mk = func() *Opener { return NewCompactResponseOpener(k, rn0, max) }
+			}
 		} else {
-			n0 := n24(hx(in, "n0"))
-			mk = func() *Opener { return NewRequestOpener(k, n0, max) }
+			if _, err := compactHostOK(in); err != nil {
+				return nil, err
+			}
+			mk = requestOpenerFor(t, in, max)
 		}
 		p, err := openSplits(t, mk, hx(in, "body"))
 		if err != nil {
@@ -427,13 +460,16 @@ func init() {
 	}
 	vectorRunners["cert"] = func(t *testing.T, in map[string]any) (map[string]any, error) {
 		priv := ed25519.NewKeyFromSeed(hx(in, "identity_seed"))
-		c := SignCert(priv, uint32(num(in, "serial")), uint32(num(in, "not_before")), uint32(num(in, "not_after")), hx(in, "kex_public"))
+		c := SignCertVersion(priv, uint8(numOr(in, "version", CertVersion1)), uint32(num(in, "serial")), uint32(num(in, "not_before")), uint32(num(in, "not_after")), hx(in, "kex_public"))
 		id, err := ParseIdentity(priv.Public().(ed25519.PublicKey))
 		if err != nil {
 			return nil, err
 		}
 		if err := c.Verify(id); err != nil {
 			t.Fatalf("own certificate does not verify: %v", err)
+		}
+		if back, err := ParseCertText(c.Text()); err != nil || *back != *c {
+			t.Fatalf("own certificate does not parse back: %v", err)
 		}
 		var addrs []string
 		for _, a := range FormatAAAA(c) {
@@ -652,6 +688,34 @@ func init() {
 			}
 		}
 		return map[string]any{"serial": c.Serial, "not_before": c.NotBefore, "not_after": c.NotAfter, "kex_public": hex.EncodeToString(c.KexPublic[:])}, nil
+	}
+}
+
+// compactHostOK checks the host of a profile-2 request case (bad_host
+// when it cannot be bound).
+func compactHostOK(in map[string]any) (string, error) {
+	if numOr(in, "profile", Profile1) != ProfileCompact {
+		return "", nil
+	}
+	host := str(in, "host")
+	_, err := compactRequestAD0(host)
+	return host, err
+}
+
+// requestOpenerFor makes request openers for a stream case of either
+// profile (profile 2 binds the input host).
+func requestOpenerFor(t *testing.T, in map[string]any, max int) func() *Opener {
+	k, n0 := SessionKey(hx(in, "key")), n24(hx(in, "n0"))
+	if numOr(in, "profile", Profile1) != ProfileCompact {
+		return func() *Opener { return NewRequestOpener(k, n0, max) }
+	}
+	host := str(in, "host")
+	return func() *Opener {
+		o, err := NewCompactRequestOpener(k, n0, host, max)
+		if err != nil {
+			t.Fatalf("request opener: %v", err)
+		}
+		return o
 	}
 }
 

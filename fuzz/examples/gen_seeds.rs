@@ -177,6 +177,25 @@ fn outer_request(s: &mut Seeds) {
     );
     s.put("outer_request", "get-key", &seed);
 
+    // Profile 2 (spec §4.5): time in the nonce, the Host bound, no inner Date.
+    let mut n0 = [0x6b; 24];
+    n0[..5].copy_from_slice(&fx::NOW.to_be_bytes()[3..]);
+    let prep = PreparedRequest::new(&cert, ClientCredential::Key(&client), n0, "", "q")
+        .expect("prepare")
+        .compact("example.com")
+        .expect("host fits");
+    let stream = prep
+        .seal_message(&RequestHead::new("GET", "/c"), b"", 1024)
+        .expect("seal");
+    let target = prep.get_target(&root, &stream);
+    let seed = outer_seed(
+        HOST,
+        0,
+        &["GET", &target, "example.com", prep.cookie()],
+        b"",
+    );
+    s.put("outer_request", "get-compact", &seed);
+
     // POST form with a ticket.
     let tk = fx::ticket_key();
     let session = fx::session_key();

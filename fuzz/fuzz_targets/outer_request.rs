@@ -29,6 +29,7 @@ use httpcrypt_proto::error::Scope;
 use httpcrypt_proto::inner::RequestHead;
 use httpcrypt_proto::keys::KexSecret;
 use httpcrypt_proto::outer::{self, Credential, Mount, Route};
+use httpcrypt_proto::profile::{self, Profile};
 use httpcrypt_proto::server::{self, Accept, OuterRequest};
 use httpcrypt_proto::{Error, Limits};
 use libfuzzer_sys::fuzz_target;
@@ -49,17 +50,25 @@ fn check_route(method: &str, target: &str, mount: &Mount, limits: &Limits) {
     assert_errors(&r, &[Error::BadNoncePath, Error::BadQuery]);
     let path = target.split('?').next().unwrap_or("");
     match r {
-        Ok(Route::Post { n0 }) => {
+        Ok(Route::Post { n0, profile }) => {
             assert_eq!(method, "POST");
-            assert_eq!(path, mount.nonce_path(&n0), "nonce path round trip");
+            assert_eq!(
+                path,
+                mount.nonce_path_for(profile, &n0),
+                "nonce path round trip"
+            );
         }
-        Ok(Route::Get { n0, query }) => {
+        Ok(Route::Get { n0, query, profile }) => {
             assert_eq!(method, "GET");
-            assert_eq!(path, mount.nonce_path(&n0), "nonce path round trip");
+            assert_eq!(
+                path,
+                mount.nonce_path_for(profile, &n0),
+                "nonce path round trip"
+            );
             assert!(target.ends_with(query) && target.len() > query.len());
             if let Ok(stream) = outer::decode_query(query, limits.max_body) {
                 assert_eq!(
-                    mount.get_target(&n0, &stream),
+                    mount.get_target_for(profile, &n0, &stream),
                     target,
                     "GET target round trip"
                 );
@@ -140,7 +149,20 @@ fuzz_target!(|data: &[u8]| {
     }
 
     let route = outer::route(&method, &target, &mount);
-    let host_ok = req.host.is_some_and(|h| !h.is_empty());
+    // A profile-2 request must also be able to bind its Host (spec §4.5).
+    let compact = matches!(
+        route,
+        Ok(Route::Post {
+            profile: Profile::Compact,
+            ..
+        } | Route::Get {
+            profile: Profile::Compact,
+            ..
+        })
+    );
+    let host_ok = req
+        .host
+        .is_some_and(|h| !h.is_empty() && !(compact && h.len() > profile::MAX_BOUND_HOST));
     let acc = match (&route, accepted) {
         (Ok(Route::Outside), r) => return assert!(matches!(r, Ok(Accept::Outside))),
         (Ok(Route::Options), r) => return assert!(matches!(r, Ok(Accept::Options))),
@@ -168,14 +190,14 @@ fuzz_target!(|data: &[u8]| {
             }
             return check_cookie_error(&cookies, e);
         }
-        (Ok(Route::Post { n0 }), Ok(Accept::Request(acc))) => {
-            assert_eq!(acc.n0, *n0);
+        (Ok(Route::Post { n0, profile }), Ok(Accept::Request(acc))) => {
+            assert_eq!((acc.n0, acc.profile), (*n0, *profile));
             assert!(acc.query_stream.is_none());
             assert!(content_length <= limits.max_body as u64 || flags & 2 == 0);
             acc
         }
-        (Ok(Route::Get { n0, query }), Ok(Accept::Request(acc))) => {
-            assert_eq!(acc.n0, *n0);
+        (Ok(Route::Get { n0, query, profile }), Ok(Accept::Request(acc))) => {
+            assert_eq!((acc.n0, acc.profile), (*n0, *profile));
             assert!(!req.has_body);
             assert_eq!(
                 acc.query_stream.as_ref(),
@@ -232,7 +254,7 @@ fuzz_target!(|data: &[u8]| {
     );
     if let Ok((head, _)) = &opened {
         let date = httpcrypt_proto::inner::field(&head.fields, "date");
-        let d = httpcrypt_proto::replay::check_date(date, NOW, 60);
+        let d = acc.check_time(date, NOW, 60);
         assert_errors(&d, &[Error::Stale, Error::BadDate]);
     }
 });

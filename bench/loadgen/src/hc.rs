@@ -1,14 +1,16 @@
 //! HTTPCrypt requests straight from the sans-IO core (`httpcrypt-proto`),
 //! the way `httpcrypt::Client` builds them (GET form, random cookie pads,
-//! inner `Host` and `Date`), without its hyper client: the generator's one
-//! HTTP/1.1 code path carries the bytes, so the client-side machinery is
-//! the same for every protocol.
+//! inner `Host` and `Date`; with a version-2 certificate profile 2: the
+//! time in the nonce and the `Host` bound, spec §4.5), without its hyper
+//! client: the generator's one HTTP/1.1 code path carries the bytes, so the
+//! client-side machinery is the same for every protocol.
 
 use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context, Result};
 use httpcrypt_proto::inner::{self, Field, InnerEvent, RequestHead, ResponseDecoder};
 use httpcrypt_proto::outer::{self, Form, Mount};
+use httpcrypt_proto::profile::{self, Profile};
 use httpcrypt_proto::stream::{self, Event, Opener, Sealer};
 use httpcrypt_proto::ticket::{Ticket, TICKET_FIELD};
 use httpcrypt_proto::{KexPublic, KexSecret, KeyCert, KeyId, Limits, SessionKey};
@@ -32,6 +34,7 @@ pub enum KeyMode {
 pub struct HcClient {
     server: KexPublic,
     kid: KeyId,
+    profile: Profile,
     mount: Mount,
     host: String,
     mode: KeyMode,
@@ -65,6 +68,7 @@ impl HcClient {
         };
         Ok(HcClient {
             kid: server.kid(),
+            profile: cert.profile,
             server,
             mount: Mount::new(mount)?,
             host: host.to_string(),
@@ -77,10 +81,17 @@ impl HcClient {
 
     /// Seals a GET for `path` and writes the outer request into `out`.
     pub fn request(&self, path: &str, close: bool, out: &mut Vec<u8>) -> Result<Pending> {
-        let mut n0 = [0u8; 24];
-        OsRng.fill_bytes(&mut n0);
-        let name_pad = outer::random_pad(&mut OsRng);
-        let value_pad = outer::random_pad(&mut OsRng);
+        let p = self.profile;
+        let n0 = match p {
+            Profile::V1 => {
+                let mut n0 = [0u8; 24];
+                OsRng.fill_bytes(&mut n0);
+                n0
+            }
+            Profile::Compact => profile::compact_n0(unix_now(), &mut OsRng),
+        };
+        let name_pad = outer::random_pad_for(p, &mut OsRng);
+        let value_pad = outer::random_pad_for(p, &mut OsRng);
         let ticket = match self.mode {
             KeyMode::Ticket => self
                 .ticket
@@ -104,19 +115,25 @@ impl HcClient {
             (k, cookie)
         };
         let mut head = RequestHead::new("GET", path);
-        head.fields.push(Field::new("Host", self.host.as_str()));
-        head.fields.push(Field::new(
-            "Date",
-            httpcrypt_proto::replay::format_date(unix_now()),
-        ));
+        let sealer = match p {
+            Profile::V1 => {
+                head.fields.push(Field::new("Host", self.host.as_str()));
+                head.fields.push(Field::new(
+                    "Date",
+                    httpcrypt_proto::replay::format_date(unix_now()),
+                ));
+                Sealer::request(&key, n0)
+            }
+            Profile::Compact => Sealer::request_bound(&key, n0, self.host.as_bytes())?,
+        };
         let mut plain = Vec::with_capacity(128);
         head.encode(&mut plain);
         let mut sealed = Vec::with_capacity(plain.len() + 32);
-        stream::seal_all(Sealer::request(&key, n0), &plain, plain.len(), &mut sealed)?;
-        if !httpcrypt_proto::client::fits_get_form(&self.mount, sealed.len()) {
+        stream::seal_all(sealer, &plain, plain.len(), &mut sealed)?;
+        if !httpcrypt_proto::client::fits_get_form_for(p, &self.mount, sealed.len()) {
             bail!("request does not fit the GET form");
         }
-        let target = self.mount.get_target(&n0, &sealed);
+        let target = self.mount.get_target_for(p, &n0, &sealed);
         out.clear();
         outer::encode_request_head(Form::Get, &target, &self.host, &cookie, 0, out);
         if close {
@@ -131,7 +148,12 @@ impl HcClient {
     pub fn sink(&self, pending: Pending) -> HcSink<'_> {
         HcSink {
             client: self,
-            opener: Opener::response(&pending.key, pending.n0, self.limits.record_limit()),
+            opener: Opener::response_for(
+                &pending.key,
+                pending.n0,
+                self.profile,
+                self.limits.record_limit(),
+            ),
             decoder: Some(ResponseDecoder::new(self.limits)),
             status: None,
             body: 0,

@@ -15,11 +15,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from httpcrypt import b64
 from httpcrypt.errors import (
     HTTPCryptError,
     IntegrityError,
     ProtocolError,
     ReplayError,
+    ServerIntegrityError,
     TokenRequiredError,
 )
 from httpcrypt.httpx_transport import HTTPCryptTransport
@@ -57,6 +59,23 @@ def served(bin_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     ident = keygen(bin_path, d / "keys")
     s = start(bin_path, ["serve", "--keys", str(d / "keys"), "--root", str(d / "root"),
                          "--mount", "/hc"], ident, free_port(), d / "serve.log")
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def compact_served(bin_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """``httpcrypt serve --compact``: version-2 certificates (spec §4.5)."""
+    help_text = subprocess.run([str(bin_path), "serve", "--help"], capture_output=True,
+                               timeout=30).stdout
+    if b"--compact" not in help_text:
+        raise RuntimeError(f"{bin_path} has no `serve --compact` (profile 2): rebuild it")
+    d = tmp_path_factory.mktemp("compact")
+    (d / "root").mkdir()
+    (d / "root" / "index.html").write_bytes(INDEX)
+    ident = keygen(bin_path, d / "keys")
+    s = start(bin_path, ["serve", "--keys", str(d / "keys"), "--root", str(d / "root"),
+                         "--mount", "/hc", "--compact"], ident, free_port(), d / "compact.log")
     yield s
     s.stop()
 
@@ -421,3 +440,75 @@ def test_hcfetch_contract(served: Server, gateway: Server, tmp_path: Path) -> No
     assert ["x-test", "1"] in [[n.lower(), v] for n, v in doc["headers"]]
     p = _hcfetch("--mount", "/hc", "-d", "hi", gateway.base + "/echo")
     assert p.returncode == 0 and httpx.Response(200, content=p.stdout).json()["method"] == "POST"
+
+
+def _segment(url: str) -> str:
+    return url.split("?", 1)[0].rsplit("/", 1)[1]
+
+
+def test_compact_profile(compact_served: Server, flavour: str) -> None:
+    """Against ``serve --compact`` the client sends profile 2: fresh key,
+    then ticket, in the GET and POST forms, pinned identity."""
+    base = compact_served.base
+    for get_form in (True, False):
+        d = make(flavour, mount="/hc", identity=compact_served.identity, get_form=get_form)
+        try:
+            first = d.get(base + "/index.html")
+            second = d.get(base + "/index.html")
+            for r, credential in ((first, "key"), (second, "ticket")):
+                assert r.status == 200 and r.body == INDEX
+                assert r.info.credential == credential and r.info.attempts == 1
+                assert r.info.profile == 2
+                assert r.info.method == ("GET" if get_form else "POST")
+                seg = _segment(r.info.url)
+                assert len(seg) == 33 and seg[0] == "2", r.info.url
+                # n0 carries the send time.
+                n0 = b64.decode(seg[1:])
+                assert abs(int.from_bytes(n0[:5], "big") - time.time()) < 30
+                name, value = next(v for n, v in r.info.request_headers
+                                   if n == "Cookie").split("=")
+                assert len(name) <= 14 + 7 and len(value) <= (43 if credential == "key"
+                                                               else 115) + 7
+            assert d.get(base + "/missing.html").status == 404
+        finally:
+            d.close()
+
+
+def test_compact_stale_retry_and_v1_opt_out(compact_served: Server, flavour: str) -> None:
+    base = compact_served.base
+    d = make(flavour, mount="/hc", clock=lambda: time.time() + 150)
+    try:
+        r = d.get(base + "/index.html")
+        # Inner 425 stale (time in n0 150 s ahead), then the retry whose n0
+        # carries the corrected time.
+        assert r.status == 200 and r.body == INDEX
+        assert r.info.attempts == 2 and r.info.profile == 2
+        assert d.get(base + "/index.html").info.attempts == 1
+    finally:
+        d.close()
+    v1 = make(flavour, mount="/hc", compact=False, tickets=False)
+    try:
+        r = v1.get(base + "/index.html")
+        assert r.status == 200 and r.body == INDEX and r.info.profile == 1
+        assert len(_segment(r.info.url)) == 32
+    finally:
+        v1.close()
+
+
+def test_compact_rewritten_host_fails(compact_served: Server) -> None:
+    """A middlebox that rewrites Host breaks record 0 of a profile-2
+    request: the server answers inner 500 integrity."""
+
+    class Rewrite(httpx.BaseTransport):
+        def __init__(self) -> None:
+            self.inner = httpx.HTTPTransport()
+
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            if request.method != "OPTIONS":
+                request.headers["Host"] = "rewritten.example"
+            return self.inner.handle_request(request)
+
+    t = HTTPCryptTransport(mount="/hc", transport=Rewrite())
+    with httpx.Client(transport=t) as c, pytest.raises(ServerIntegrityError) as e:
+        c.get(compact_served.base + "/index.html")
+    assert e.value.problem_type == "urn:httpcrypt:integrity" and e.value.status == 500

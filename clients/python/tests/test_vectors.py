@@ -1,5 +1,7 @@
 """Runs every shared vector file in ../../vectors (spec §12 codes), or in
-$HTTPCRYPT_VECTORS when set (a scratch copy during development)."""
+$HTTPCRYPT_VECTORS when set (a scratch copy during development). Cases with
+``"profile": 2`` in their input are about the compact profile (spec §4.5,
+vectors/README.md "Profile 2"); a missing ``profile`` means 1."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import pytest
 from httpcrypt import admission, b64, dns, inner, outer, server, tlsa, token
 from httpcrypt.cert import KeyCert, choose, parse_cert_list
 from httpcrypt.client import PreparedRequest
-from httpcrypt.date import check_date
+from httpcrypt.date import check_date, check_nonce_time
 from httpcrypt.errors import HTTPCryptError
 from httpcrypt.stream import Opener, Sealer, open_all, seal_all
 from httpcrypt.suite import ed25519_public, kid, session_key, signer_id, x25519, x25519_public
@@ -37,6 +39,12 @@ def test_vectors_present() -> None:
 
 def _fields(fs: list[tuple[str, str]]) -> list[list[str]]:
     return [[n, v] for n, v in fs]
+
+
+def _profile(i: dict[str, Any]) -> int:
+    p = i.get("profile", 1)
+    assert p in (1, 2), f"unknown profile {p!r}"
+    return int(p)
 
 
 # ---- kinds: each returns the output dict (compared with `output`) or raises ----
@@ -74,6 +82,8 @@ def k_route(i: dict[str, Any]) -> dict[str, Any]:
         out["n0"] = r.n0.hex()
     if r.query is not None:
         out["query"] = r.query
+    if r.kind in ("post", "get"):
+        out["profile"] = r.profile
     return out
 
 
@@ -87,19 +97,29 @@ def k_date_check(i: dict[str, Any]) -> dict[str, Any]:
     return {"date": check_date(i["date"], i["now"], i["window"])}
 
 
+def k_nonce_time(i: dict[str, Any]) -> dict[str, Any]:
+    return {"time": check_nonce_time(H(i["n0"]), i["now"], i["window"])}
+
+
 def _stream_sealer(i: dict[str, Any]) -> tuple[Sealer, bytes]:
-    key, n0 = H(i["key"]), H(i["n0"])
+    key = H(i["key"])
+    compact = _profile(i) == 2
     if i["direction"] == "request":
-        return Sealer.request(key, n0), b""
+        return Sealer.request(key, H(i["n0"]), i["host"] if compact else None), b""
+    if compact:
+        r = H(i["response_random"])
+        return Sealer.response2(key, H(i["request_n0"]), r), r
+    n0 = H(i["n0"])
     return Sealer.response(key, H(i["request_n0"]), n0), n0
 
 
 def _opener(i: dict[str, Any]) -> Opener:
     key = H(i["key"])
     max_record = i.get("max_record", 1 << 20)
+    profile = _profile(i)
     if i["direction"] == "request":
-        return Opener.request(key, H(i["n0"]), max_record)
-    return Opener.response(key, H(i["request_n0"]), max_record)
+        return Opener.request(key, H(i["n0"]), max_record, i["host"] if profile == 2 else None)
+    return Opener.response(key, H(i["request_n0"]), max_record, profile)
 
 
 def k_stream_seal(i: dict[str, Any]) -> dict[str, Any]:
@@ -154,7 +174,9 @@ def _stream_open_ways(i: dict[str, Any]) -> list[Callable[[], bytes]]:
 def _exchange_server(i: dict[str, Any]) -> tuple[server.ServerKeys, KeyCert]:
     seed, secret = H(i["identity_seed"]), H(i["server_secret"])
     c = i["cert"]
-    cert = KeyCert.sign(seed, c["serial"], c["not_before"], c["not_after"], x25519_public(secret))
+    # Profile-2 cases run under a key that announces it: cert version 2.
+    cert = KeyCert.sign(seed, c["serial"], c["not_before"], c["not_after"], x25519_public(secret),
+                        c.get("version", 1))
     tk = i["ticket_key"]
     keys = server.ServerKeys([(secret, cert)], [(TicketKey(H(tk["tid"]), H(tk["key"])),
                                                   tk["expires"])])
@@ -163,14 +185,17 @@ def _exchange_server(i: dict[str, Any]) -> tuple[server.ServerKeys, KeyCert]:
 
 def k_exchange(i: dict[str, Any]) -> dict[str, Any]:
     keys, cert = _exchange_server(i)
+    profile = _profile(i)
+    host = i["host"] if profile == 2 else None
     n0 = H(i["n0"])
     if "client_secret" in i:
         prep = PreparedRequest.for_key(cert.kex_public, n0, i["name_pad"], i["value_pad"],
-                                       client_secret=H(i["client_secret"]))
+                                       client_secret=H(i["client_secret"]), host=host)
     else:
         prep = PreparedRequest.for_key(cert.kex_public, n0, i["name_pad"], i["value_pad"],
                                        ticket=Ticket(H(i["ticket"])),
-                                       ticket_key=H(i["ticket_session_key"]))
+                                       ticket_key=H(i["ticket_session_key"]), host=host)
+    assert prep.profile == profile
     inner_req = H(i["inner_request"])
     stream = seal_all(prep.sealer(), inner_req, i["record_size"])
     mount = outer.Mount(i["mount"])
@@ -179,10 +204,15 @@ def k_exchange(i: dict[str, Any]) -> dict[str, Any]:
     acc, head, body = server.serve_bytes(keys, mount, server.Limits(), i["now"], outer_req)
     assert head.format() + body == inner_req
     assert acc.session_key == prep.session_key
+    assert (acc.profile, acc.n0) == (profile, n0)
+    if profile == 2:
+        # Fresh by the time in n0 (the inner request has no Date to judge).
+        assert server.check_fresh(acc, head, i["now"]) == int.from_bytes(n0[:5], "big")
     # Seal the response as the server, open it as the client.
     rsp_head, rsp_body = inner.decode_response(H(i["inner_response"]))
-    response = server.seal_response(acc, H(i["response_n0"]), rsp_head, rsp_body, i["now"],
-                                    i["response_record_size"])
+    response = server.seal_response(
+        acc, H(i["response_random"] if profile == 2 else i["response_n0"]), rsp_head, rsp_body,
+        i["now"], i["response_record_size"])
     h2, b2 = prep.open_response(response)
     assert h2.format() + b2 == H(i["inner_response"])
     return {"cert_text": cert.to_text(), "session_key": prep.session_key.hex(),
@@ -200,10 +230,12 @@ def k_server_request(i: dict[str, Any]) -> dict[str, Any]:
 
 def k_cert(i: dict[str, Any]) -> dict[str, Any]:
     seed = H(i["identity_seed"])
-    c = KeyCert.sign(seed, i["serial"], i["not_before"], i["not_after"], H(i["kex_public"]))
+    c = KeyCert.sign(seed, i["serial"], i["not_before"], i["not_after"], H(i["kex_public"]),
+                     i.get("version", 1))
     ident = ed25519_public(seed)
     c.verify(ident)
     assert dns.read_aaaa(dns.encode_aaaa(c)) == c
+    assert KeyCert.from_text(c.to_text()) == c
     return {"cert": c.encode().hex(), "text": c.to_text(), "kid": c.kid.hex(),
             "signer": signer_id(ident).hex(), "identity_public": ident.hex(),
             "aaaa": [a.hex() for a in dns.encode_aaaa(c)],
@@ -214,7 +246,7 @@ def k_cert_verify(i: dict[str, Any]) -> dict[str, Any]:
     c = KeyCert.from_text(i["text"])
     c.verify(H(i["identity_public"]))
     return {"serial": c.serial, "not_before": c.not_before, "not_after": c.not_after,
-            "kex_public": c.kex_public.hex()}
+            "kex_public": c.kex_public.hex(), "version": c.version}
 
 
 def k_cert_choose(i: dict[str, Any]) -> dict[str, Any]:
@@ -305,7 +337,8 @@ def k_admit_verify(i: dict[str, Any]) -> dict[str, Any]:
 KINDS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "b64u": k_b64u, "kex": k_kex, "inner_request": k_inner_request,
     "inner_response": k_inner_response, "route": k_route, "cookie_scan": k_cookie_scan,
-    "date_check": k_date_check, "stream_seal": k_stream_seal, "stream_open": k_stream_open,
+    "date_check": k_date_check, "nonce_time": k_nonce_time, "stream_seal": k_stream_seal,
+    "stream_open": k_stream_open,
     "exchange": k_exchange, "server_request": k_server_request, "cert": k_cert,
     "cert_verify": k_cert_verify, "cert_choose": k_cert_choose, "cert_list": k_cert_list,
     "aaaa": k_aaaa, "identity_txt": k_identity_txt, "txt": k_txt, "tlsa": k_tlsa,

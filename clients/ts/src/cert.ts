@@ -13,8 +13,16 @@ const SIGNED_LEN = 54;
 const CONTEXT = utf8('httpcrypt-cert-v1');
 export const TEXT_PREFIX = 'hc1 ';
 
+/**
+ * The certificate's version byte (spec §5): 1, or 2 for a key that also
+ * takes profile-2 (compact) requests (spec §4.5).
+ */
+export type CertVersion = 1 | 2;
+
 /** A decoded key certificate. */
 export interface KeyCert {
+  /** Absent means 1 (certificates made before profile 2 existed). */
+  version?: CertVersion;
   serial: number;
   notBefore: number;
   notAfter: number;
@@ -34,7 +42,7 @@ function putU32(b: Uint8Array, i: number, v: number): void {
 /** The 118-byte wire form. */
 export function encodeCert(c: KeyCert): Uint8Array {
   const b = new Uint8Array(CERT_LEN);
-  b[0] = 1;
+  b[0] = certVersion(c);
   b[1] = 1;
   putU32(b, 2, c.serial);
   putU32(b, 6, c.notBefore);
@@ -45,10 +53,17 @@ export function encodeCert(c: KeyCert): Uint8Array {
   return b;
 }
 
-/** Decodes the wire form: length, version and suite (`bad_certificate`); not the signature. */
+/** The version byte of `c` (1 when the field is absent). */
+export function certVersion(c: { version?: CertVersion }): CertVersion {
+  return c.version ?? 1;
+}
+
+/** Decodes the wire form: length, version 1 or 2 and suite (`bad_certificate`); not the signature. */
 export function decodeCert(b: Uint8Array): KeyCert {
-  if (b.length !== CERT_LEN || b[0] !== 1 || b[1] !== 1) fail('bad_certificate');
+  const version = b[0];
+  if (b.length !== CERT_LEN || (version !== 1 && version !== 2) || b[1] !== 1) fail('bad_certificate');
   return {
+    version,
     serial: u32(b, 2),
     notBefore: u32(b, 6),
     notAfter: u32(b, 10),
@@ -58,9 +73,18 @@ export function decodeCert(b: Uint8Array): KeyCert {
   };
 }
 
-/** Signs a certificate (server side; the vectors and tests use it). */
-export function signCert(identitySeed: Uint8Array, serial: number, notBefore: number, notAfter: number, kexPublic: Uint8Array): KeyCert {
+/** Signs a certificate (server side; the vectors and tests use it). Version 2 announces profile 2 (spec §4.5). */
+export function signCert(
+  identitySeed: Uint8Array,
+  serial: number,
+  notBefore: number,
+  notAfter: number,
+  kexPublic: Uint8Array,
+  version: CertVersion = 1,
+): KeyCert {
+  if (version !== 1 && version !== 2) fail('bad_certificate', `certificate version ${String(version)}`);
   const c: KeyCert = {
+    version,
     serial,
     notBefore,
     notAfter,

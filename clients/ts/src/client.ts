@@ -8,15 +8,19 @@
  * `stale`, never on `replay` (spec §11.5), and obeys a server's admission
  * defence (spec §14.5): it solves the puzzle of an outer 429 `admission`
  * challenge, waits out `busy`, at most three such retries per call.
+ * When the chosen certificate has version 2 it sends profile 2 (spec §4.5):
+ * the time in the nonce, record 0 bound to the outer `Host` (`URL.host`,
+ * what fetch puts on the wire), no inner `Host` or `Date`, pads of 0–7.
  */
 import { ADMIT_COOKIE_LEN, ADMIT_COOKIE_NAME, ADMIT_ECHO_SECONDS, MAX_CLIENT_DIFFICULTY, cookieDifficulty, formatEcho, solvePuzzle } from './admission.js';
 import { b64uDecodeExact } from './b64u.js';
-import { type KeyCert, certFromText, chooseCert, parseCertList, verifyCert } from './cert.js';
+import { type KeyCert, certFromText, certVersion, chooseCert, parseCertList, verifyCert } from './cert.js';
+import { COMPACT_MAX_PAD, type Profile, compactNonce } from './compact.js';
 import { checkDate, formatHttpDate } from './date.js';
 import { type ErrorCode, HttpCryptError, PROBLEM, type ProblemInfo, codeForProblem, fail } from './errors.js';
 import { type ClientCredential, type PreparedRequest, prepareRequest, requestSealer, responseOpener } from './exchange.js';
 import { DEFAULT_INNER_LIMITS, FORBIDDEN, type Field, InnerDecoder, type InnerLimits, type ResponseHead, fieldValue, formatRequestHead } from './inner.js';
-import { PROBLEM_TYPE, fitsGetForm, getTarget, noncePath, normalizeMount, parseProblem, randomPad, OCTET_STREAM } from './outer.js';
+import { MAX_PAD, PROBLEM_TYPE, fitsGetForm, getTarget, noncePath, normalizeMount, parseProblem, randomPad, OCTET_STREAM } from './outer.js';
 import { DEFAULT_MAX_RECORD, type Opener, sealAll } from './stream.js';
 import { concat, isIdentityKey, randomBytes } from './suite.js';
 import { TICKET_FIELD, parseTicketField } from './ticket.js';
@@ -75,6 +79,11 @@ export interface ExchangeInfo {
   form: 'post' | 'get';
   /** Outer URL of the last attempt. */
   outerUrl: string;
+  /**
+   * Request profile of the last attempt: 2 (compact, spec §4.5) when the
+   * certificate used has version 2, else 1.
+   */
+  profile: Profile;
   /** Admission (spec §14): challenges and `busy` answers met in this call, and the echo of the last attempt. */
   admission: {
     /** Outer 429 `urn:httpcrypt:admission` answers this call got (each one solved and retried). */
@@ -350,7 +359,14 @@ export function createClient(options: ClientOptions = {}): HcClient {
     if (keyReuse && h.key === null) h.key = randomBytes(32);
     const cred: ClientCredential =
       useTickets && h.ticket !== null ? { kind: 'ticket', ...h.ticket } : { kind: 'key', secret: h.key ?? randomBytes(32) };
-    const p = prepareRequest(cert.kexPublic, cred, randomBytes(24), randomPad(), randomPad());
+    // Profile 2 exactly when the chosen certificate announces it (spec §4.5). Its n0 carries the
+    // corrected clock; record 0 binds the outer Host as fetch writes it on the wire: URL.host.
+    const profile: Profile = certVersion(cert) === 2 ? 2 : 1;
+    const maxPad = profile === 2 ? COMPACT_MAX_PAD : MAX_PAD;
+    const p =
+      profile === 2
+        ? prepareRequest(cert.kexPublic, cred, compactNonce(now() + h.clockOffset), randomPad(maxPad), randomPad(maxPad), { profile: 2, host: authority })
+        : prepareRequest(cert.kexPublic, cred, randomBytes(24), randomPad(maxPad), randomPad(maxPad));
     // Under admission: fresh-key requests echo the host's cookie with a solution for this n0; ticket requests never.
     let echo: string | null = null;
     stats.echoDifficulty = null;
@@ -362,13 +378,14 @@ export function createClient(options: ClientOptions = {}): HcClient {
     }
 
     // Inner head: target, Host, the caller's fields, a corrected Date, framing, token.
+    // Profile 2 sends neither Host (the outer one is bound) nor Date (the time is in n0).
     const fields: Field[] = [];
-    if (!callerHeaders.has('host')) fields.push(['Host', authority]);
+    if (profile === 1 && !callerHeaders.has('host')) fields.push(['Host', authority]);
     callerHeaders.forEach((value, name) => {
-      if (FORBIDDEN.includes(name) || name === 'content-length' || (ownDate && name === 'date')) return;
+      if (FORBIDDEN.includes(name) || name === 'content-length' || (profile === 1 && ownDate && name === 'date')) return;
       fields.push([name, value]);
     });
-    if (ownDate || !callerHeaders.has('date')) fields.push(['Date', formatHttpDate(now() + h.clockOffset)]);
+    if (profile === 1 && (ownDate || !callerHeaders.has('date'))) fields.push(['Date', formatHttpDate(now() + h.clockOffset)]);
     const len = body.bytes?.length ?? (body.stream === null ? 0 : null);
     if (len !== null && (len > 0 || method === 'POST' || method === 'PUT')) fields.push(['Content-Length', String(len)]);
     if (!SAFE.has(method)) {
@@ -378,7 +395,7 @@ export function createClient(options: ClientOptions = {}): HcClient {
     const target = url.pathname + url.search;
     const head = formatRequestHead({ method, target, fields });
 
-    const fits = len !== null && fitsGetForm(mount, head.length + len + 64);
+    const fits = len !== null && fitsGetForm(mount, head.length + len + 64, profile);
     if (form === 'get' && !fits) fail('config', 'the request does not fit the GET form (2000-byte request line, body in memory)');
     const useGet = form !== 'post' && fits;
     const outerHeaders = new Headers();
@@ -387,10 +404,10 @@ export function createClient(options: ClientOptions = {}): HcClient {
     if (signal) outerInit.signal = signal;
     if (useGet) {
       const stream = sealAll(requestSealer(p), concat(head, body.bytes ?? new Uint8Array(0)), recordSize);
-      outerUrl = origin + getTarget(mount, p.n0, stream);
+      outerUrl = origin + getTarget(mount, p.n0, stream, profile);
       outerInit.method = 'GET';
     } else {
-      outerUrl = origin + noncePath(mount, p.n0);
+      outerUrl = origin + noncePath(mount, p.n0, profile);
       outerInit.method = 'POST';
       outerHeaders.set('Content-Type', OCTET_STREAM);
       if (body.stream !== null) {
@@ -530,7 +547,7 @@ export function createClient(options: ClientOptions = {}): HcClient {
       // a reason phrase with bytes a Response cannot carry: keep the status, drop the phrase
       response = new Response(bodyStream, { status: inner.status, headers: outHeaders });
     }
-    INFO.set(response, { credential: p.credential, attempts, form: useGet ? 'get' : 'post', outerUrl, admission: { ...stats } });
+    INFO.set(response, { credential: p.credential, attempts, form: useGet ? 'get' : 'post', outerUrl, profile, admission: { ...stats } });
     Object.defineProperty(response, 'url', { value: url.href });
     return { kind: 'done', response };
   }

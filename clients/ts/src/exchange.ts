@@ -2,7 +2,11 @@
  * The client's side of one exchange, without IO (spec §4, §7.2): derive
  * `k` (or take it from a ticket), build cookie and path, seal the request,
  * open the response. The fetch client drives these; the vectors pin them.
+ * A request is v1 or profile 2 (spec §4.5: `2…` nonce segment, record 0
+ * bound to the outer `Host`, response body `r || stream`).
  */
+import { type Profile } from './compact.js';
+import { fail } from './errors.js';
 import { DEFAULT_INNER_LIMITS, InnerDecoder, type InnerLimits, type ResponseHead, decodeAll, latin1 } from './inner.js';
 import { formatCookie, formatOuterRequestHead, getTarget, noncePath } from './outer.js';
 import { DEFAULT_MAX_RECORD, Opener, Sealer, openAll, sealAll } from './stream.js';
@@ -12,32 +16,53 @@ import { ticketId, ticketSealed } from './ticket.js';
 /** What the cookie presents: a key pair (secret) or a ticket with its session key. */
 export type ClientCredential = { kind: 'key'; secret: Uint8Array } | { kind: 'ticket'; ticket: Uint8Array; sessionKey: Uint8Array };
 
+/** The request profile and, for profile 2, the outer `Host` value record 0 binds (exactly as it will be sent). */
+export type RequestProfile = { profile: 1 } | { profile: 2; host: string };
+
 /** Everything needed to send one request and open its response. */
 export interface PreparedRequest {
   n0: Uint8Array;
   sessionKey: Uint8Array;
   cookie: string;
   credential: 'key' | 'ticket';
+  /** 1 (v1) or 2 (compact, spec §4.5). */
+  profile: Profile;
+  /** Profile 2: the bound outer `Host` value; v1: null. */
+  host: string | null;
 }
 
-/** Derives `k` against the server key (or takes the ticket's) and formats the cookie with the given pads. */
-export function prepareRequest(serverKexPublic: Uint8Array, cred: ClientCredential, n0: Uint8Array, namePad: string, valuePad: string): PreparedRequest {
+/**
+ * Derives `k` against the server key (or takes the ticket's) and formats
+ * the cookie with the given pads. For profile 2, `n0` is `u40(t) || r`
+ * (`compactNonce`) and the caller draws pads of at most 7 characters.
+ */
+export function prepareRequest(
+  serverKexPublic: Uint8Array,
+  cred: ClientCredential,
+  n0: Uint8Array,
+  namePad: string,
+  valuePad: string,
+  profile: RequestProfile = { profile: 1 },
+): PreparedRequest {
+  const binding = profile.profile === 2 ? { profile: 2 as const, host: profile.host } : { profile: 1 as const, host: null };
   if (cred.kind === 'key') {
     const k = sessionKey(cred.secret, serverKexPublic);
     const cookie = formatCookie(keyId(serverKexPublic), x25519Public(cred.secret), namePad, valuePad);
-    return { n0, sessionKey: k, cookie, credential: 'key' };
+    return { n0, sessionKey: k, cookie, credential: 'key', ...binding };
   }
   const cookie = formatCookie(ticketId(cred.ticket), ticketSealed(cred.ticket), namePad, valuePad);
-  return { n0, sessionKey: cred.sessionKey, cookie, credential: 'ticket' };
+  return { n0, sessionKey: cred.sessionKey, cookie, credential: 'ticket', ...binding };
 }
 
-/** A sealer for the request stream. */
+/** A sealer for the request stream (profile 2: record 0 bound to the Host). */
 export function requestSealer(p: PreparedRequest): Sealer {
+  if (p.profile === 2) return Sealer.compactRequest(p.sessionKey, p.n0, p.host ?? fail('config', 'profile 2 without a Host'));
   return Sealer.request(p.sessionKey, p.n0);
 }
 
-/** An opener for the response body (`n0 || stream`). */
+/** An opener for the response body (`n0 || stream`; profile 2: `r || stream`). */
 export function responseOpener(p: PreparedRequest, maxRecord = DEFAULT_MAX_RECORD): Opener {
+  if (p.profile === 2) return Opener.compactResponse(p.sessionKey, p.n0, maxRecord);
   return Opener.response(p.sessionKey, p.n0, maxRecord);
 }
 
@@ -46,12 +71,13 @@ export function sealMessage(p: PreparedRequest, inner: Uint8Array, recordSize: n
   return sealAll(requestSealer(p), inner, recordSize);
 }
 
-/** The complete outer request bytes in the canonical layout (spec D9). */
+/** The complete outer request bytes in the canonical layout (spec D9). Profile 2 sends the Host it bound. */
 export function encodeOuterRequest(p: PreparedRequest, form: 'post' | 'get', mount: string, host: string, stream: Uint8Array): Uint8Array {
+  if (p.profile === 2 && host !== p.host) fail('config', 'the outer Host differs from the one record 0 binds');
   if (form === 'post') {
-    return concat(latin1(formatOuterRequestHead('post', noncePath(mount, p.n0), host, p.cookie, stream.length)), stream);
+    return concat(latin1(formatOuterRequestHead('post', noncePath(mount, p.n0, p.profile), host, p.cookie, stream.length)), stream);
   }
-  return latin1(formatOuterRequestHead('get', getTarget(mount, p.n0, stream), host, p.cookie, 0));
+  return latin1(formatOuterRequestHead('get', getTarget(mount, p.n0, stream, p.profile), host, p.cookie, 0));
 }
 
 /** Opens a whole response body and parses the inner response. */

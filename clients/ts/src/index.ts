@@ -1,11 +1,12 @@
 /**
- * @httpcrypt/client: the HTTPCrypt v1 client for browsers and Node 20.
+ * @httpcrypt/client: the HTTPCrypt v1 client (and profile 2, spec §4.5) for browsers and Node 20.
  * `hcFetch`/`createClient` for applications; the protocol core (streams,
  * inner messages, certificates, tickets, DNS forms) for tools and tests.
  */
 export * from './errors.js';
 export * from './b64u.js';
 export * from './suite.js';
+export * from './compact.js';
 export * from './stream.js';
 export * from './inner.js';
 export * from './date.js';

@@ -4,6 +4,7 @@
  * head, the GET-form size rule, and problem documents.
  */
 import { b64uDecode, b64uDecodeExact, b64uEncode, encodedLen, isB64uText } from './b64u.js';
+import { COMPACT_SEGMENT_PREFIX, type Profile } from './compact.js';
 import { fail } from './errors.js';
 import { KID_LEN, NONCE_LEN, bytesEqual, randomBytes } from './suite.js';
 import { SEALED_TICKET_LEN } from './ticket.js';
@@ -30,19 +31,25 @@ export function normalizeMount(text: string): string {
   return m;
 }
 
-/** `{mount}/{b64u(n0)}`. */
-export function noncePath(mount: string, n0: Uint8Array): string {
-  return `${mount}/${b64uEncode(n0)}`;
+/** The nonce segment: `b64u(n0)` (v1, 32 characters) or `2` + `b64u(n0)` (profile 2, 33; spec §4.5). */
+export function nonceSegment(n0: Uint8Array, profile: Profile = 1): string {
+  return (profile === 2 ? COMPACT_SEGMENT_PREFIX : '') + b64uEncode(n0);
 }
 
-/** `{mount}/{b64u(n0)}?{b64u(stream)}`: the GET form's target. */
-export function getTarget(mount: string, n0: Uint8Array, stream: Uint8Array): string {
-  return `${noncePath(mount, n0)}?${b64uEncode(stream)}`;
+/** `{mount}/{b64u(n0)}`, or `{mount}/2{b64u(n0)}` for profile 2. */
+export function noncePath(mount: string, n0: Uint8Array, profile: Profile = 1): string {
+  return `${mount}/${nonceSegment(n0, profile)}`;
+}
+
+/** `{mount}/{segment}?{b64u(stream)}`: the GET form's target. */
+export function getTarget(mount: string, n0: Uint8Array, stream: Uint8Array, profile: Profile = 1): string {
+  return `${noncePath(mount, n0, profile)}?${b64uEncode(stream)}`;
 }
 
 /** Whether a GET request line with a stream of this length stays below the limit. */
-export function fitsGetForm(mount: string, streamLen: number): boolean {
-  const line = 4 + mount.length + 1 + NONCE_B64_LEN + 1 + encodedLen(streamLen) + 9;
+export function fitsGetForm(mount: string, streamLen: number, profile: Profile = 1): boolean {
+  const segment = NONCE_B64_LEN + (profile === 2 ? 1 : 0);
+  const line = 4 + mount.length + 1 + segment + 1 + encodedLen(streamLen) + 9;
   return line < GET_FORM_LIMIT;
 }
 
@@ -51,8 +58,8 @@ export type Route =
   | { route: 'options' }
   | { route: 'method_not_allowed' }
   | { route: 'not_found' }
-  | { route: 'post'; n0: Uint8Array }
-  | { route: 'get'; n0: Uint8Array; query: string };
+  | { route: 'post'; n0: Uint8Array; profile: Profile }
+  | { route: 'get'; n0: Uint8Array; query: string; profile: Profile };
 
 /** Exactly 32 canonical base64url characters naming a 24-byte nonce. */
 export function parseNonce(text: string): Uint8Array {
@@ -61,6 +68,18 @@ export function parseNonce(text: string): Uint8Array {
   } catch {
     fail('bad_nonce_path');
   }
+}
+
+/**
+ * The nonce segment after `{mount}/` (spec §11.1 step 3): 32 canonical
+ * characters (v1) or `2` and 32 (profile 2); anything else `bad_nonce_path`.
+ */
+export function parseNonceSegment(segment: string): { n0: Uint8Array; profile: Profile } {
+  if (segment.length === NONCE_B64_LEN) return { n0: parseNonce(segment), profile: 1 };
+  if (segment.length === NONCE_B64_LEN + 1 && segment.startsWith(COMPACT_SEGMENT_PREFIX)) {
+    return { n0: parseNonce(segment.slice(1)), profile: 2 };
+  }
+  fail('bad_nonce_path');
 }
 
 /** Routes an outer request (spec §11.1, D16, D17); no percent-decoding. */
@@ -72,10 +91,10 @@ export function route(method: string, target: string, mount: string): Route {
   const rest = path.slice(mount.length + 1);
   if (method === 'OPTIONS') return rest === '' ? { route: 'options' } : { route: 'not_found' };
   if (method !== 'POST' && method !== 'GET') return { route: 'method_not_allowed' };
-  const n0 = parseNonce(rest);
-  if (method === 'POST') return { route: 'post', n0 };
+  const { n0, profile } = parseNonceSegment(rest);
+  if (method === 'POST') return { route: 'post', n0, profile };
   if (query === null) fail('bad_query');
-  return { route: 'get', n0, query };
+  return { route: 'get', n0, query, profile };
 }
 
 /** Decodes a GET-form query (spec D8, D22). */
@@ -90,10 +109,11 @@ export function decodeQuery(query: string, maxBody: number): Uint8Array {
 
 const PAD_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
 
-/** 0–16 random base64url characters (spec §4.1). */
-export function randomPad(): string {
+/** 0–`max` random base64url characters: 0–16 for v1 (spec §4.1), 0–7 for profile 2 (spec §4.5). */
+export function randomPad(max: number = MAX_PAD): string {
+  const m = Math.max(0, Math.min(MAX_PAD, Math.floor(max)));
   const b = randomBytes(MAX_PAD + 1);
-  const n = b[0]! % (MAX_PAD + 1);
+  const n = b[0]! % (m + 1);
   let s = '';
   for (let i = 1; i <= n; i++) s += PAD_ALPHABET[b[i]! & 63]!;
   return s;

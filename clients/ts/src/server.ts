@@ -3,14 +3,17 @@
  * route, Host, nonce path, body/query, cookie, key agreement or ticket;
  * then the stream and the inner request. The client package carries it
  * for the shared vectors (`server_request`, `exchange`) and for tests that
- * play both ends in memory; it is not a production server.
+ * play both ends in memory; it is not a production server. Both profiles:
+ * a `2…` nonce segment is profile 2 (spec §4.5), whose record 0 is bound to
+ * the outer `Host` parsed here and whose response body is `r || stream`.
  */
 import { type KeyCert, isValidAt } from './cert.js';
-import { fail } from './errors.js';
+import { MAX_BOUND_HOST, type Profile, RESPONSE_RANDOM_LEN } from './compact.js';
+import { HttpCryptError, fail } from './errors.js';
 import { DEFAULT_INNER_LIMITS, InnerDecoder, type RequestHead, decodeAll, fromLatin1 } from './inner.js';
-import { decodeQuery, route, scanCookies, type Credential, type IdKind } from './outer.js';
+import { decodeQuery, parseNonceSegment, route, scanCookies, type Credential, type IdKind } from './outer.js';
 import { Opener, Sealer, openAll, sealAll, DEFAULT_MAX_RECORD } from './stream.js';
-import { bytesEqual, keyId, sessionKey } from './suite.js';
+import { NONCE_LEN, bytesEqual, keyId, sessionKey } from './suite.js';
 import { openTicket } from './ticket.js';
 
 export interface ServerKey {
@@ -73,6 +76,10 @@ export interface Accepted {
   sessionKey: Uint8Array;
   queryStream: Uint8Array | null;
   credential: Credential;
+  /** 1 (v1) or 2 (compact): told apart by the nonce segment. */
+  profile: Profile;
+  /** The outer `Host` value as parsed (profile 2 binds it). */
+  host: string;
 }
 
 export type AcceptResult = { kind: 'outside' | 'options' | 'method_not_allowed' | 'not_found' } | { kind: 'request'; accepted: Accepted };
@@ -97,8 +104,18 @@ export function accept(cfg: ServerConfig, req: OuterRequest, now: number): Accep
     return { kind: r.route };
   }
   if (req.host === null || req.host === '') fail('bad_host');
-  if (routeError !== null) throw routeError;
+  const host = req.host;
+  if (routeError !== null) {
+    // A GET without `?` passed the nonce path (step 3) before failing step 4: a profile-2 one
+    // still has to be able to bind its Host first.
+    if (routeError instanceof HttpCryptError && routeError.code === 'bad_query' && host.length > MAX_BOUND_HOST) {
+      if (parseNonceSegment(req.target.slice(cfg.mount.length + 1)).profile === 2) fail('bad_host');
+    }
+    throw routeError;
+  }
   if (r === null) fail('bad_nonce_path');
+  // Spec §11.1 step 3: a profile-2 request must be able to bind its Host.
+  if ((r.route === 'post' || r.route === 'get') && r.profile === 2 && host.length > MAX_BOUND_HOST) fail('bad_host');
   let queryStream: Uint8Array | null = null;
   if (r.route === 'post') {
     if (req.contentLength !== null && req.contentLength > cfg.maxBody) fail('body_too_large');
@@ -107,6 +124,7 @@ export function accept(cfg: ServerConfig, req: OuterRequest, now: number): Accep
     queryStream = decodeQuery(r.query, cfg.maxBody);
   }
   const n0 = r.route === 'post' || r.route === 'get' ? r.n0 : fail('bad_nonce_path');
+  const profile = r.route === 'post' || r.route === 'get' ? r.profile : 1;
   const credential = scanCookies(req.cookies, (id): IdKind | null =>
     findKey(cfg, id, now) ? 'key' : findTicketKey(cfg, id, now) ? 'ticket' : null,
   );
@@ -123,18 +141,31 @@ export function accept(cfg: ServerConfig, req: OuterRequest, now: number): Accep
     kid = c.kid;
     k = c.sessionKey;
   }
-  return { kind: 'request', accepted: { kid, n0, sessionKey: k, queryStream, credential } };
+  return { kind: 'request', accepted: { kid, n0, sessionKey: k, queryStream, credential, profile, host } };
 }
 
 /** Opens the request stream (body or GET query) and parses the inner request. */
 export function openRequest(a: Accepted, body: Uint8Array): { head: RequestHead; body: Uint8Array } {
-  const plaintext = openAll(Opener.request(a.sessionKey, a.n0, DEFAULT_MAX_RECORD), a.queryStream ?? body);
+  const opener =
+    a.profile === 2 ? Opener.compactRequest(a.sessionKey, a.n0, a.host, DEFAULT_MAX_RECORD) : Opener.request(a.sessionKey, a.n0, DEFAULT_MAX_RECORD);
+  const plaintext = openAll(opener, a.queryStream ?? body);
   return decodeAll(InnerDecoder.request(DEFAULT_INNER_LIMITS), plaintext);
 }
 
-/** Seals a complete inner response: `n0 || stream`. */
+/** How many fresh random bytes open a response body: 24 (v1 `n0`) or 16 (profile-2 `r`). */
+export function responseNonceLen(a: Accepted): number {
+  return a.profile === 2 ? RESPONSE_RANDOM_LEN : NONCE_LEN;
+}
+
+/**
+ * Seals a complete inner response: `n0 || stream` (v1, `responseN0` 24
+ * bytes), or `r || stream` under the nonce `0xff^8 || r` (profile 2,
+ * `responseN0` is the 16-byte `r`).
+ */
 export function sealResponse(a: Accepted, responseN0: Uint8Array, innerResponse: Uint8Array, recordSize: number): Uint8Array {
-  const stream = sealAll(Sealer.response(a.sessionKey, responseN0, a.n0), innerResponse, recordSize);
+  if (responseN0.length !== responseNonceLen(a)) fail('config', `a profile-${a.profile} response starts with ${responseNonceLen(a)} random bytes`);
+  const sealer = a.profile === 2 ? Sealer.compactResponse(a.sessionKey, responseN0, a.n0) : Sealer.response(a.sessionKey, responseN0, a.n0);
+  const stream = sealAll(sealer, innerResponse, recordSize);
   const out = new Uint8Array(responseN0.length + stream.length);
   out.set(responseN0);
   out.set(stream, responseN0.length);

@@ -6,7 +6,12 @@
  *
  * `Sealer` appends records; `Opener` is push-bytes-in, pull-events-out and
  * works for any split of its input (spec §3.6, §11.2).
+ *
+ * Profile 2 (spec §4.5) changes only record 0's associated data (a request
+ * binds the outer `Host`, the labels become `hc2-…`) and the response
+ * nonce (`0xff^8 || r`, the body starts with the 16-byte `r`).
  */
+import { type Profile, RESPONSE_RANDOM_LEN, hostBytes } from './compact.js';
 import { HttpCryptError, fail } from './errors.js';
 import { NONCE_LEN, TAG_LEN, aeadOpen, aeadOpenInPlace, aeadSeal, aeadSealInto, concat, nonceAdd, utf8 } from './suite.js';
 
@@ -26,9 +31,40 @@ const CLEAR = 0x40000000;
 const LEN_MASK = CLEAR - 1;
 const REQ_LABEL = utf8('hc1-req');
 const RSP_LABEL = utf8('hc1-rsp');
+const REQ2_LABEL = utf8('hc2-req');
+const RSP2_LABEL = utf8('hc2-rsp');
+/** The first 8 bytes of every profile-2 response nonce. */
+const RSP2_NONCE_PREFIX = new Uint8Array(NONCE_LEN - RESPONSE_RANDOM_LEN).fill(0xff);
 
-/** Which way a stream flows. A response is bound to its request's nonce. */
-export type Direction = { kind: 'request' } | { kind: 'response'; requestN0: Uint8Array };
+/**
+ * Which way a stream flows. A response is bound to its request's nonce; a
+ * profile-2 request to the outer `Host` value as sent (its bytes).
+ */
+export type Direction =
+  | { kind: 'request'; profile?: 1 }
+  | { kind: 'request'; profile: 2; host: Uint8Array }
+  | { kind: 'response'; requestN0: Uint8Array; profile?: Profile };
+
+/**
+ * What record 0's associated data holds before its header (spec §3.3, §4.5):
+ * `hc1-req`; `hc2-req || u16(len(host)) || host`; `hc1-rsp || request_n0`;
+ * `hc2-rsp || request_n0`.
+ */
+export function firstRecordAdPrefix(direction: Direction): Uint8Array {
+  if (direction.kind === 'request') {
+    if (direction.profile !== 2) return REQ_LABEL;
+    const host = direction.host;
+    if (host.length > 0xffff) fail('bad_host', 'Host above 65535 bytes cannot be bound');
+    return concat(REQ2_LABEL, Uint8Array.of(host.length >>> 8, host.length & 0xff), host);
+  }
+  return concat(direction.profile === 2 ? RSP2_LABEL : RSP_LABEL, direction.requestN0);
+}
+
+/** The stream nonce of a profile-2 response: `0xff^8 || r` (spec §4.5). */
+export function compactResponseNonce(responseRandom: Uint8Array): Uint8Array {
+  if (responseRandom.length !== RESPONSE_RANDOM_LEN) fail('config', `a profile-2 response random is ${RESPONSE_RANDOM_LEN} bytes`);
+  return concat(RSP2_NONCE_PREFIX, responseRandom);
+}
 
 /** Clamps a configured record maximum into `[16 KiB, 2^24]` (spec D13). */
 export function clampMaxRecord(m: number): number {
@@ -44,16 +80,18 @@ function encodeHeader(last: boolean, clear: boolean, len: number): Uint8Array {
 class Chain {
   index = 0;
   prevTag: Uint8Array = new Uint8Array(TAG_LEN);
+  readonly #adPrefix: Uint8Array;
   constructor(
     readonly key: Uint8Array,
     public n0: Uint8Array,
     readonly direction: Direction,
-  ) {}
+  ) {
+    this.#adPrefix = firstRecordAdPrefix(direction);
+  }
 
   ad(header: Uint8Array): Uint8Array {
     if (this.index > 0) return concat(this.prevTag, header);
-    if (this.direction.kind === 'request') return concat(REQ_LABEL, header);
-    return concat(RSP_LABEL, this.direction.requestN0, header);
+    return concat(this.#adPrefix, header);
   }
 
   nonce(): Uint8Array {
@@ -81,6 +119,23 @@ export class Sealer {
    */
   static response(key: Uint8Array, n0: Uint8Array, requestN0: Uint8Array): Sealer {
     return new Sealer(new Chain(key, n0, { kind: 'response', requestN0 }));
+  }
+
+  /**
+   * A profile-2 request stream (spec §4.5) starting at `n0` (`u40(t) || r`),
+   * record 0 bound to the outer `Host` value exactly as sent.
+   */
+  static compactRequest(key: Uint8Array, n0: Uint8Array, host: string): Sealer {
+    return new Sealer(new Chain(key, n0, { kind: 'request', profile: 2, host: hostBytes(host) }));
+  }
+
+  /**
+   * A profile-2 response stream under the nonce `0xff^8 || responseRandom`,
+   * answering the request whose nonce is `requestN0`. The outer body is
+   * `responseRandom || records`.
+   */
+  static compactResponse(key: Uint8Array, responseRandom: Uint8Array, requestN0: Uint8Array): Sealer {
+    return new Sealer(new Chain(key, compactResponseNonce(responseRandom), { kind: 'response', requestN0, profile: 2 }));
   }
 
   /** Records sealed so far. */
@@ -185,6 +240,16 @@ export class Opener {
     return new Opener(new Chain(key, new Uint8Array(NONCE_LEN), { kind: 'response', requestN0 }), maxRecord, 'nonce');
   }
 
+  /** A profile-2 request stream (spec §4.5): nonce `n0` from the path, record 0 bound to the outer `Host` value. */
+  static compactRequest(key: Uint8Array, n0: Uint8Array, host: string, maxRecord = DEFAULT_MAX_RECORD): Opener {
+    return new Opener(new Chain(key, n0, { kind: 'request', profile: 2, host: hostBytes(host) }), maxRecord, 'records');
+  }
+
+  /** A profile-2 response body (`r || stream`, 16 bytes of `r`) answering the request with nonce `requestN0`. */
+  static compactResponse(key: Uint8Array, requestN0: Uint8Array, maxRecord = DEFAULT_MAX_RECORD): Opener {
+    return new Opener(new Chain(key, new Uint8Array(NONCE_LEN), { kind: 'response', requestN0, profile: 2 }), maxRecord, 'nonce');
+  }
+
   /** Records verified so far. */
   get records(): number {
     return this.#chain.index;
@@ -237,9 +302,14 @@ export class Opener {
           this.#state = 'done';
           return { type: 'end' };
         case 'nonce': {
-          if (this.#end - this.#start < NONCE_LEN) return null;
-          this.#chain.n0 = this.#buf.slice(this.#start, this.#start + NONCE_LEN);
-          this.#start += NONCE_LEN;
+          // v1: the 24-byte nonce; profile 2: the 16-byte r of the nonce 0xff^8 || r.
+          const d = this.#chain.direction;
+          const compact = d.kind === 'response' && d.profile === 2;
+          const len = compact ? RESPONSE_RANDOM_LEN : NONCE_LEN;
+          if (this.#end - this.#start < len) return null;
+          const head = this.#buf.slice(this.#start, this.#start + len);
+          this.#chain.n0 = compact ? compactResponseNonce(head) : head;
+          this.#start += len;
           this.#state = 'records';
           continue;
         }

@@ -5,10 +5,11 @@ import * as hc from '../dist/index.js';
 export const ORIGIN = 'http://app.test:8080';
 export const NOW = Math.floor(Date.now() / 1000);
 
-export function makeServer() {
+/** `version: 2` issues a certificate that announces profile 2 (spec §4.5). */
+export function makeServer({ version = 1 } = {}) {
   const identitySeed = hc.randomBytes(32);
   const secret = hc.randomBytes(32);
-  const cert = hc.signCert(identitySeed, 7, NOW - 60, NOW + 7200, hc.x25519Public(secret));
+  const cert = hc.signCert(identitySeed, 7, NOW - 60, NOW + 7200, hc.x25519Public(secret), version);
   const cfg = {
     keys: [hc.server.serverKey(secret, cert)],
     ticketKeys: [{ tid: hc.randomBytes(10), key: hc.randomBytes(32), expires: NOW + 7200 }],
@@ -18,11 +19,26 @@ export function makeServer() {
   return { cfg, cert, identity: hc.ed25519Public(identitySeed) };
 }
 
+/** Seals a whole inner response for `accepted` (v1: 24-byte n0; profile 2: 16-byte r). */
+function sealed(accepted, head, payload = new Uint8Array(0), recordSize = 64) {
+  return hc.server.sealResponse(accepted, hc.randomBytes(hc.server.responseNonceLen(accepted)), hc.concat(hc.utf8(head), payload), recordSize);
+}
+
+/** A sealed inner problem (spec §4.4), with the server's Date as every inner error carries it. */
+function innerProblem(accepted, status, reason, type) {
+  const doc = hc.utf8(JSON.stringify({ type, title: type, status }));
+  const head = `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/problem+json\r\nDate: ${hc.formatHttpDate(NOW)}\r\nContent-Length: ${doc.length}\r\n\r\n`;
+  return new Response(sealed(accepted, head, doc, 1 << 14), { status: 200, headers: { 'content-type': 'application/octet-stream' } });
+}
+
 /**
  * A fetch that plays the server. `cookiesFor(path)` supplies cookies the
- * way a browser jar would; `tamper(body)` may alter the sealed response.
+ * way a browser jar would; `tamper(body)` may alter the sealed response;
+ * `host(urlHost)` is the outer Host the server parses (a rewriting
+ * middlebox); with `freshness`, the server judges the inner Date (v1) or the
+ * time in n0 (profile 2) against NOW with a 60 s window and answers 425 stale.
  */
-export function fakeFetch(srv, { cookiesFor = null, tamper = (b) => b, log = [] } = {}) {
+export function fakeFetch(srv, { cookiesFor = null, tamper = (b) => b, log = [], host = (h) => h, freshness = false } = {}) {
   return async (url, init = {}) => {
     const u = new URL(url);
     const method = init.method ?? 'GET';
@@ -37,8 +53,8 @@ export function fakeFetch(srv, { cookiesFor = null, tamper = (b) => b, log = [] 
     if (init.body instanceof ReadableStream) body = new Uint8Array(await new Response(init.body).arrayBuffer());
     else if (init.body) body = new Uint8Array(init.body);
     const cookies = cookiesFor ? cookiesFor(u.pathname) : headers.get('cookie') ? [headers.get('cookie')] : [];
-    log.push({ method, path: u.pathname, cookies, credentials: init.credentials });
-    const req = { method, target: u.pathname + u.search, host: u.host, cookies, contentLength: method === 'POST' ? body.length : null, body };
+    log.push({ method, path: u.pathname, cookies, credentials: init.credentials, host: u.host });
+    const req = { method, target: u.pathname + u.search, host: host(u.host), cookies, contentLength: method === 'POST' ? body.length : null, body };
     let accepted;
     try {
       const r = hc.server.accept(srv.cfg, req, NOW);
@@ -49,12 +65,25 @@ export function fakeFetch(srv, { cookiesFor = null, tamper = (b) => b, log = [] 
       const doc = { type, status: 400, title: e.message, ...(e.code === 'unknown_key' ? { certs: hc.server.validCerts(srv.cfg, NOW).map(hc.certToText) } : {}) };
       return new Response(JSON.stringify(doc), { status: 400, headers: { 'content-type': 'application/problem+json' } });
     }
-    const inner = hc.server.openRequest(accepted, req.body);
+    log[log.length - 1].profile = accepted.profile;
+    let inner;
+    try {
+      inner = hc.server.openRequest(accepted, req.body);
+      if (freshness) {
+        if (accepted.profile === 2) hc.checkNonceTime(accepted.n0, NOW, 60);
+        else hc.checkDate(hc.fieldValue(inner.head.fields, 'date'), NOW, 60);
+      }
+    } catch (e) {
+      if (e.code === 'integrity') return innerProblem(accepted, 500, 'Internal Server Error', 'urn:httpcrypt:integrity');
+      if (e.code === 'stale') return innerProblem(accepted, 425, 'Too Early', 'urn:httpcrypt:stale');
+      throw e;
+    }
     const payload = new TextEncoder().encode(JSON.stringify({ method: inner.head.method, target: inner.head.target, length: inner.body.length, fields: inner.head.fields }));
     const ticket = hc.sealTicket(srv.cfg.ticketKeys[0].tid, srv.cfg.ticketKeys[0].key, { sessionKey: accepted.sessionKey, kid: accepted.kid, expiry: NOW + 7200 }, hc.randomBytes(24));
-    const head = `HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${payload.length}\r\nDate: ${hc.formatHttpDate(NOW)}\r\nTicket: ${hc.formatTicketField(ticket)}\r\n\r\n`;
-    const sealed = hc.server.sealResponse(accepted, hc.randomBytes(24), hc.concat(hc.utf8(head), payload), 64);
-    return new Response(tamper(sealed), { status: 200, headers: { 'content-type': 'application/octet-stream' } });
+    // Profile 2 answers carry no inner Date (spec §4.5); these span several records, so Content-Length stays.
+    const date = accepted.profile === 2 ? '' : `Date: ${hc.formatHttpDate(NOW)}\r\n`;
+    const head = `HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${payload.length}\r\n${date}Ticket: ${hc.formatTicketField(ticket)}\r\n\r\n`;
+    return new Response(tamper(sealed(accepted, head, payload)), { status: 200, headers: { 'content-type': 'application/octet-stream' } });
   };
 }
 

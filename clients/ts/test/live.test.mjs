@@ -7,7 +7,23 @@ import { writeFileSync, mkdirSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
-import { createClient, exchangeInfo, HttpCryptError } from '../dist/index.js';
+import {
+  b64uDecode,
+  certFromText,
+  chooseCert,
+  compactNonce,
+  createClient,
+  exchangeInfo,
+  formatHttpDate,
+  HttpCryptError,
+  noncePath,
+  nonceTime,
+  openResponse,
+  parseCertList,
+  prepareRequest,
+  randomBytes,
+  sealMessage,
+} from '../dist/index.js';
 import { cleanup, httpcryptBin, keygen, startGateway, startServe, startUpstream, tempDir } from './harness.mjs';
 
 const MiB = 1 << 20;
@@ -302,4 +318,154 @@ test('a non-200 outer answer is an unauthenticated error', async () => {
     assert.equal(e.problem.status, 404);
     return true;
   });
+});
+
+// Profile 2 (spec §4.5) against `httpcrypt serve --compact`, which issues
+// version-2 certificates. Started on first use so that a binary without
+// `--compact` fails these tests (with its message) and not the ones above.
+let compactServer = null;
+async function compactServe() {
+  if (compactServer === null) {
+    const keys = path.join(dir, 'compact-keys');
+    keygen(keys);
+    compactServer = startServe({ keys, root: path.join(dir, 'root'), extraArgs: ['--compact'] }).then((s) => {
+      started.push(s);
+      return s;
+    });
+  }
+  return compactServer;
+}
+
+/** A transport that records every outer request it carries. */
+function recordingFetch(log) {
+  return (url, init = {}) => {
+    log.push({ url: String(url), method: init.method ?? 'GET', cookie: new Headers(init.headers).get('cookie') });
+    return fetch(url, init);
+  };
+}
+
+test('serve --compact: a fresh-key round trip and a ticket round trip in profile 2', async () => {
+  const srv = await compactServe();
+  const opts = await fetch(`http://${srv.addr}/hc/`, { method: 'OPTIONS' });
+  const lines = (await opts.text()).split('\n').filter(Boolean);
+  assert.ok(lines.length > 0);
+  for (const line of lines) assert.equal(certFromText(line).version, 2, 'the server announces profile 2');
+
+  const log = [];
+  const c = createClient({ mount: '/hc', fetch: recordingFetch(log) });
+  const first = await c.fetch(`http://${srv.addr}/hello.txt`);
+  assert.equal(first.status, 200);
+  assert.equal(await first.text(), 'hello from httpcrypt\n');
+  const info1 = exchangeInfo(first);
+  assert.equal(info1.credential, 'key');
+  assert.equal(info1.profile, 2);
+  assert.equal(info1.attempts, 1);
+  assert.ok(first.headers.get('ticket'), 'the server issued a ticket');
+  assert.equal(first.headers.get('date'), null, 'a profile-2 inner response carries no Date');
+
+  const second = await c.fetch(`http://${srv.addr}/hello.txt`, { method: 'POST', body: 'ignored' });
+  await second.arrayBuffer();
+  const info2 = exchangeInfo(second);
+  assert.equal(info2.credential, 'ticket');
+  assert.equal(info2.profile, 2);
+  const third = await c.fetch(`http://${srv.addr}/hello.txt`);
+  assert.equal(await third.text(), 'hello from httpcrypt\n');
+  assert.equal(exchangeInfo(third).credential, 'ticket');
+
+  // What went on the wire: a 33-character segment "2" + b64u(n0) whose first 5 bytes are the time,
+  // and cookie pads of at most 7 characters.
+  const sealed = log.filter((l) => l.method !== 'OPTIONS');
+  assert.equal(sealed.length, 3);
+  for (const l of sealed) {
+    const segment = new URL(l.url).pathname.slice('/hc/'.length);
+    assert.match(segment, /^2[A-Za-z0-9_-]{32}$/);
+    assert.ok(Math.abs(nonceTime(b64uDecode(segment.slice(1))) - Date.now() / 1000) < 30);
+    const [name, value] = l.cookie.split('=');
+    assert.ok(name.length >= 14 && name.length <= 21, `name pad 0-7: ${name}`);
+    assert.ok((value.length >= 43 && value.length <= 50) || (value.length >= 115 && value.length <= 122), `value pad 0-7: ${value.length}`);
+  }
+  assert.deepEqual(
+    sealed.map((l) => l.method),
+    ['GET', 'GET', 'GET'],
+    'small requests take the GET form',
+  );
+
+  // The POST form (sealed body) in profile 2, fresh key then ticket.
+  const postLog = [];
+  const p = createClient({ mount: '/hc', form: 'post', fetch: recordingFetch(postLog) });
+  for (const credential of ['key', 'ticket']) {
+    const rsp = await p.fetch(`http://${srv.addr}/hello.txt`);
+    assert.equal(await rsp.text(), 'hello from httpcrypt\n');
+    assert.deepEqual([exchangeInfo(rsp).form, exchangeInfo(rsp).profile, exchangeInfo(rsp).credential], ['post', 2, credential]);
+  }
+  for (const l of postLog.filter((x) => x.method !== 'OPTIONS')) {
+    assert.equal(l.method, 'POST');
+    assert.match(new URL(l.url).pathname, /^\/hc\/2[A-Za-z0-9_-]{32}$/);
+  }
+});
+
+test('serve --compact: stale in profile 2, one retry with the corrected time in n0', async () => {
+  const srv = await compactServe();
+  const log = [];
+  const late = createClient({ mount: '/hc', now: () => Date.now() / 1000 + 300, fetch: recordingFetch(log) });
+  const rsp = await late.fetch(`http://${srv.addr}/hello.txt`);
+  assert.equal(rsp.status, 200);
+  assert.equal(await rsp.text(), 'hello from httpcrypt\n');
+  assert.equal(exchangeInfo(rsp).attempts, 2, 'one retry after stale');
+  assert.equal(exchangeInfo(rsp).profile, 2);
+  const times = log.filter((l) => l.method !== 'OPTIONS').map((l) => nonceTime(b64uDecode(new URL(l.url).pathname.slice('/hc/2'.length))));
+  assert.equal(times.length, 2);
+  assert.ok(Math.abs(times[0] - Date.now() / 1000 - 300) < 30, 'first n0: the skewed clock');
+  assert.ok(Math.abs(times[1] - Date.now() / 1000) < 30, 'second n0: the corrected clock');
+});
+
+/** POSTs a sealed stream with exactly the given outer Host and Cookie (node:http lets a test choose Host). */
+function postSealed(addr, target, host, cookie, body) {
+  const [hostname, port] = addr.split(':');
+  return new Promise((resolve, reject) => {
+    const req = http.request({ hostname, port: Number(port), method: 'POST', path: target, headers: { Host: host, Cookie: cookie, 'Content-Type': 'application/octet-stream', 'Content-Length': body.length } }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode, body: new Uint8Array(Buffer.concat(chunks)) }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(Buffer.from(body));
+  });
+}
+
+test('serve --compact: a v1 request still works on the same key; a rewritten Host breaks profile 2', async () => {
+  const srv = await compactServe();
+  const opts = await fetch(`http://${srv.addr}/hc/`, { method: 'OPTIONS' });
+  const cert = chooseCert(parseCertList(await opts.text()), Math.floor(Date.now() / 1000));
+  assert.equal(cert.version, 2);
+  const enc = (s) => new TextEncoder().encode(s);
+  const fresh = () => ({ kind: 'key', secret: randomBytes(32) });
+
+  // v1 on a version-2 key (the client may use v1 anyway): inner Host and Date, 24-byte response nonce.
+  const v1 = prepareRequest(cert.kexPublic, fresh(), randomBytes(24), '', '');
+  const v1Inner = enc(`GET /hello.txt HTTP/1.1\r\nHost: ${srv.addr}\r\nDate: ${formatHttpDate(Date.now() / 1000)}\r\n\r\n`);
+  const a = await postSealed(srv.addr, noncePath('/hc', v1.n0), srv.addr, v1.cookie, sealMessage(v1, v1Inner, 16384));
+  assert.equal(a.status, 200);
+  const openedV1 = openResponse(v1, a.body);
+  assert.equal(openedV1.head.status, 200);
+  assert.equal(new TextDecoder().decode(openedV1.body), 'hello from httpcrypt\n');
+
+  // Profile 2 by hand: no inner Host or Date; the Host on the wire is the bound one.
+  const p2Inner = enc('GET /hello.txt HTTP/1.1\r\n\r\n');
+  const good = prepareRequest(cert.kexPublic, fresh(), compactNonce(Date.now() / 1000), '', '', { profile: 2, host: srv.addr });
+  const b = await postSealed(srv.addr, noncePath('/hc', good.n0, 2), srv.addr, good.cookie, sealMessage(good, p2Inner, 16384));
+  assert.equal(b.status, 200);
+  const openedV2 = openResponse(good, b.body);
+  assert.equal(openedV2.head.status, 200);
+  assert.equal(new TextDecoder().decode(openedV2.body), 'hello from httpcrypt\n');
+
+  // The same kind of request with another Host on the wire than the one sealed: inner 500 integrity.
+  const bad = prepareRequest(cert.kexPublic, fresh(), compactNonce(Date.now() / 1000), '', '', { profile: 2, host: srv.addr });
+  const other = `localhost:${srv.addr.split(':')[1]}`;
+  const c = await postSealed(srv.addr, noncePath('/hc', bad.n0, 2), other, bad.cookie, sealMessage(bad, p2Inner, 16384));
+  assert.equal(c.status, 200, 'errors after the key agreement travel sealed');
+  const openedBad = openResponse(bad, c.body);
+  assert.equal(openedBad.head.status, 500);
+  assert.equal(JSON.parse(new TextDecoder().decode(openedBad.body)).type, 'urn:httpcrypt:integrity');
 });

@@ -69,15 +69,34 @@ function openWith(opener, chunks) {
   return hc.concat(...out);
 }
 
+/** A missing `profile` means 1 (vectors/README.md, "Profile 2"). */
+const profileOf = (i) => i.profile ?? 1;
+
 function makeOpener(i) {
   const key = hex(i.key);
+  if (profileOf(i) === 2) {
+    return i.direction === 'request' ? hc.Opener.compactRequest(key, hex(i.n0), i.host, i.max_record) : hc.Opener.compactResponse(key, hex(i.request_n0), i.max_record);
+  }
   return i.direction === 'request' ? hc.Opener.request(key, hex(i.n0), i.max_record) : hc.Opener.response(key, hex(i.request_n0), i.max_record);
+}
+
+/** The sealer of a `stream_seal` case and the bytes that precede its records (response n0, or r for profile 2). */
+function makeSealer(i) {
+  const key = hex(i.key);
+  if (profileOf(i) === 2) {
+    if (i.direction === 'request') return { sealer: hc.Sealer.compactRequest(key, hex(i.n0), i.host), prefix: [] };
+    return { sealer: hc.Sealer.compactResponse(key, hex(i.response_random), hex(i.request_n0)), prefix: [hex(i.response_random)] };
+  }
+  if (i.direction === 'request') return { sealer: hc.Sealer.request(key, hex(i.n0)), prefix: [] };
+  return { sealer: hc.Sealer.response(key, hex(i.n0), hex(i.request_n0)), prefix: [hex(i.n0)] };
 }
 
 function serverConfig(i) {
   const seed = hex(i.identity_seed);
   const secret = hex(i.server_secret);
-  const cert = hc.signCert(seed, i.cert.serial, i.cert.not_before, i.cert.not_after, hc.x25519Public(secret));
+  // A profile-2 exchange runs against a key whose certificate announces it (version 2).
+  const version = i.cert.version ?? (profileOf(i) === 2 ? 2 : 1);
+  const cert = hc.signCert(seed, i.cert.serial, i.cert.not_before, i.cert.not_after, hc.x25519Public(secret), version);
   return {
     cert,
     cfg: {
@@ -122,6 +141,7 @@ const RUN = {
     const out = { route: r.route };
     if (r.n0) out.n0 = toHex(r.n0);
     if (r.query !== undefined) out.query = r.query;
+    if (r.profile !== undefined) out.profile = r.profile;
     return out;
   },
   cookie_scan: (i) => {
@@ -130,15 +150,15 @@ const RUN = {
     return { kind: c.kind, id: toHex(c.id), value: toHex(c.value) };
   },
   date_check: (i) => ({ date: hc.checkDate(i.date, i.now, i.window) }),
+  nonce_time: (i) => ({ time: hc.checkNonceTime(hex(i.n0), i.now, i.window) }),
   stream_seal: (i, o) => {
-    const key = hex(i.key);
-    const sealer = i.direction === 'request' ? hc.Sealer.request(key, hex(i.n0)) : hc.Sealer.response(key, hex(i.n0), hex(i.request_n0));
-    const parts = i.direction === 'response' ? [hex(i.n0)] : [];
+    const { sealer, prefix } = makeSealer(i);
+    const parts = [...prefix];
     for (const r of i.records) parts.push(sealer.seal(hex(r.plaintext), r.final, r.clear));
     const body = hc.concat(...parts);
     if (o) {
       // and open it again, whole
-      const opener = i.direction === 'request' ? hc.Opener.request(key, hex(i.n0)) : hc.Opener.response(key, hex(i.request_n0));
+      const opener = makeOpener({ ...i, max_record: undefined });
       const expected = hc.concat(...i.records.map((r) => hex(r.plaintext)));
       assert.equal(toHex(openWith(opener, [body])), toHex(expected));
     }
@@ -154,15 +174,20 @@ const RUN = {
     const cred = i.client_secret
       ? { kind: 'key', secret: hex(i.client_secret) }
       : { kind: 'ticket', ticket: hex(i.ticket), sessionKey: hex(i.ticket_session_key) };
-    // client: prepare, seal, encode
-    const p = hc.prepareRequest(cert.kexPublic, cred, hex(i.n0), i.name_pad, i.value_pad);
+    // client: prepare (the profile follows the certificate's version, as hcFetch does), seal, encode
+    const profile = profileOf(i);
+    assert.equal(hc.certVersion(cert) === 2 ? 2 : 1, profile, 'the certificate announces the profile');
+    if (profile === 2) assert.ok(i.name_pad.length <= hc.COMPACT_MAX_PAD && i.value_pad.length <= hc.COMPACT_MAX_PAD, 'profile-2 pads are 0-7');
+    const p = hc.prepareRequest(cert.kexPublic, cred, hex(i.n0), i.name_pad, i.value_pad, profile === 2 ? { profile: 2, host: i.host } : { profile: 1 });
     const stream = hc.sealMessage(p, hex(i.inner_request), i.record_size);
     const outer = hc.encodeOuterRequest(p, i.form, mount, i.host, stream);
     // server: parse, accept, open, check the inner request
     const srv = serverOpen(cfg, outer, i.now);
+    assert.equal(srv.accepted.profile, profile);
     assert.equal(toHex(hc.concat(hc.formatRequestHead(srv.head), srv.body)), i.inner_request);
     assert.equal(toHex(srv.accepted.sessionKey), toHex(p.sessionKey));
-    const responseBody = hc.server.sealResponse(srv.accepted, hex(i.response_n0), hex(i.inner_response), i.response_record_size);
+    const responseNonce = profile === 2 ? hex(i.response_random) : hex(i.response_n0);
+    const responseBody = hc.server.sealResponse(srv.accepted, responseNonce, hex(i.inner_response), i.response_record_size);
     // client: open the response
     const back = hc.openResponse(p, responseBody);
     assert.equal(toHex(hc.concat(hc.formatResponseHead(back.head), back.body)), i.inner_response);
@@ -175,7 +200,7 @@ const RUN = {
   },
   cert: (i) => {
     const seed = hex(i.identity_seed);
-    const c = hc.signCert(seed, i.serial, i.not_before, i.not_after, hex(i.kex_public));
+    const c = hc.signCert(seed, i.serial, i.not_before, i.not_after, hex(i.kex_public), i.version ?? 1);
     const idPub = hc.ed25519Public(seed);
     return {
       cert: toHex(hc.encodeCert(c)),
@@ -191,7 +216,7 @@ const RUN = {
     const c = hc.certFromText(i.text);
     hc.verifyCert(c, hex(i.identity_public));
     const { serial, not_before, not_after, kex_public } = certJson(c);
-    return { serial, not_before, not_after, kex_public };
+    return { version: hc.certVersion(c), serial, not_before, not_after, kex_public };
   },
   cert_choose: (i, o) => {
     const c = hc.chooseCert(i.lines.map(hc.certFromText), i.now, i.identity_public ? hex(i.identity_public) : undefined);

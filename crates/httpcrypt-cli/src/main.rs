@@ -157,6 +157,12 @@ struct ServerOpts {
     /// Hand plaintext requests outside the mount to the service instead of 404.
     #[arg(long)]
     pass_through: bool,
+    /// Announce request profile 2 (compact, spec §4.5) in the key
+    /// certificates (version 2). Requests of both profiles are accepted
+    /// either way; clients that know only v1 refuse version-2 certificates.
+    /// A reverse proxy in front must pass `Host` through unchanged.
+    #[arg(long)]
+    compact: bool,
     /// Turn off the Date freshness check and the strike register.
     #[arg(long)]
     no_replay_check: bool,
@@ -406,7 +412,11 @@ async fn prepare(
         .keys
         .as_deref()
         .context("--keys is required (a key directory from `httpcrypt keygen --dir`)")?;
-    let store = open_store(dir)?;
+    let store = open_store(dir)?.with_profile(if opts.compact {
+        httpcrypt::proto::Profile::Compact
+    } else {
+        httpcrypt::proto::Profile::V1
+    });
     let identity = store.identity().to_b64();
     let keys = httpcrypt::keystore::start(store, Duration::from_secs(opts.rotation.max(1)))?;
     let config = httpcrypt::ServerConfig {

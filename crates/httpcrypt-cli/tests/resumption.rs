@@ -545,6 +545,55 @@ async fn stale_date_is_recovered_by_one_retry() {
     }
 }
 
+/// Profile 2 (spec §4.5) carries the time in the nonce: against a
+/// `--compact` server 5 minutes ahead the library client's first request is
+/// `stale`, it learns the offset from the 425's inner `Date`, and its retry
+/// (a new nonce with the corrected time) and every later request pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compact_stale_time_is_recovered_by_one_retry() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("hello.txt"), HELLO).unwrap();
+    let keys = dir.path().join("static-keys");
+    let identity = IdentityPublic::from_b64(&common::keygen(&keys, true)).unwrap();
+    let preload = libfaketime();
+    let ahead = common::serve_env(
+        &[
+            ("LD_PRELOAD", preload.to_str().unwrap()),
+            ("FAKETIME", "+5m"),
+            ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+        ],
+        &keys,
+        &root,
+        &["--compact"],
+    );
+    let announced = certs(ahead.addr, &Mount::default());
+    assert!(announced
+        .iter()
+        .all(|c| c.profile == httpcrypt::proto::Profile::Compact));
+    let client = Client::new(ClientConfig {
+        identity: Some(identity),
+        ..Default::default()
+    });
+    let url = format!("http://{}/hello.txt", ahead.addr);
+    for (round, want_attempts) in [(1, 2), (2, 1), (3, 1)] {
+        let req = http::Request::get(&url).body(Bytes::new()).unwrap();
+        let rsp = tokio::time::timeout(Duration::from_secs(20), client.send(req))
+            .await
+            .unwrap()
+            .unwrap_or_else(|e| panic!("request {round}: {e}"));
+        let exchange = rsp.extensions().get::<OuterExchange>().unwrap().clone();
+        assert_eq!(rsp.status(), 200);
+        // Profile 2 answers carry no inner Date.
+        assert!(rsp.headers().get("date").is_none(), "request {round}");
+        assert_eq!(rsp.into_body().collect().await.unwrap().to_bytes(), HELLO);
+        assert_eq!(exchange.attempts, want_attempts, "request {round}");
+        let segment = exchange.uri.path().rsplit('/').next().unwrap();
+        assert_eq!((segment.len(), &segment[..1]), (33, "2"), "request {round}");
+    }
+}
+
 /// `n` `GET /hello.txt` to `addr` from `client`, `concurrency` at a time;
 /// every answer must be the file.
 async fn load(client: &Client, addr: std::net::SocketAddr, n: usize, concurrency: usize) {

@@ -99,6 +99,67 @@ fn fetch_small_get_uses_the_get_form() {
     assert!(out.stdout_text().starts_with("HTTP/1.1 404"));
 }
 
+/// `serve --compact` announces profile 2 (spec §4.5): certificates carry
+/// version 2, the client's requests show the 33-character nonce segment,
+/// carry no inner `Host` or `Date`, and the inner answers leave out `Date`
+/// and, for a one-record answer, `Content-Length`. Tickets work on it too.
+#[test]
+fn compact_profile_end_to_end() {
+    let site = Site::new(false, &["--compact"]);
+    let mount = httpcrypt::proto::outer::Mount::new("").unwrap();
+    let certs = common::certs(site.server.addr, &mount);
+    assert!(!certs.is_empty());
+    assert!(certs
+        .iter()
+        .all(|c| c.profile == httpcrypt::proto::Profile::Compact));
+    let nonce_segment = |line: &str| -> String {
+        let target = line.split(' ').nth(2).unwrap_or_else(|| panic!("{line}"));
+        let path = target.split('?').next().unwrap();
+        path.rsplit('/').next().unwrap().to_string()
+    };
+    // GET form, fresh key.
+    let out = fetch(&["-v", "-i", &site.url("/hello.txt")]);
+    assert!(out.status.success(), "{}", out.stderr_text());
+    let stderr = out.stderr_text();
+    let line = outer_line(&stderr);
+    assert!(line.starts_with("> GET /") && line.contains('?'), "{line}");
+    let seg = nonce_segment(line);
+    assert_eq!(seg.len(), 33, "{line}");
+    assert!(seg.starts_with('2'), "{line}");
+    let text = out.stdout_text();
+    assert!(text.starts_with("HTTP/1.1 200 OK\n"), "{text}");
+    assert!(text.ends_with("hello over httpcrypt\n"), "{text}");
+    let head = text.split("\n\n").next().unwrap().to_ascii_lowercase();
+    assert!(!head.contains("\ndate:"), "{head}");
+    assert!(!head.contains("\ncontent-length:"), "{head}");
+    // A 40 kB answer spans several records and keeps its Content-Length.
+    let out = fetch(&["-i", "--no-get-form", &site.url("/mid.bin")]);
+    assert!(out.status.success(), "{}", out.stderr_text());
+    let head_end = out.stdout.windows(2).position(|w| w == b"\n\n").unwrap();
+    let head = String::from_utf8_lossy(&out.stdout[..head_end]).to_ascii_lowercase();
+    assert!(head.contains("\ncontent-length: 40000"), "{head}");
+    assert_eq!(&out.stdout[head_end + 2..], site.file("mid.bin"));
+    // POST form, three requests through one client: the later ones resume
+    // with the ticket, still in profile 2.
+    let out = fetch(&[
+        "-v",
+        "--no-get-form",
+        "--repeat",
+        "3",
+        &site.url("/big.bin"),
+    ]);
+    assert!(out.status.success(), "{}", out.stderr_text());
+    assert_eq!(out.stdout, site.file("big.bin"));
+    let stderr = out.stderr_text();
+    assert!(
+        stderr.contains("request 3: status 200, credential ticket"),
+        "{stderr}"
+    );
+    let line = outer_line(&stderr);
+    assert!(line.starts_with("> POST /"), "{line}");
+    assert_eq!(nonce_segment(line).len(), 33, "{line}");
+}
+
 #[test]
 fn fetch_post_form_with_no_get_form_and_large_data() {
     let site = Site::new(false, &[]);

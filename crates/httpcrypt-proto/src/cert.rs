@@ -5,6 +5,7 @@
 use crate::b64;
 use crate::error::{Error, Result};
 use crate::keys::{IdentityKey, IdentityPublic, KexPublic, KeyId, SIGNER_LEN};
+use crate::profile::Profile;
 
 /// Encoded length of a certificate.
 pub const CERT_LEN: usize = 118;
@@ -18,6 +19,8 @@ pub const TEXT_LEN: usize = TEXT_PREFIX.len() + b64::encoded_len(CERT_LEN);
 /// A signed statement: "this X25519 key is mine from `not_before` to `not_after`".
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyCert {
+    /// The request profile the key takes (version byte 1 or 2, spec §4.5).
+    pub profile: Profile,
     /// Increases with every new key.
     pub serial: u32,
     /// First valid second (unix time).
@@ -41,7 +44,28 @@ impl KeyCert {
         not_after: u32,
         kex_public: KexPublic,
     ) -> Self {
+        Self::sign_for(
+            identity,
+            Profile::V1,
+            serial,
+            not_before,
+            not_after,
+            kex_public,
+        )
+    }
+
+    /// Signs a certificate for `kex_public` announcing `profile` (version
+    /// byte 2 for [`Profile::Compact`], spec §4.5).
+    pub fn sign_for(
+        identity: &IdentityKey,
+        profile: Profile,
+        serial: u32,
+        not_before: u32,
+        not_after: u32,
+        kex_public: KexPublic,
+    ) -> Self {
         let mut cert = KeyCert {
+            profile,
             serial,
             not_before,
             not_after,
@@ -57,7 +81,7 @@ impl KeyCert {
     /// The 118-byte wire form.
     pub fn encode(&self) -> [u8; CERT_LEN] {
         let mut b = [0u8; CERT_LEN];
-        b[0] = 1;
+        b[0] = self.profile.number();
         b[1] = 1;
         b[2..6].copy_from_slice(&self.serial.to_be_bytes());
         b[6..10].copy_from_slice(&self.not_before.to_be_bytes());
@@ -70,9 +94,14 @@ impl KeyCert {
 
     /// Decodes the wire form (checks length, version and suite; not the signature).
     pub fn decode(b: &[u8]) -> Result<Self> {
-        if b.len() != CERT_LEN || b[0] != 1 || b[1] != 1 {
+        if b.len() != CERT_LEN || b[1] != 1 {
             return Err(Error::BadCertificate);
         }
+        let profile = match b[0] {
+            1 => Profile::V1,
+            2 => Profile::Compact,
+            _ => return Err(Error::BadCertificate),
+        };
         let u32_at = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
         let mut kex = [0u8; 32];
         kex.copy_from_slice(&b[14..46]);
@@ -81,6 +110,7 @@ impl KeyCert {
         let mut signature = [0u8; 64];
         signature.copy_from_slice(&b[54..]);
         Ok(KeyCert {
+            profile,
             serial: u32_at(2),
             not_before: u32_at(6),
             not_after: u32_at(10),
@@ -133,6 +163,8 @@ impl KeyCert {
 /// key passed the checks the client's mode requires".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DiscoveredKey {
+    /// The request profile the key takes (always v1 when learnt from TLSA).
+    pub profile: Profile,
     /// Increases with every new key.
     pub serial: u32,
     /// First valid second (unix time).
@@ -158,6 +190,7 @@ impl DiscoveredKey {
 impl From<&KeyCert> for DiscoveredKey {
     fn from(c: &KeyCert) -> Self {
         DiscoveredKey {
+            profile: c.profile,
             serial: c.serial,
             not_before: c.not_before,
             not_after: c.not_after,
@@ -256,8 +289,20 @@ mod tests {
             KeyCert::decode(&bytes).unwrap().verify(&id.public()),
             Err(Error::BadSignature)
         );
+        // Version 2 announces profile 2 (spec §4.5); the byte is signed.
+        bytes[3] ^= 1;
         bytes[0] = 2;
-        assert_eq!(KeyCert::decode(&bytes), Err(Error::BadCertificate));
+        let v2 = KeyCert::decode(&bytes).unwrap();
+        assert_eq!(v2.profile, Profile::Compact);
+        assert_eq!(v2.verify(&id.public()), Err(Error::BadSignature));
+        let signed = KeyCert::sign_for(&id, Profile::Compact, 7, 100, 200, c.kex_public);
+        assert_eq!(signed.encode()[0], 2);
+        signed.verify(&id.public()).unwrap();
+        assert_eq!(KeyCert::from_text(&signed.to_text()).unwrap(), signed);
+        for version in [0, 3, 255] {
+            bytes[0] = version;
+            assert_eq!(KeyCert::decode(&bytes), Err(Error::BadCertificate));
+        }
         assert_eq!(KeyCert::decode(&bytes[..117]), Err(Error::BadCertificate));
     }
 

@@ -8,6 +8,7 @@ use crate::inner::{self, RequestHead, ResponseHead};
 use crate::keys::{KexPublic, KexSecret, SessionKey};
 use crate::limits::Limits;
 use crate::outer::{self, Form, Mount};
+use crate::profile::{self, Profile};
 use crate::stream::{self, Opener, Sealer};
 use crate::suite::NONCE_LEN;
 use crate::ticket::Ticket;
@@ -27,6 +28,9 @@ pub struct PreparedRequest {
     n0: [u8; NONCE_LEN],
     key: SessionKey,
     cookie: String,
+    profile: Profile,
+    /// Profile 2: the outer `Host` as bound, `u16(len) || host`.
+    bound_host: Vec<u8>,
 }
 
 impl PreparedRequest {
@@ -64,7 +68,29 @@ impl PreparedRequest {
                 (key.clone(), cookie)
             }
         };
-        Ok(PreparedRequest { n0, key, cookie })
+        Ok(PreparedRequest {
+            n0,
+            key,
+            cookie,
+            profile: Profile::V1,
+            bound_host: Vec::new(),
+        })
+    }
+
+    /// Switches the request to profile 2 (spec §4.5), binding the outer
+    /// `Host` value `host` that [`PreparedRequest::encode_outer`] (or the
+    /// caller's HTTP stack) will send. The caller must have built `n0` with
+    /// [`profile::compact_n0`] and the cookie with pads of at most 7
+    /// characters. `bad_host` above 65535 bytes.
+    pub fn compact(mut self, host: &str) -> Result<Self> {
+        self.bound_host = profile::bound_host(host.as_bytes())?;
+        self.profile = Profile::Compact;
+        Ok(self)
+    }
+
+    /// The request profile.
+    pub fn profile(&self) -> Profile {
+        self.profile
     }
 
     /// The request nonce.
@@ -84,12 +110,26 @@ impl PreparedRequest {
 
     /// A sealer for the request stream.
     pub fn sealer(&self) -> Sealer {
-        Sealer::request(&self.key, self.n0)
+        match self.profile {
+            Profile::V1 => Sealer::request(&self.key, self.n0),
+            Profile::Compact => Sealer::request_prebound(&self.key, self.n0, &self.bound_host),
+        }
     }
 
     /// An opener for the response body.
     pub fn response_opener(&self, limits: &Limits) -> Opener {
-        Opener::response(&self.key, self.n0, limits.record_limit())
+        Opener::response_for(&self.key, self.n0, self.profile, limits.record_limit())
+    }
+
+    /// The request target's path: `{mount}/{b64u(n0)}` (profile 2:
+    /// `{mount}/2{b64u(n0)}`).
+    pub fn nonce_path(&self, mount: &Mount) -> String {
+        mount.nonce_path_for(self.profile, &self.n0)
+    }
+
+    /// The GET form's target for `stream`.
+    pub fn get_target(&self, mount: &Mount, stream: &[u8]) -> String {
+        mount.get_target_for(self.profile, &self.n0, stream)
     }
 
     /// Seals a complete inner request as one stream.
@@ -109,12 +149,16 @@ impl PreparedRequest {
 
     /// The complete outer request (head and body) in the canonical layout.
     pub fn encode_outer(&self, form: Form, mount: &Mount, host: &str, stream: &[u8]) -> Vec<u8> {
+        debug_assert!(
+            self.profile == Profile::V1 || self.bound_host[2..] == *host.as_bytes(),
+            "a profile-2 request must send the Host it bound"
+        );
         let mut out = Vec::with_capacity(512 + stream.len() * 2);
         match form {
             Form::Post => {
                 outer::encode_request_head(
                     form,
-                    &mount.nonce_path(&self.n0),
+                    &self.nonce_path(mount),
                     host,
                     &self.cookie,
                     stream.len(),
@@ -125,7 +169,7 @@ impl PreparedRequest {
             Form::Get => {
                 outer::encode_request_head(
                     form,
-                    &mount.get_target(&self.n0, stream),
+                    &self.get_target(mount, stream),
                     host,
                     &self.cookie,
                     0,
@@ -145,10 +189,17 @@ impl PreparedRequest {
 
 /// Whether a request line with this target stays within the GET-form limit.
 pub fn fits_get_form(mount: &Mount, stream_len: usize) -> bool {
+    fits_get_form_for(Profile::V1, mount, stream_len)
+}
+
+/// [`fits_get_form`] for a request in `profile` (profile 2's nonce segment
+/// is one character longer).
+pub fn fits_get_form_for(profile: Profile, mount: &Mount, stream_len: usize) -> bool {
     // "GET " + path + "?" + query + " HTTP/1.1"
     let line = 4
         + mount.as_str().len()
         + 1
+        + usize::from(profile == Profile::Compact)
         + outer::NONCE_B64_LEN
         + 1
         + crate::b64::encoded_len(stream_len)

@@ -106,6 +106,11 @@ impl ResponseHeadWriter {
         encode_field(name, value, &mut self.out);
     }
 
+    /// Bytes the head will have when finished now (its empty line included).
+    pub fn finished_len(&self) -> usize {
+        self.out.len() + 2
+    }
+
     /// The head, ended by its empty line.
     pub fn finish(mut self) -> Vec<u8> {
         self.out.extend_from_slice(b"\r\n");

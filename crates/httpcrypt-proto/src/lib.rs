@@ -10,6 +10,7 @@
 //! - [`stream`]: sealed streams ([`stream::Sealer`], [`stream::Opener`]);
 //! - [`inner`]: the inner HTTP/1.1 message, its limits and header reconstruction;
 //! - [`outer`]: what middleboxes see: nonce path, cookie, outer heads, problems;
+//! - [`profile`]: the compact request profile 2 (time in the nonce, bound `Host`);
 //! - [`server`] and [`client`]: the two ends of one exchange;
 //! - [`cert`], [`dns`] and [`tlsa`]: key certificates and their DNS record forms
 //!   (TXT, AAAA, identity TXT; TLSA X.509);
@@ -32,6 +33,7 @@ pub mod inner;
 pub mod keys;
 pub mod limits;
 pub mod outer;
+pub mod profile;
 pub mod provenance;
 pub mod ratchet;
 pub mod replay;
@@ -48,4 +50,5 @@ pub use cert::{DiscoveredKey, KeyCert};
 pub use error::{Error, Problem, Result, Scope};
 pub use keys::{IdentityKey, IdentityPublic, KexPublic, KexSecret, KeyId, SessionKey};
 pub use limits::Limits;
+pub use profile::Profile;
 pub use stream::{Event, Opener, ResponseKey, Sealer};

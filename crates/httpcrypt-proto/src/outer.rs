@@ -7,6 +7,7 @@ use rand_core::CryptoRngCore;
 use crate::b64;
 use crate::error::{Error, Result};
 use crate::keys::{KexPublic, KeyId, KID_LEN};
+use crate::profile::{Profile, COMPACT_MARK};
 use crate::suite::NONCE_LEN;
 use crate::ticket::SEALED_TICKET_LEN;
 
@@ -20,6 +21,8 @@ pub const PUBLIC_B64_LEN: usize = b64::encoded_len(32);
 pub const TICKET_B64_LEN: usize = b64::encoded_len(SEALED_TICKET_LEN);
 /// Most padding characters after a cookie name or value.
 pub const MAX_PAD: usize = 16;
+/// Most padding characters a profile-2 client draws (spec §4.5).
+pub const MAX_PAD_COMPACT: usize = 7;
 /// Clients use the GET form only while the request line stays below this.
 pub const GET_FORM_LIMIT: usize = 2000;
 
@@ -62,16 +65,31 @@ impl Mount {
 
     /// `{mount}/{b64u(n0)}` (spec §4.1).
     pub fn nonce_path(&self, n0: &[u8; NONCE_LEN]) -> String {
-        let mut s = String::with_capacity(self.0.len() + 1 + NONCE_B64_LEN);
-        s.push_str(&self.0);
-        s.push('/');
-        b64::encode_to(n0, &mut s);
-        s
+        self.nonce_path_for(Profile::V1, n0)
     }
 
     /// `{mount}/{b64u(n0)}?{b64u(stream)}`: the GET form's target.
     pub fn get_target(&self, n0: &[u8; NONCE_LEN], stream: &[u8]) -> String {
-        let mut s = self.nonce_path(n0);
+        self.get_target_for(Profile::V1, n0, stream)
+    }
+
+    /// The nonce path in `profile`: `{mount}/{b64u(n0)}`, or
+    /// `{mount}/2{b64u(n0)}` for profile 2 (spec §4.5).
+    pub fn nonce_path_for(&self, profile: Profile, n0: &[u8; NONCE_LEN]) -> String {
+        let mut s = String::with_capacity(self.0.len() + 2 + NONCE_B64_LEN);
+        s.push_str(&self.0);
+        s.push('/');
+        if profile == Profile::Compact {
+            s.push(COMPACT_MARK as char);
+        }
+        b64::encode_to(n0, &mut s);
+        s
+    }
+
+    /// The GET form's target in `profile`.
+    pub fn get_target_for(&self, profile: Profile, n0: &[u8; NONCE_LEN], stream: &[u8]) -> String {
+        let mut s = self.nonce_path_for(profile, n0);
+        s.reserve(1 + b64::encoded_len(stream.len()));
         s.push('?');
         b64::encode_to(stream, &mut s);
         s
@@ -93,6 +111,8 @@ pub enum Route<'a> {
     Post {
         /// The request's stream nonce.
         n0: [u8; NONCE_LEN],
+        /// The request profile its nonce segment shows.
+        profile: Profile,
     },
     /// A GET-form request; the query is the stream (still base64url).
     Get {
@@ -100,6 +120,8 @@ pub enum Route<'a> {
         n0: [u8; NONCE_LEN],
         /// The raw query text.
         query: &'a str,
+        /// The request profile its nonce segment shows.
+        profile: Profile,
     },
 }
 
@@ -121,16 +143,31 @@ pub fn route<'a>(method: &str, target: &'a str, mount: &Mount) -> Result<Route<'
         "OPTIONS" if rest.is_empty() => Ok(Route::Options),
         "OPTIONS" => Ok(Route::NotFound),
         "POST" | "GET" => {
-            let n0 = parse_nonce(rest)?;
+            let (n0, profile) = parse_nonce_segment(rest)?;
             if method == "POST" {
-                return Ok(Route::Post { n0 });
+                return Ok(Route::Post { n0, profile });
             }
             match query {
-                Some(q) => Ok(Route::Get { n0, query: q }),
+                Some(q) => Ok(Route::Get {
+                    n0,
+                    query: q,
+                    profile,
+                }),
                 None => Err(Error::BadQuery),
             }
         }
         _ => Ok(Route::MethodNotAllowed),
+    }
+}
+
+/// The nonce segment of the path: 32 base64url characters (v1), or `2`
+/// followed by them (profile 2, spec §4.5).
+pub fn parse_nonce_segment(text: &str) -> Result<([u8; NONCE_LEN], Profile)> {
+    match text.as_bytes().first() {
+        Some(&COMPACT_MARK) if text.len() == NONCE_B64_LEN + 1 => {
+            Ok((parse_nonce(&text[1..])?, Profile::Compact))
+        }
+        _ => Ok((parse_nonce(text)?, Profile::V1)),
     }
 }
 
@@ -181,10 +218,19 @@ pub fn check_query(query: &str, max_body: usize) -> Result<()> {
 
 /// Padding drawn from the caller's RNG: 0–16 base64url characters.
 pub fn random_pad(rng: &mut impl CryptoRngCore) -> String {
+    random_pad_for(Profile::V1, rng)
+}
+
+/// Padding for `profile`: 0–16 characters for v1, 0–7 for profile 2.
+pub fn random_pad_for(profile: Profile, rng: &mut impl CryptoRngCore) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let max = match profile {
+        Profile::V1 => MAX_PAD,
+        Profile::Compact => MAX_PAD_COMPACT,
+    };
     let mut b = [0u8; MAX_PAD + 1];
     rng.fill_bytes(&mut b);
-    let n = (b[0] as usize) % (MAX_PAD + 1);
+    let n = (b[0] as usize) % (max + 1);
     b[1..=n]
         .iter()
         .map(|x| ALPHABET[(*x & 63) as usize] as char)
@@ -486,14 +532,36 @@ mod tests {
         assert_eq!(route("PUT", p, &m), Ok(Route::MethodNotAllowed));
         assert_eq!(
             route("POST", &format!("{p}?x=1"), &m),
-            Ok(Route::Post { n0: [0; 24] })
+            Ok(Route::Post {
+                n0: [0; 24],
+                profile: Profile::V1
+            })
+        );
+        // Profile 2: `2` and the 32 characters (spec §4.5).
+        assert_eq!(
+            route("POST", "/hc/2AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", &m),
+            Ok(Route::Post {
+                n0: [0; 24],
+                profile: Profile::Compact
+            })
+        );
+        assert_eq!(
+            route("POST", "/hc/1AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", &m),
+            Err(Error::BadNoncePath)
+        );
+        assert_eq!(
+            Mount::new("/hc")
+                .unwrap()
+                .nonce_path_for(Profile::Compact, &[0; 24]),
+            "/hc/2AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
         );
         assert_eq!(route("GET", p, &m), Err(Error::BadQuery));
         assert_eq!(
             route("GET", &format!("{p}?abc"), &m),
             Ok(Route::Get {
                 n0: [0; 24],
-                query: "abc"
+                query: "abc",
+                profile: Profile::V1
             })
         );
         assert_eq!(route("POST", "/hc/AAAA", &m), Err(Error::BadNoncePath));
@@ -508,7 +576,10 @@ mod tests {
         let root = Mount::default();
         assert_eq!(
             route("POST", "/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", &root),
-            Ok(Route::Post { n0: [0; 24] })
+            Ok(Route::Post {
+                n0: [0; 24],
+                profile: Profile::V1
+            })
         );
         assert_eq!(route("GET", "/index.html", &root), Err(Error::BadNoncePath));
     }

@@ -8,6 +8,7 @@ use crate::inner::{self, Field, RequestHead, ResponseHead};
 use crate::keys::{KexSecret, KeyId, SessionKey};
 use crate::limits::Limits;
 use crate::outer::{self, Credential, IdKind, Mount, Route};
+use crate::profile::{self, Profile};
 use crate::replay;
 use crate::stream::{self, Opener, ResponseKey, Sealer};
 use crate::suite::NONCE_LEN;
@@ -213,6 +214,9 @@ pub fn serve_bytes(
 }
 
 /// How to answer an outer request.
+// Built once per request and matched at once: boxing the large variant
+// would only add an allocation to every request.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Accept {
     /// Not under the mount: not ours.
@@ -238,6 +242,10 @@ pub struct Accepted {
     pub query_stream: Option<Vec<u8>>,
     /// What the cookie carried.
     pub credential: Credential,
+    /// The request profile (spec §4.5).
+    pub profile: Profile,
+    /// Profile 2: the bound outer `Host` as `u16(len) || host` (empty for v1).
+    bound_host: Vec<u8>,
     key: SessionKey,
 }
 
@@ -249,12 +257,29 @@ impl Accepted {
 
     /// An opener for the request stream.
     pub fn opener(&self, limits: &Limits) -> Opener {
-        Opener::request(&self.key, self.n0, limits.record_limit())
+        match self.profile {
+            Profile::V1 => Opener::request(&self.key, self.n0, limits.record_limit()),
+            Profile::Compact => Opener::request_prebound(
+                &self.key,
+                self.n0,
+                &self.bound_host,
+                limits.record_limit(),
+            ),
+        }
+    }
+
+    /// The freshness check of spec §8.1 for this request: the inner `Date`
+    /// (v1) or the time in the nonce (profile 2). Returns the request time.
+    pub fn check_time(&self, date: Option<&[u8]>, now: u64, window: u64) -> Result<u64> {
+        match self.profile {
+            Profile::V1 => replay::check_date(date, now, window),
+            Profile::Compact => profile::check_nonce_time(&self.n0, now, window),
+        }
     }
 
     /// The key that may seal this request's one response.
     pub fn into_response_key(self) -> ResponseKey {
-        ResponseKey::new(self.key, self.n0)
+        ResponseKey::for_profile(self.key, self.n0, self.profile)
     }
 }
 
@@ -295,28 +320,33 @@ pub fn accept_gated(
         Ok(Route::NotFound) => return Ok(Accept::NotFound),
         _ => {}
     }
-    if req.host.is_none_or(|h| h.is_empty()) {
-        return Err(Error::BadHost);
-    }
-    let (n0, query_stream) = match route? {
-        Route::Post { n0 } => {
+    let host = match req.host {
+        Some(h) if !h.is_empty() => h,
+        _ => return Err(Error::BadHost),
+    };
+    let (n0, profile, query_stream) = match route? {
+        Route::Post { n0, profile } => {
             if req
                 .content_length
                 .is_some_and(|l| l > limits.max_body as u64)
             {
                 return Err(Error::BodyTooLarge);
             }
-            (n0, None)
+            (n0, profile, None)
         }
-        Route::Get { n0, query } => {
+        Route::Get { n0, query, profile } => {
             if req.has_body {
                 return Err(Error::BadQuery);
             }
             outer::check_query(query, limits.max_body)?;
-            (n0, Some(query))
+            (n0, profile, Some(query))
         }
         _ => unreachable!("other routes returned above"),
     };
+    // Spec §11.1 step 3: a profile-2 request must be able to bind its Host.
+    if profile == Profile::Compact && host.len() > profile::MAX_BOUND_HOST {
+        return Err(Error::BadHost);
+    }
     let credential = outer::scan_cookies(req.cookies.iter().copied(), |id| keys.lookup(id, now))?;
     let (kid, key) = match &credential {
         Credential::Key { kid, client_public } => {
@@ -336,11 +366,17 @@ pub fn accept_gated(
         Some(q) => Some(outer::decode_query(q, limits.max_body)?),
         None => None,
     };
+    let bound_host = match profile {
+        Profile::V1 => Vec::new(),
+        Profile::Compact => profile::bound_host(host)?,
+    };
     Ok(Accept::Request(Accepted {
         kid,
         n0,
         query_stream,
         credential,
+        profile,
+        bound_host,
         key,
     }))
 }
@@ -385,11 +421,15 @@ impl Default for Freshness {
     }
 }
 
-/// Seals a complete inner response: `n0 || stream` with records of at most
-/// `record_size` bytes. Adds `Date` and `Content-Length` when absent.
+/// Seals a complete inner response: `n0 || stream` (profile 2: `random ||
+/// stream`) with records of at most `record_size` bytes. `fresh` is 24
+/// bytes from a CSPRNG ([`Sealer::response`]). v1 adds `Date` and
+/// `Content-Length` when absent; profile 2 adds `Date` only to a `stale`
+/// answer and drops `Content-Length` when the whole response fits in one
+/// record (spec §4.5).
 pub fn seal_response(
     key: ResponseKey,
-    n0: [u8; NONCE_LEN],
+    fresh: [u8; NONCE_LEN],
     head: &ResponseHead,
     body: &[u8],
     now: u64,
@@ -397,18 +437,31 @@ pub fn seal_response(
     out: &mut Vec<u8>,
 ) -> Result<()> {
     let mut head = head.clone();
-    if inner::field(&head.fields, "date").is_none() {
+    let compact = key.profile() == Profile::Compact;
+    if inner::field(&head.fields, "date").is_none() && (!compact || head.status == 425) {
         head.fields
             .push(Field::new("Date", replay::format_date(now)));
     }
-    if inner::field(&head.fields, "content-length").is_none() {
-        head.fields
-            .push(Field::new("Content-Length", body.len().to_string()));
-    }
     let mut plaintext = Vec::with_capacity(256 + body.len());
-    head.encode(&mut plaintext);
+    if compact {
+        head.fields
+            .retain(|f| !f.name.eq_ignore_ascii_case("content-length"));
+        head.encode(&mut plaintext);
+        if plaintext.len() + body.len() > record_size.max(1) {
+            plaintext.clear();
+            head.fields
+                .push(Field::new("Content-Length", body.len().to_string()));
+            head.encode(&mut plaintext);
+        }
+    } else {
+        if inner::field(&head.fields, "content-length").is_none() {
+            head.fields
+                .push(Field::new("Content-Length", body.len().to_string()));
+        }
+        head.encode(&mut plaintext);
+    }
     plaintext.extend_from_slice(body);
-    let sealer = Sealer::response(key, n0, out);
+    let sealer = Sealer::response(key, fresh, out);
     stream::seal_all(sealer, &plaintext, record_size, out)
 }
 

@@ -14,6 +14,7 @@
 use crate::error::{Error, Result};
 use crate::keys::SessionKey;
 use crate::limits::{RECORD_CEILING, RECORD_FLOOR};
+use crate::profile::{self, Profile, RESPONSE_RANDOM_LEN};
 use crate::suite::{nonce_add, XChaCha, NONCE_LEN, TAG_LEN};
 
 /// Length of a record header.
@@ -29,12 +30,27 @@ const LEN_MASK: u32 = CLEAR - 1;
 
 const REQ_LABEL: &[u8] = b"hc1-req";
 const RSP_LABEL: &[u8] = b"hc1-rsp";
+const REQ_LABEL_2: &[u8] = b"hc2-req";
+const RSP_LABEL_2: &[u8] = b"hc2-rsp";
 
-/// Which way a stream flows; responses are bound to their request's nonce.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Direction {
+/// Which way a stream flows, and what record 0 is bound to (spec §3.3,
+/// §4.5): responses to their request's nonce, profile-2 requests to the
+/// outer `Host`.
+#[derive(Clone, Copy)]
+enum Direction<'a> {
     Request,
-    Response { request_n0: [u8; NONCE_LEN] },
+    /// A profile-2 request; the bound `Host` as `u16(len) || host`.
+    RequestBound(&'a [u8]),
+    Response {
+        request_n0: [u8; NONCE_LEN],
+        profile: Profile,
+    },
+}
+
+impl Direction<'_> {
+    fn is_request(&self) -> bool {
+        matches!(self, Direction::Request | Direction::RequestBound(_))
+    }
 }
 
 /// The parsed fields of a record header.
@@ -78,34 +94,51 @@ struct Chain {
     n0: [u8; NONCE_LEN],
     index: u64,
     prev_tag: [u8; TAG_LEN],
-    direction: Direction,
+    request: bool,
+    /// Holds the prefix of `AD_0` (label, bound `Host` or request nonce)
+    /// until record 0 is done, then each record's `AD_i`.
     ad: Vec<u8>,
+    ad0_len: usize,
 }
 
 impl Chain {
-    fn new(key: &SessionKey, n0: [u8; NONCE_LEN], direction: Direction) -> Self {
+    fn new(key: &SessionKey, n0: [u8; NONCE_LEN], direction: Direction<'_>) -> Self {
+        let mut ad = Vec::with_capacity(64);
+        match direction {
+            Direction::Request => ad.extend_from_slice(REQ_LABEL),
+            Direction::RequestBound(host) => {
+                ad.reserve(host.len());
+                ad.extend_from_slice(REQ_LABEL_2);
+                ad.extend_from_slice(host);
+            }
+            Direction::Response {
+                request_n0,
+                profile,
+            } => {
+                ad.extend_from_slice(match profile {
+                    Profile::V1 => RSP_LABEL,
+                    Profile::Compact => RSP_LABEL_2,
+                });
+                ad.extend_from_slice(&request_n0);
+            }
+        }
         Chain {
             aead: XChaCha::new(key.as_bytes()),
             n0,
             index: 0,
             prev_tag: [0; TAG_LEN],
-            direction,
-            ad: Vec::with_capacity(64),
+            request: direction.is_request(),
+            ad0_len: ad.len(),
+            ad,
         }
     }
 
     /// Builds `AD_i` for the current record into `self.ad`.
     fn build_ad(&mut self, header: &[u8; HEADER_LEN]) {
-        self.ad.clear();
         if self.index == 0 {
-            match &self.direction {
-                Direction::Request => self.ad.extend_from_slice(REQ_LABEL),
-                Direction::Response { request_n0 } => {
-                    self.ad.extend_from_slice(RSP_LABEL);
-                    self.ad.extend_from_slice(request_n0);
-                }
-            }
+            self.ad.truncate(self.ad0_len);
         } else {
+            self.ad.clear();
             self.ad.extend_from_slice(&self.prev_tag);
         }
         self.ad.extend_from_slice(header);
@@ -121,7 +154,7 @@ impl Chain {
         if len > RECORD_CEILING {
             return Err(Error::RecordTooLarge);
         }
-        if clear && self.direction == Direction::Request {
+        if clear && self.request {
             return Err(Error::ClearInRequest);
         }
         if self.index >= MAX_RECORDS {
@@ -152,7 +185,7 @@ impl Chain {
         if payload.len() > RECORD_CEILING {
             return Err(Error::RecordTooLarge);
         }
-        if self.direction == Direction::Request {
+        if self.request {
             return Err(Error::ClearInRequest);
         }
         if self.index >= MAX_RECORDS {
@@ -198,12 +231,28 @@ impl core::fmt::Debug for Sealer {
 pub struct ResponseKey {
     key: SessionKey,
     request_n0: [u8; NONCE_LEN],
+    profile: Profile,
 }
 
 impl ResponseKey {
-    /// Binds `key` to the request whose nonce is `request_n0`.
+    /// Binds `key` to the v1 request whose nonce is `request_n0`.
     pub fn new(key: SessionKey, request_n0: [u8; NONCE_LEN]) -> Self {
-        ResponseKey { key, request_n0 }
+        Self::for_profile(key, request_n0, Profile::V1)
+    }
+
+    /// Binds `key` to the request whose nonce is `request_n0`, answered in
+    /// that request's profile.
+    pub fn for_profile(key: SessionKey, request_n0: [u8; NONCE_LEN], profile: Profile) -> Self {
+        ResponseKey {
+            key,
+            request_n0,
+            profile,
+        }
+    }
+
+    /// The profile the response is sealed in.
+    pub fn profile(&self) -> Profile {
+        self.profile
     }
 
     /// The request nonce this key answers.
@@ -231,16 +280,44 @@ impl Sealer {
         }
     }
 
-    /// A response stream starting at the fresh nonce `n0`. Appends `n0` to
-    /// `out`, as the outer response body starts with it (spec §4.2).
-    pub fn response(key: ResponseKey, n0: [u8; NONCE_LEN], out: &mut Vec<u8>) -> Self {
-        out.extend_from_slice(&n0);
+    /// A profile-2 request stream (spec §4.5): record 0 binds the outer
+    /// `Host` value `host`. `bad_host` above 65535 bytes.
+    pub fn request_bound(key: &SessionKey, n0: [u8; NONCE_LEN], host: &[u8]) -> Result<Self> {
+        let bound = profile::bound_host(host)?;
+        Ok(Self::request_prebound(key, n0, &bound))
+    }
+
+    /// [`Sealer::request_bound`] with the `Host` already in its bound form.
+    pub(crate) fn request_prebound(key: &SessionKey, n0: [u8; NONCE_LEN], bound: &[u8]) -> Self {
+        Sealer {
+            chain: Chain::new(key, n0, Direction::RequestBound(bound)),
+        }
+    }
+
+    /// A response stream. `fresh` is 24 bytes from a CSPRNG: a v1 response
+    /// appends them to `out` as its nonce (spec §4.2); a profile-2 response
+    /// appends the first 16 as its response random and starts the stream
+    /// at `ff × 8 || random` (spec §4.5).
+    pub fn response(key: ResponseKey, fresh: [u8; NONCE_LEN], out: &mut Vec<u8>) -> Self {
+        let n0 = match key.profile {
+            Profile::V1 => {
+                out.extend_from_slice(&fresh);
+                fresh
+            }
+            Profile::Compact => {
+                let mut r = [0u8; RESPONSE_RANDOM_LEN];
+                r.copy_from_slice(&fresh[..RESPONSE_RANDOM_LEN]);
+                out.extend_from_slice(&r);
+                profile::response_n0(&r)
+            }
+        };
         Sealer {
             chain: Chain::new(
                 &key.key,
                 n0,
                 Direction::Response {
                     request_n0: key.request_n0,
+                    profile: key.profile,
                 },
             ),
         }
@@ -346,6 +423,8 @@ enum State {
 /// [`Opener::finish`] at the end of input to catch truncation.
 pub struct Opener {
     chain: Chain,
+    /// Profile of a response (how many bytes precede its stream).
+    profile: Profile,
     max_record: usize,
     buf: Vec<u8>,
     pos: usize,
@@ -367,6 +446,7 @@ impl Opener {
     pub fn request(key: &SessionKey, n0: [u8; NONCE_LEN], max_record: usize) -> Self {
         Opener {
             chain: Chain::new(key, n0, Direction::Request),
+            profile: Profile::V1,
             max_record: max_record.clamp(RECORD_FLOOR, RECORD_CEILING),
             buf: Vec::new(),
             pos: 0,
@@ -374,10 +454,59 @@ impl Opener {
         }
     }
 
-    /// Opens a response body (`n0 || stream`) answering the request with nonce `request_n0`.
-    pub fn response(key: &SessionKey, request_n0: [u8; NONCE_LEN], max_record: usize) -> Self {
+    /// Opens a profile-2 request stream whose record 0 binds the outer
+    /// `Host` value `host` (spec §4.5). `bad_host` above 65535 bytes.
+    pub fn request_bound(
+        key: &SessionKey,
+        n0: [u8; NONCE_LEN],
+        host: &[u8],
+        max_record: usize,
+    ) -> Result<Self> {
+        let bound = profile::bound_host(host)?;
+        Ok(Self::request_prebound(key, n0, &bound, max_record))
+    }
+
+    /// [`Opener::request_bound`] with the `Host` already in its bound form
+    /// `u16(len) || host` ([`profile::bound_host`]).
+    pub(crate) fn request_prebound(
+        key: &SessionKey,
+        n0: [u8; NONCE_LEN],
+        bound: &[u8],
+        max_record: usize,
+    ) -> Self {
         Opener {
-            chain: Chain::new(key, [0; NONCE_LEN], Direction::Response { request_n0 }),
+            chain: Chain::new(key, n0, Direction::RequestBound(bound)),
+            profile: Profile::Compact,
+            max_record: max_record.clamp(RECORD_FLOOR, RECORD_CEILING),
+            buf: Vec::new(),
+            pos: 0,
+            state: State::Records,
+        }
+    }
+
+    /// Opens a v1 response body (`n0 || stream`) answering the request with nonce `request_n0`.
+    pub fn response(key: &SessionKey, request_n0: [u8; NONCE_LEN], max_record: usize) -> Self {
+        Self::response_for(key, request_n0, Profile::V1, max_record)
+    }
+
+    /// Opens a response body in `profile`: `n0 || stream` for v1, `random ||
+    /// stream` for profile 2 (spec §4.5).
+    pub fn response_for(
+        key: &SessionKey,
+        request_n0: [u8; NONCE_LEN],
+        profile: Profile,
+        max_record: usize,
+    ) -> Self {
+        Opener {
+            chain: Chain::new(
+                key,
+                [0; NONCE_LEN],
+                Direction::Response {
+                    request_n0,
+                    profile,
+                },
+            ),
+            profile,
             max_record: max_record.clamp(RECORD_FLOOR, RECORD_CEILING),
             buf: Vec::new(),
             pos: 0,
@@ -415,13 +544,20 @@ impl Opener {
                     return Ok(Some(Event::End));
                 }
                 State::Nonce => {
-                    if self.buf.len() - self.pos < NONCE_LEN {
+                    let n = self.profile.response_prefix_len();
+                    if self.buf.len() - self.pos < n {
                         return Ok(None);
                     }
-                    self.chain
-                        .n0
-                        .copy_from_slice(&self.buf[self.pos..self.pos + NONCE_LEN]);
-                    self.pos += NONCE_LEN;
+                    let prefix = &self.buf[self.pos..self.pos + n];
+                    match self.profile {
+                        Profile::V1 => self.chain.n0.copy_from_slice(prefix),
+                        Profile::Compact => {
+                            let mut r = [0u8; RESPONSE_RANDOM_LEN];
+                            r.copy_from_slice(prefix);
+                            self.chain.n0 = profile::response_n0(&r);
+                        }
+                    }
+                    self.pos += n;
                     self.state = State::Records;
                 }
                 State::Records => match self.open_record()? {
@@ -464,7 +600,7 @@ impl Opener {
         if header.len > self.max_record {
             return Err(self.fail(Error::RecordTooLarge));
         }
-        if header.clear && self.chain.direction == Direction::Request {
+        if header.clear && self.chain.request {
             return Err(self.fail(Error::ClearInRequest));
         }
         if self.chain.index >= MAX_RECORDS {

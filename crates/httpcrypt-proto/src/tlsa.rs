@@ -85,6 +85,7 @@ impl TlsaCert {
     /// [`TlsaCert::verify`] first.
     pub fn key(&self) -> DiscoveredKey {
         DiscoveredKey {
+            profile: crate::profile::Profile::V1,
             serial: self.serial,
             not_before: self.not_before,
             not_after: self.not_after,

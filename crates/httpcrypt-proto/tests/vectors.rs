@@ -10,6 +10,7 @@ use httpcrypt_proto::client::{ClientCredential, PreparedRequest};
 use httpcrypt_proto::inner::{self, RequestHead, ResponseHead};
 use httpcrypt_proto::keys::{IdentityKey, IdentityPublic, KexPublic, KexSecret, KeyId, SessionKey};
 use httpcrypt_proto::outer::{self, Credential, Form, IdKind, Mount, Route};
+use httpcrypt_proto::profile::{self, Profile};
 use httpcrypt_proto::server::{self, ServerKeys};
 use httpcrypt_proto::split::{self, ContentId, SplitDecoder, SplitEvent};
 use httpcrypt_proto::stream::{self, Event, Opener, ResponseKey, Sealer};
@@ -117,9 +118,11 @@ fn run(case: &Value) -> Result<Value, Error> {
                 Route::Options => json!({"route": "options"}),
                 Route::MethodNotAllowed => json!({"route": "method_not_allowed"}),
                 Route::NotFound => json!({"route": "not_found"}),
-                Route::Post { n0 } => json!({"route": "post", "n0": hex::encode(n0)}),
-                Route::Get { n0, query } => {
-                    json!({"route": "get", "n0": hex::encode(n0), "query": query})
+                Route::Post { n0, profile } => {
+                    json!({"route": "post", "n0": hex::encode(n0), "profile": profile.number()})
+                }
+                Route::Get { n0, query, profile } => {
+                    json!({"route": "get", "n0": hex::encode(n0), "query": query, "profile": profile.number()})
                 }
             })
         }
@@ -165,6 +168,10 @@ fn run(case: &Value) -> Result<Value, Error> {
             )?;
             Ok(json!({"date": d}))
         }
+        "nonce_time" => {
+            let t = profile::check_nonce_time(&arr(i, "n0"), u(i, "now"), u(i, "window"))?;
+            Ok(json!({"time": t}))
+        }
         "stream_seal" => run_stream_seal(i),
         "stream_open" => run_stream_open(i),
         "split_seal" => run_split_seal(i),
@@ -190,8 +197,9 @@ fn run(case: &Value) -> Result<Value, Error> {
         }
         "cert" => {
             let id = IdentityKey::from_seed(arr(i, "identity_seed"));
-            let c = KeyCert::sign(
+            let c = KeyCert::sign_for(
                 &id,
+                profile_of(i, "version"),
                 u(i, "serial") as u32,
                 u(i, "not_before") as u32,
                 u(i, "not_after") as u32,
@@ -211,7 +219,7 @@ fn run(case: &Value) -> Result<Value, Error> {
             let c = KeyCert::from_text(s(i, "text"))?;
             c.verify(&IdentityPublic::from_bytes(&arr(i, "identity_public"))?)?;
             Ok(
-                json!({"serial": c.serial, "not_before": c.not_before, "not_after": c.not_after, "kex_public": hex::encode(c.kex_public.0)}),
+                json!({"version": c.profile.number(), "serial": c.serial, "not_before": c.not_before, "not_after": c.not_after, "kex_public": hex::encode(c.kex_public.0)}),
             )
         }
         "cert_choose" => {
@@ -360,17 +368,29 @@ fn run(case: &Value) -> Result<Value, Error> {
 
 fn run_stream_seal(i: &Value) -> Result<Value, Error> {
     let key = SessionKey::from_bytes(arr(i, "key"));
-    let n0: [u8; 24] = arr(i, "n0");
+    let p = profile_of(i, "profile");
     let mut out = Vec::new();
     let response = s(i, "direction") == "response";
-    let mut sealer = if response {
-        Sealer::response(
-            ResponseKey::new(key.clone(), arr(i, "request_n0")),
-            n0,
-            &mut out,
-        )
-    } else {
-        Sealer::request(&key, n0)
+    let mut sealer = match (response, p) {
+        (true, _) => {
+            let fresh: [u8; 24] = match p {
+                Profile::V1 => arr(i, "n0"),
+                Profile::Compact => {
+                    let mut f = [0u8; 24];
+                    f[..16].copy_from_slice(&arr::<16>(i, "response_random"));
+                    f
+                }
+            };
+            Sealer::response(
+                ResponseKey::for_profile(key.clone(), arr(i, "request_n0"), p),
+                fresh,
+                &mut out,
+            )
+        }
+        (false, Profile::V1) => Sealer::request(&key, arr(i, "n0")),
+        (false, Profile::Compact) => {
+            Sealer::request_bound(&key, arr(i, "n0"), s(i, "host").as_bytes())?
+        }
     };
     let records = i["records"].as_array().expect("records");
     let mut expected_events = Vec::new();
@@ -396,13 +416,7 @@ fn run_stream_seal(i: &Value) -> Result<Value, Error> {
         }
     }
     // The sealed body must open again, event by event, for any split.
-    let mk = || {
-        if response {
-            Opener::response(&key, arr(i, "request_n0"), 1 << 20)
-        } else {
-            Opener::request(&key, n0, 1 << 20)
-        }
-    };
+    let mk = || stream_opener(i, &key, 1 << 20);
     for_every_split(&out, |parts| {
         assert_eq!(open_split(mk(), parts), Ok(expected_events.clone()))
     });
@@ -504,13 +518,7 @@ fn run_content_batch(i: &Value) -> Result<Value, Error> {
 fn run_stream_open(i: &Value) -> Result<Value, Error> {
     let key = SessionKey::from_bytes(arr(i, "key"));
     let max = u(i, "max_record") as usize;
-    let mk = || {
-        if s(i, "direction") == "response" {
-            Opener::response(&key, arr(i, "request_n0"), max)
-        } else {
-            Opener::request(&key, arr(i, "n0"), max)
-        }
-    };
+    let mk = || stream_opener(i, &key, max);
     let body = hx(i, "body");
     let whole = open_split(mk(), &[&body]);
     for_every_split(&body, |parts| {
@@ -525,6 +533,28 @@ fn run_stream_open(i: &Value) -> Result<Value, Error> {
     Ok(
         json!({"plaintext": hex::encode(events.iter().flat_map(|(p, _)| p.iter().copied()).collect::<Vec<u8>>())}),
     )
+}
+
+/// The version / profile number in `i[name]` (absent: 1).
+fn profile_of(i: &Value, name: &str) -> Profile {
+    match i.get(name).and_then(Value::as_u64) {
+        None | Some(1) => Profile::V1,
+        Some(2) => Profile::Compact,
+        Some(n) => panic!("unknown profile {n}"),
+    }
+}
+
+/// The opener a `stream_seal` / `stream_open` case describes.
+fn stream_opener(i: &Value, key: &SessionKey, max: usize) -> Opener {
+    let p = profile_of(i, "profile");
+    match (s(i, "direction") == "response", p) {
+        (true, _) => Opener::response_for(key, arr(i, "request_n0"), p, max),
+        (false, Profile::V1) => Opener::request(key, arr(i, "n0"), max),
+        (false, Profile::Compact) => {
+            Opener::request_bound(key, arr(i, "n0"), s(i, "host").as_bytes(), max)
+                .expect("vector hosts fit")
+        }
+    }
 }
 
 fn run_exchange(i: &Value) -> Result<Value, Error> {
@@ -550,13 +580,21 @@ fn run_exchange(i: &Value) -> Result<Value, Error> {
         (None, Some((t, k))) => ClientCredential::Ticket(t, k),
         (None, None) => panic!("exchange needs a credential"),
     };
-    let prepared = PreparedRequest::new(
+    let mut prepared = PreparedRequest::new(
         &cert,
         cred,
         arr(i, "n0"),
         s(i, "name_pad"),
         s(i, "value_pad"),
     )?;
+    let p = profile_of(i, "profile");
+    assert_eq!(
+        cert.profile, p,
+        "the server's certificate announces the profile"
+    );
+    if p == Profile::Compact {
+        prepared = prepared.compact(s(i, "host"))?;
+    }
     let inner_req = hx(i, "inner_request");
     let mut stream_bytes = Vec::new();
     stream::seal_all(
@@ -576,11 +614,16 @@ fn run_exchange(i: &Value) -> Result<Value, Error> {
     // Response.
     let inner_rsp = hx(i, "inner_response");
     let mut rsp = Vec::new();
-    let sealer = Sealer::response(
-        accepted.into_response_key(),
-        arr(i, "response_n0"),
-        &mut rsp,
-    );
+    assert_eq!(accepted.profile, p);
+    let fresh: [u8; 24] = match p {
+        Profile::V1 => arr(i, "response_n0"),
+        Profile::Compact => {
+            let mut f = [0u8; 24];
+            f[..16].copy_from_slice(&arr::<16>(i, "response_random"));
+            f
+        }
+    };
+    let sealer = Sealer::response(accepted.into_response_key(), fresh, &mut rsp);
     stream::seal_all(
         sealer,
         &inner_rsp,
@@ -605,8 +648,9 @@ fn server_keys(i: &Value) -> ServerKeys {
     let id = IdentityKey::from_seed(arr(i, "identity_seed"));
     let kex = KexSecret::from_bytes(arr(i, "server_secret"));
     let c = &i["cert"];
-    let cert = KeyCert::sign(
+    let cert = KeyCert::sign_for(
         &id,
+        profile_of(c, "version"),
         u(c, "serial") as u32,
         u(c, "not_before") as u32,
         u(c, "not_after") as u32,

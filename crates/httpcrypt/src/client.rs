@@ -17,9 +17,10 @@ use http_body::Body;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Empty, Full};
 use httpcrypt_proto::cert::{self, DiscoveredKey, KeyCert};
-use httpcrypt_proto::client::{fits_get_form, ClientCredential, PreparedRequest};
+use httpcrypt_proto::client::{fits_get_form_for, ClientCredential, PreparedRequest};
 use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
 use httpcrypt_proto::outer::{self, Mount};
+use httpcrypt_proto::profile::{self, Profile};
 use httpcrypt_proto::ticket::Ticket;
 use httpcrypt_proto::token;
 use httpcrypt_proto::{replay, IdentityPublic, KexSecret, Limits, SessionKey};
@@ -627,16 +628,30 @@ impl Client {
             Some((t, k)) => ClientCredential::Ticket(t, k),
             None => ClientCredential::Key(key),
         };
-        let n0 = crate::nonce::nonce24();
-        let prepared = PreparedRequest::for_key(
+        // Profile 2 (spec §4.5) when the key announces it: the corrected
+        // time goes into the nonce, the Host into record 0's associated data.
+        let profile = server_key.profile;
+        let compact = profile == Profile::Compact;
+        let n0 = match profile {
+            Profile::V1 => crate::nonce::nonce24(),
+            Profile::Compact => profile::compact_n0(
+                now.saturating_add_signed(offset),
+                &mut crate::nonce::ThreadRng,
+            ),
+        };
+        let mut prepared = PreparedRequest::for_key(
             &server_key.kex_public,
             cred,
             n0,
-            &outer::random_pad(&mut crate::nonce::ThreadRng),
-            &outer::random_pad(&mut crate::nonce::ThreadRng),
+            &outer::random_pad_for(profile, &mut crate::nonce::ThreadRng),
+            &outer::random_pad_for(profile, &mut crate::nonce::ThreadRng),
         )?;
+        if compact {
+            prepared = prepared.compact(&authority)?;
+        }
 
-        // Inner head: the target, the caller's fields, Host and a corrected Date.
+        // Inner head: the target, the caller's fields, Host and a corrected
+        // Date (profile 2: neither, unless the caller set them).
         let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
         let mut head = RequestHead::new(parts.method.as_str(), target);
         let mut has_host = false;
@@ -650,11 +665,11 @@ impl Client {
             has_host |= n == header::HOST;
             head.fields.push(Field::new(n.as_str(), v.as_bytes()));
         }
-        if !has_host {
+        if !has_host && !compact {
             head.fields
                 .insert(0, Field::new("Host", authority.as_str()));
         }
-        if own_date || !parts.headers.contains_key(header::DATE) {
+        if !compact && (own_date || !parts.headers.contains_key(header::DATE)) {
             head.fields.push(Field::new(
                 "Date",
                 replay::format_date(now.saturating_add_signed(offset)),
@@ -702,7 +717,11 @@ impl Client {
         .map_err(|e| Error::Config(e.to_string()))?;
         let use_get = self.config.get_form
             && exact.is_some_and(|l| {
-                fits_get_form(&self.config.mount, head_bytes.len() + l as usize + 64)
+                fits_get_form_for(
+                    profile,
+                    &self.config.mount,
+                    head_bytes.len() + l as usize + 64,
+                )
             });
         let mut outer_req = if use_get {
             let plain = read_limited(body, 4096).await?;
@@ -715,7 +734,7 @@ impl Client {
                 all.len().max(1),
                 &mut stream,
             )?;
-            let path = self.config.mount.get_target(prepared.n0(), &stream);
+            let path = prepared.get_target(&self.config.mount, &stream);
             let mut r = Request::new(Empty::new().map_err(|never| match never {}).boxed_unsync());
             *r.method_mut() = Method::GET;
             *r.uri_mut() = format!("{scheme}://{authority}{path}")
@@ -732,7 +751,7 @@ impl Client {
             );
             let mut r = Request::new(sealed.boxed_unsync());
             *r.method_mut() = Method::POST;
-            let path = self.config.mount.nonce_path(prepared.n0());
+            let path = prepared.nonce_path(&self.config.mount);
             *r.uri_mut() = format!("{scheme}://{authority}{path}")
                 .parse()
                 .map_err(|e: http::uri::InvalidUri| Error::Config(e.to_string()))?;

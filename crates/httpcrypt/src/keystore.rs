@@ -21,7 +21,7 @@ use std::time::Duration;
 use httpcrypt_proto::cert::KeyCert;
 use httpcrypt_proto::server::ServerKeys;
 use httpcrypt_proto::ticket::TicketKey;
-use httpcrypt_proto::{b64, IdentityKey, IdentityPublic, KexSecret, KeyId};
+use httpcrypt_proto::{b64, IdentityKey, IdentityPublic, KexSecret, KeyId, Profile};
 use rand_core::OsRng;
 use zeroize::Zeroizing;
 
@@ -134,6 +134,7 @@ pub struct KeyStore {
     dir: PathBuf,
     identity: IdentityKey,
     static_mode: bool,
+    profile: Profile,
 }
 
 impl KeyStore {
@@ -167,6 +168,7 @@ impl KeyStore {
             dir: dir.to_path_buf(),
             identity,
             static_mode,
+            profile: Profile::V1,
         };
         if static_mode {
             store.rotate(unix_now(), DEFAULT_PERIOD)?;
@@ -190,7 +192,42 @@ impl KeyStore {
             dir: dir.to_path_buf(),
             identity: IdentityKey::from_seed(*seed),
             static_mode: dir.join("static").exists(),
+            profile: Profile::V1,
         })
+    }
+
+    /// The request profile new certificates announce (spec §4.5): with
+    /// [`Profile::Compact`] they carry version 2. [`start`] re-issues the
+    /// stored certificates whose version differs, so a change takes effect
+    /// at the next start; the key itself stays.
+    pub fn with_profile(mut self, profile: Profile) -> Self {
+        self.profile = profile;
+        self
+    }
+
+    /// Re-signs `epoch`'s certificate for this store's profile (same key,
+    /// serial and validity) and stores it, if its version differs.
+    fn reissue(&self, mut epoch: Epoch) -> Result<Epoch, Error> {
+        if epoch.cert.profile == self.profile {
+            return Ok(epoch);
+        }
+        let c = &epoch.cert;
+        epoch.cert = KeyCert::sign_for(
+            &self.identity,
+            self.profile,
+            c.serial,
+            c.not_before,
+            c.not_after,
+            c.kex_public,
+        );
+        write_secret(
+            &self
+                .dir
+                .join("kex")
+                .join(format!("{:010}.key", epoch.cert.serial)),
+            epoch.format().as_bytes(),
+        )?;
+        Ok(epoch)
     }
 
     /// The identity public key.
@@ -242,7 +279,14 @@ impl KeyStore {
         } else {
             (now + 2 * period.as_secs() + DEFAULT_SKEW).min(u64::from(u32::MAX)) as u32
         };
-        let cert = KeyCert::sign(&self.identity, serial, nb, na, *secret.public());
+        let cert = KeyCert::sign_for(
+            &self.identity,
+            self.profile,
+            serial,
+            nb,
+            na,
+            *secret.public(),
+        );
         let epoch = Epoch {
             secret,
             cert,
@@ -342,6 +386,11 @@ impl LiveKeys {
 pub fn start(store: KeyStore, period: Duration) -> Result<LiveKeys, Error> {
     let fleet = store.dir.join(crate::fleet::FLEET_FILE);
     if fleet.exists() {
+        if store.profile != Profile::V1 {
+            // Fleet certificates come from the shared ratchet, byte for byte
+            // the same on every instance; they are version 1.
+            return Err(cfg("profile 2 (--compact) is not available for fleets"));
+        }
         let identity = IdentityKey::from_seed(*store.identity.to_seed());
         return crate::fleet::start(fleet, identity, LiveKeys::new());
     }
@@ -352,7 +401,7 @@ pub fn start(store: KeyStore, period: Duration) -> Result<LiveKeys, Error> {
         store.is_static() || u64::from(e.cert.not_before) + DEFAULT_SKEW + period.as_secs() > now
     });
     for e in epochs {
-        live.add(e);
+        live.add(store.reissue(e)?);
     }
     if !fresh_enough {
         live.add(store.rotate(now, period)?);

@@ -25,7 +25,7 @@ use httpcrypt_proto::server::{self as core, Accept, Accepted, OuterRequest};
 use httpcrypt_proto::split;
 use httpcrypt_proto::stream::{ResponseKey, Sealer};
 use httpcrypt_proto::ticket::TicketContents;
-use httpcrypt_proto::{token, Limits};
+use httpcrypt_proto::{token, Limits, Profile};
 use rand_core::{OsRng, RngCore};
 
 use crate::body::{FailureSlot, OpenBody, SealBody, DEFAULT_RECORD};
@@ -690,7 +690,7 @@ where
     };
     // Freshness and replay (spec §8): first error wins after stream and parse.
     if let Some(window) = cfg.freshness {
-        let checked = match replay::check_date(inner::field(&head.fields, "date"), now, window) {
+        let checked = match accepted.check_time(inner::field(&head.fields, "date"), now, window) {
             Ok(date) => {
                 shared
                     .strikes
@@ -886,8 +886,11 @@ where
     let (mut parts, body) = rsp.into_parts();
     // `HC-Public` is for the origin only, never sealed (§S1).
     let opt_in = parts.headers.remove(split::PUBLIC_FIELD);
+    // A split stream starts with a 24-byte response nonce (§S3), so only v1
+    // answers are split; a profile-2 answer goes out whole.
+    let v1 = key.profile() == Profile::V1;
     let split = split.filter(|p| {
-        p.asked
+        v1 && p.asked
             && crate::split::is_public(
                 &p.method,
                 &p.path,
@@ -915,16 +918,27 @@ where
         has_date |= n == header::DATE;
         head.field(n.as_str(), v.as_bytes());
     }
-    if let Some(len) = exact.or(declared) {
-        if status != StatusCode::NO_CONTENT && status != StatusCode::NOT_MODIFIED {
-            head.field("Content-Length", itoa::Buffer::new().format(len).as_bytes());
-        }
+    let length = exact
+        .or(declared)
+        .filter(|_| status != StatusCode::NO_CONTENT && status != StatusCode::NOT_MODIFIED);
+    // Profile 2 (spec §4.5) adds no Date to an application's answer, and no
+    // Content-Length when head and body go out as one FINAL record.
+    let compact = key.profile() == Profile::Compact;
+    if let (Some(len), false) = (length, compact) {
+        head.field("Content-Length", itoa::Buffer::new().format(len).as_bytes());
     }
-    if !has_date {
+    if !has_date && !compact {
         head.field("Date", replay::format_date(now).as_bytes());
     }
     for f in &extra {
         head.field(&f.name, &f.value);
+    }
+    if let (Some(len), true) = (length, compact) {
+        let one_record =
+            exact.is_some_and(|e| head.finished_len() as u64 + e <= record_size as u64);
+        if !one_record {
+            head.field("Content-Length", itoa::Buffer::new().format(len).as_bytes());
+        }
     }
     let head_bytes = head.finish();
     let n0 = crate::nonce::nonce24();

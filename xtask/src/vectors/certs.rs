@@ -62,7 +62,7 @@ pub fn cases() -> Vec<Case> {
         match want {
             None => {
                 let c = got.unwrap();
-                v.push(Case::ok("cert_verify", name, why, input, json!({"serial": c.serial, "not_before": c.not_before, "not_after": c.not_after, "kex_public": hx(c.kex_public.0)})));
+                v.push(Case::ok("cert_verify", name, why, input, json!({"version": c.profile.number(), "serial": c.serial, "not_before": c.not_before, "not_after": c.not_after, "kex_public": hx(c.kex_public.0)})));
             }
             Some(e) => {
                 check(name, got, &e);
@@ -121,8 +121,15 @@ pub fn cases() -> Vec<Case> {
     );
     verify(
         "cert-verify-version",
-        "version 2 is unknown",
-        retext(&|b| b[0] = 2),
+        "version 3 is unknown (1 is v1, 2 announces profile 2)",
+        retext(&|b| b[0] = 3),
+        &id,
+        Some(Error::BadCertificate),
+    );
+    verify(
+        "cert-verify-version-0",
+        "version 0 is unknown",
+        retext(&|b| b[0] = 0),
         &id,
         Some(Error::BadCertificate),
     );

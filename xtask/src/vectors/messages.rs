@@ -317,9 +317,11 @@ fn route_cases() -> Vec<Case> {
                     Route::Options => json!({"route": "options"}),
                     Route::MethodNotAllowed => json!({"route": "method_not_allowed"}),
                     Route::NotFound => json!({"route": "not_found"}),
-                    Route::Post { n0 } => json!({"route": "post", "n0": hx(n0)}),
-                    Route::Get { n0, query } => {
-                        json!({"route": "get", "n0": hx(n0), "query": query})
+                    Route::Post { n0, profile } => {
+                        json!({"route": "post", "n0": hx(n0), "profile": profile.number()})
+                    }
+                    Route::Get { n0, query, profile } => {
+                        json!({"route": "get", "n0": hx(n0), "query": query, "profile": profile.number()})
                     }
                 };
                 assert_eq!(out["route"], want, "{name}");
@@ -346,6 +348,47 @@ fn route_cases() -> Vec<Case> {
         format!("{p}?AAAA"),
         "/hc",
         "get",
+    );
+    let p2 = format!("/hc/2{}", b64::encode(&n0));
+    add(
+        "compact-route-post",
+        "profile 2: `2` before the 32 nonce characters",
+        "POST",
+        p2.clone(),
+        "/hc",
+        "post",
+    );
+    add(
+        "compact-route-get",
+        "profile 2, GET form",
+        "GET",
+        format!("{p2}?AAAA"),
+        "/hc",
+        "get",
+    );
+    add(
+        "compact-route-root",
+        "profile 2 under the root mount",
+        "POST",
+        format!("/2{}", b64::encode(&n0)),
+        "",
+        "post",
+    );
+    add(
+        "compact-route-other-mark",
+        "a 33-character segment must start with `2`",
+        "POST",
+        format!("/hc/3{}", b64::encode(&n0)),
+        "/hc",
+        "bad_nonce_path",
+    );
+    add(
+        "compact-route-long",
+        "`2` and 33 characters is too long",
+        "POST",
+        format!("{p2}A"),
+        "/hc",
+        "bad_nonce_path",
     );
     add(
         "route-options",

@@ -14,8 +14,9 @@ use serde_json::{json, Value};
 
 mod admission;
 mod certs;
+mod compact;
 mod dns;
-mod exchange;
+pub(crate) mod exchange;
 mod messages;
 pub mod provenance;
 mod resumption;
@@ -141,6 +142,7 @@ pub fn generate() -> Vec<Case> {
     all.extend(rspamd::cases());
     all.extend(split::cases());
     all.extend(admission::cases());
+    all.extend(compact::cases());
     let mut names = BTreeSet::new();
     for c in &all {
         assert!(

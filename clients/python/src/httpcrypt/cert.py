@@ -1,6 +1,8 @@
 """Key certificates (spec §5): the 118-byte form, its ``hc1 …`` text form,
 verification under an identity, the choice rule and the
-``application/httpcrypt-certs`` list."""
+``application/httpcrypt-certs`` list. The version byte is 1, or 2 for a key
+that also takes profile-2 (compact) requests (spec §4.5); everything else
+treats both alike."""
 
 from __future__ import annotations
 
@@ -20,16 +22,20 @@ TEXT_PREFIX = "hc1 "
 CERTS_TYPE = "application/httpcrypt-certs"
 
 _FIXED = struct.Struct(">BBIII")
+VERSIONS = (1, 2)
 
 
 @dataclass(frozen=True)
 class DiscoveredKey:
-    """A server key without its signature (spec §6.3): what a client uses."""
+    """A server key without its signature (spec §6.3): what a client uses.
+    ``version`` is its certificate's version byte: 2 means the key takes
+    profile-2 requests (spec §4.5); a key learnt from TLSA is always 1."""
 
     serial: int
     not_before: int
     not_after: int
     kex_public: bytes
+    version: int = 1
 
     def is_valid_at(self, now: float) -> bool:
         """``not_before <= now <= not_after``."""
@@ -51,28 +57,35 @@ class KeyCert:
     kex_public: bytes
     signer: bytes
     signature: bytes
+    version: int = 1
 
     @classmethod
     def sign(cls, identity_seed: bytes, serial: int, not_before: int, not_after: int,
-             kex_public: bytes) -> KeyCert:
-        """Issues a certificate with the identity key of ``identity_seed``."""
+             kex_public: bytes, version: int = 1) -> KeyCert:
+        """Issues a certificate with the identity key of ``identity_seed``
+        (``version`` 2 announces profile 2; it is covered by the signature)."""
+        if version not in VERSIONS:
+            raise ValueError("certificate version must be 1 or 2")
         unsigned = cls(serial, not_before, not_after, bytes(kex_public),
-                       signer_id(ed25519_public(identity_seed)), bytes(64))
+                       signer_id(ed25519_public(identity_seed)), bytes(64), version)
         sig = ed25519_sign(identity_seed, CONTEXT + unsigned.encode()[:SIGNED_LEN])
-        return cls(serial, not_before, not_after, bytes(kex_public), unsigned.signer, sig)
+        return cls(serial, not_before, not_after, bytes(kex_public), unsigned.signer, sig,
+                   version)
 
     def encode(self) -> bytes:
         """The 118 bytes."""
-        return (_FIXED.pack(1, 1, self.serial, self.not_before, self.not_after)
+        return (_FIXED.pack(self.version, 1, self.serial, self.not_before, self.not_after)
                 + self.kex_public + self.signer + self.signature)
 
     @classmethod
     def decode(cls, data: bytes) -> KeyCert:
-        """Parses 118 bytes; ``bad_certificate`` on length, version or suite."""
-        if len(data) != CERT_LEN or data[0] != 1 or data[1] != 1:
+        """Parses 118 bytes; ``bad_certificate`` on length, on a version
+        other than 1 and 2, or on a suite other than 1."""
+        if len(data) != CERT_LEN or data[0] not in VERSIONS or data[1] != 1:
             raise ProtocolError("bad_certificate", "wrong certificate length, version or suite")
-        _, _, serial, nb, na = _FIXED.unpack_from(data)
-        return cls(serial, nb, na, bytes(data[14:46]), bytes(data[46:54]), bytes(data[54:]))
+        version, _, serial, nb, na = _FIXED.unpack_from(data)
+        return cls(serial, nb, na, bytes(data[14:46]), bytes(data[46:54]), bytes(data[54:]),
+                   version)
 
     def to_text(self) -> str:
         """``hc1 {b64u(cert)}``."""
@@ -103,7 +116,8 @@ class KeyCert:
 
     def discovered(self) -> DiscoveredKey:
         """The signature-free key."""
-        return DiscoveredKey(self.serial, self.not_before, self.not_after, self.kex_public)
+        return DiscoveredKey(self.serial, self.not_before, self.not_after, self.kex_public,
+                             self.version)
 
 
 K = TypeVar("K", KeyCert, DiscoveredKey)

@@ -7,7 +7,13 @@ reused, the last ticket and token, the clock offset) and turns a caller's
 request into an outer :class:`Attempt`; the httpx transports and the
 requests adapter are thin drivers around it (spec §11.5 retry rules; §14.5:
 the admission cookie a server under load issued is echoed, with a solved
-puzzle, on fresh-key requests)."""
+puzzle, on fresh-key requests).
+
+Profile 2 (spec §4.5) is used exactly when the chosen key's certificate has
+version 2 (and ``ClientConfig.compact`` is on): the send time goes into
+``n0``, the target segment is ``2{b64u(n0)}``, record 0 binds the outer
+Host, the inner request carries neither Host nor Date, pads are 0-7
+characters, and the response is ``r || stream`` labelled ``hc2-rsp``."""
 
 from __future__ import annotations
 
@@ -42,6 +48,7 @@ from .stream import (
     RECORD_OVERHEAD,
     Opener,
     Sealer,
+    host_bytes,
     open_all,
     seal_all,
     seal_records,
@@ -62,48 +69,65 @@ ADMIT_REUSE = 25.0
 
 
 class PreparedRequest:
-    """Everything one exchange needs: ``n0``, ``k`` and the cookie."""
+    """Everything one exchange needs: ``n0``, ``k`` and the cookie; for
+    profile 2 also the outer Host that record 0 binds."""
 
     def __init__(self, n0: bytes, key: bytes, cookie: str,
-                 credential: Literal["key", "ticket"]):
+                 credential: Literal["key", "ticket"], host: str | None = None):
         self.n0 = n0
         self.session_key = key
         self.cookie = cookie
         self.credential = credential
+        self.host = host
+        self.profile = 1 if host is None else 2
 
     @classmethod
     def for_key(cls, server_public: bytes, n0: bytes, name_pad: str = "", value_pad: str = "",
                 *, client_secret: bytes | KexKey | None = None, ticket: Ticket | None = None,
-                ticket_key: bytes | None = None) -> PreparedRequest:
+                ticket_key: bytes | None = None, host: str | None = None) -> PreparedRequest:
         """Derives ``k`` against the server key with ``client_secret``, or
-        takes it from a ticket (``ticket_key`` is the session key it carries)."""
+        takes it from a ticket (``ticket_key`` is the session key it carries).
+        With ``host`` (the outer Host value to send) the request uses
+        profile 2 (spec §4.5)."""
         if len(n0) != NONCE_LEN:
             raise ConfigError("n0 must be 24 bytes")
+        if host is not None:
+            host_bytes(host)  # bad_host above 65535 bytes
         if ticket is not None and ticket_key is not None:
             cookie = outer.format_cookie(ticket.tid, ticket.sealed, name_pad, value_pad)
-            return cls(n0, ticket_key, cookie, "ticket")
+            return cls(n0, ticket_key, cookie, "ticket", host)
         if client_secret is None:
             raise ConfigError("need a client secret or a ticket")
         ck = client_secret if isinstance(client_secret, KexKey) else KexKey(client_secret)
         k = ck.session_key(server_public)
         cookie = outer.format_cookie(kid(server_public), ck.public, name_pad, value_pad)
-        return cls(n0, k, cookie, "key")
+        return cls(n0, k, cookie, "key", host)
 
     def sealer(self) -> Sealer:
         """A sealer for the request stream."""
-        return Sealer.request(self.session_key, self.n0)
+        return Sealer.request(self.session_key, self.n0, self.host)
 
     def response_opener(self, max_record: int = DEFAULT_MAX_RECORD) -> Opener:
         """An opener for the response body."""
-        return Opener.response(self.session_key, self.n0, max_record)
+        return Opener.response(self.session_key, self.n0, max_record, self.profile)
+
+    def nonce_path(self, mount: Mount) -> str:
+        """The POST target: ``{mount}/{b64u(n0)}`` or ``{mount}/2{b64u(n0)}``."""
+        return mount.nonce_path(self.n0, self.profile)
+
+    def get_target(self, mount: Mount, stream: bytes) -> str:
+        """The GET-form target: the nonce path, ``?``, ``b64u(stream)``."""
+        return mount.get_target(self.n0, stream, self.profile)
 
     def encode_outer(self, form: Literal["post", "get"], mount: Mount, host: str,
                      stream: bytes) -> bytes:
         """The complete outer request in the canonical layout."""
+        if self.host is not None and host != self.host:
+            raise ConfigError("a profile-2 request must be sent with the Host it binds")
         if form == "post":
-            return outer.encode_request_head("post", mount.nonce_path(self.n0), host,
+            return outer.encode_request_head("post", self.nonce_path(mount), host,
                                              self.cookie, len(stream)) + stream
-        return outer.encode_request_head("get", mount.get_target(self.n0, stream), host,
+        return outer.encode_request_head("get", self.get_target(mount, stream), host,
                                          self.cookie)
 
     def open_response(self, body: bytes,
@@ -124,6 +148,8 @@ class ClientConfig:
     - ``tickets``: present tickets the server issued.
     - ``reuse_key``: one key pair per host (the server's session cache applies).
     - ``clock``: unix time source (tests shift it to provoke ``stale``).
+    - ``compact``: use profile 2 (spec §4.5) with keys whose certificate
+      announces it (version 2); off: always v1.
     """
 
     mount: str = ""
@@ -136,6 +162,7 @@ class ClientConfig:
     max_inner_head: int = inner.DEFAULT_MAX_INNER_HEAD
     max_inner_fields: int = inner.DEFAULT_MAX_INNER_FIELDS
     clock: Callable[[], float] = time.time
+    compact: bool = True
 
 
 @dataclass
@@ -161,6 +188,7 @@ class ExchangeInfo:
     status: int = 0
     attempts: int = 1
     admission: int | None = None  # difficulty of the admission echo sent, if one was
+    profile: int = 1  # 2 for a compact request (spec §4.5)
 
 
 @dataclass
@@ -183,7 +211,7 @@ class Attempt:
         """The outer view of this attempt."""
         return ExchangeInfo(self.method, self.url, list(self.headers),
                             self.prepared.credential, attempts=attempts,
-                            admission=self.admission)
+                            admission=self.admission, profile=self.prepared.profile)
 
 
 class ResponseReader:
@@ -343,31 +371,44 @@ class Engine:
             token = h.token
             # Tickets never meet the defence: only fresh-key requests echo.
             admit_cookie = self._admit_cookie(h) if ticket is None else None
-        n0 = os.urandom(NONCE_LEN)
-        if ticket is not None:
-            prepared = PreparedRequest.for_key(server_key.kex_public, n0, outer.random_pad(),
-                                               outer.random_pad(), ticket=ticket[0],
-                                               ticket_key=ticket[1])
+        # Profile 2 exactly when the chosen key announces it (spec §4.5).
+        compact = cfg.compact and server_key.version == 2
+        now = int(self.now()) + offset  # the clock corrected after a `stale` answer
+        if compact:
+            n0 = outer.compact_nonce(now)
+            host: str | None = authority
+            max_pad = outer.MAX_PAD2
         else:
-            prepared = PreparedRequest.for_key(server_key.kex_public, n0, outer.random_pad(),
-                                               outer.random_pad(),
-                                               client_secret=secret or KexKey())
+            n0 = os.urandom(NONCE_LEN)
+            host = None
+            max_pad = outer.MAX_PAD
+        pads = outer.random_pad(max_pad), outer.random_pad(max_pad)
+        if ticket is not None:
+            prepared = PreparedRequest.for_key(server_key.kex_public, n0, *pads,
+                                               ticket=ticket[0], ticket_key=ticket[1], host=host)
+        else:
+            prepared = PreparedRequest.for_key(server_key.kex_public, n0, *pads,
+                                               client_secret=secret or KexKey(), host=host)
         if body is not None:
             body_len = len(body)
         # Inner head: the caller's fields, Host, a (corrected) Date, framing.
+        # Profile 2 sends neither Host (the outer one is bound) nor Date (the
+        # time is in n0); a caller's Host that differs from the outer one stays.
         head = RequestHead(method, target or "/")
         has_host = has_date = False
         for name, value in headers:
             lname = name.lower()
-            if lname in _SKIP_FIELDS or (own_date and lname == "date"):
+            if lname in _SKIP_FIELDS or (own_date and lname == "date" and not compact):
+                continue
+            if compact and lname == "host" and value.strip().lower() == authority.lower():
                 continue
             has_host |= lname == "host"
             has_date |= lname == "date"
             head.fields.append((name, value))
-        if not has_host:
+        if not has_host and not compact:
             head.fields.insert(0, ("Host", authority))
-        if not has_date:
-            head.fields.append(("Date", format_date(int(self.now()) + offset)))
+        if not has_date and not compact:
+            head.fields.append(("Date", format_date(now)))
         if body_len is not None and (body_len > 0 or method in ("POST", "PUT")):
             head.fields.append(("Content-Length", str(body_len)))
         if method.upper() not in SAFE_METHODS:
@@ -384,12 +425,13 @@ class Engine:
         out_headers = [("Host", authority), ("Cookie", cookie)]
         base = f"{scheme}://{authority}"
         if (cfg.get_form and body is not None
-                and outer.fits_get_form(self.mount, len(head_bytes) + len(body) + 64)):
+                and outer.fits_get_form(self.mount, len(head_bytes) + len(body) + 64,
+                                        prepared.profile)):
             plain = head_bytes + body
             stream = seal_all(prepared.sealer(), plain, max(len(plain), 1))
             return Attempt(scheme, authority, prepared, "GET",
-                           base + self.mount.get_target(n0, stream), out_headers, None, None,
-                           method, difficulty)
+                           base + prepared.get_target(self.mount, stream), out_headers, None,
+                           None, method, difficulty)
         out_headers += [("Content-Type", outer.OCTET_STREAM)]
         rs = max(cfg.record_size, 1)
         sealed: bytes | Iterable[bytes] | AsyncIterable[bytes]
@@ -408,7 +450,7 @@ class Engine:
                 length = plain_len + max(1, -(-plain_len // rs)) * RECORD_OVERHEAD
         if length is not None:
             out_headers.append(("Content-Length", str(length)))
-        return Attempt(scheme, authority, prepared, "POST", base + self.mount.nonce_path(n0),
+        return Attempt(scheme, authority, prepared, "POST", base + prepared.nonce_path(self.mount),
                        out_headers, sealed, length, method, difficulty)
 
     def refused(self, attempt: Attempt, status: int, body: bytes) -> RefusedError:

@@ -1,5 +1,7 @@
 """HTTP-dates for the inner ``Date`` field (spec §8.1): all three RFC 9110
-forms parse (surrounding whitespace ignored), IMF-fixdate is written."""
+forms parse (surrounding whitespace ignored), IMF-fixdate is written; and
+the freshness checks, on the inner ``Date`` (v1) or on the time a profile-2
+request carries in its nonce (spec §4.5)."""
 
 from __future__ import annotations
 
@@ -61,3 +63,15 @@ def check_date(value: str | None, now: int, window: int = DEFAULT_WINDOW) -> int
     if abs(date - now) > window:
         raise ProtocolError("stale", "inner Date outside the window")
     return date
+
+
+def check_nonce_time(n0: bytes, now: int, window: int = DEFAULT_WINDOW) -> int:
+    """The server's freshness check for a profile-2 request (spec §4.5):
+    the unix seconds in ``n0[0..5]``, ``stale`` when more than ``window``
+    from ``now``; returns the time."""
+    if len(n0) < 5:
+        raise ProtocolError("stale", "nonce too short to carry a time")
+    sent = int.from_bytes(n0[:5], "big")
+    if abs(sent - now) > window:
+        raise ProtocolError("stale", "request time outside the window")
+    return sent

@@ -1,6 +1,8 @@
 """What middleboxes see (spec §4.1, §4.2, §4.4, §11): mount and nonce path,
 GET-form query, the cookie pair, the canonical outer head, routing and
-cookie scanning (server side), and problem documents."""
+cookie scanning (server side), and problem documents. Profile 2 (spec §4.5)
+marks its nonce segment with a leading ``2`` (33 characters), puts the send
+time in ``n0[0..5]`` and uses pads of 0-7 characters."""
 
 from __future__ import annotations
 
@@ -19,6 +21,9 @@ ID_B64_LEN = b64.encoded_len(KID_LEN)  # 14
 PUBLIC_B64_LEN = b64.encoded_len(32)  # 43
 TICKET_B64_LEN = b64.encoded_len(SEALED_LEN)  # 115
 MAX_PAD = 16
+MAX_PAD2 = 7  # profile 2 sends shorter pads; servers still accept 0-16
+PROFILE2_MARK = "2"
+TIME_LEN = 5  # profile 2: n0 = u40(unix seconds) || 19 random bytes
 GET_FORM_LIMIT = 2000
 OCTET_STREAM = "application/octet-stream"
 PROBLEM_TYPE = "application/problem+json"
@@ -49,25 +54,40 @@ class Mount:
         """``{mount}/``: where OPTIONS is answered."""
         return self.path + "/"
 
-    def nonce_path(self, n0: bytes) -> str:
-        """``{mount}/{b64u(n0)}``."""
-        return f"{self.path}/{b64.encode(n0)}"
+    def nonce_path(self, n0: bytes, profile: int = 1) -> str:
+        """``{mount}/{b64u(n0)}``, or ``{mount}/2{b64u(n0)}`` for profile 2."""
+        mark = PROFILE2_MARK if profile == 2 else ""
+        return f"{self.path}/{mark}{b64.encode(n0)}"
 
-    def get_target(self, n0: bytes, stream: bytes) -> str:
-        """``{mount}/{b64u(n0)}?{b64u(stream)}``."""
-        return f"{self.nonce_path(n0)}?{b64.encode(stream)}"
+    def get_target(self, n0: bytes, stream: bytes, profile: int = 1) -> str:
+        """``{nonce_path}?{b64u(stream)}``."""
+        return f"{self.nonce_path(n0, profile)}?{b64.encode(stream)}"
 
 
-def fits_get_form(mount: Mount, stream_len: int) -> bool:
+def fits_get_form(mount: Mount, stream_len: int, profile: int = 1) -> bool:
     """Whether ``GET {target} HTTP/1.1`` stays below 2000 bytes."""
-    line = 4 + len(mount.path) + 1 + NONCE_B64_LEN + 1 + b64.encoded_len(stream_len) + 9
+    line = (4 + len(mount.path) + 1 + (profile == 2) + NONCE_B64_LEN + 1
+            + b64.encoded_len(stream_len) + 9)
     return line < GET_FORM_LIMIT
 
 
-def random_pad() -> str:
-    """0-16 random base64url characters (length and content from the OS CSPRNG)."""
-    r = os.urandom(MAX_PAD + 1)
-    return bytes(b64.ALPHABET[x & 63] for x in r[1:1 + r[0] % (MAX_PAD + 1)]).decode()
+def random_pad(max_pad: int = MAX_PAD) -> str:
+    """0-``max_pad`` random base64url characters (length and content from
+    the OS CSPRNG): 0-16 for v1, 0-7 (``MAX_PAD2``) for profile 2."""
+    r = os.urandom(max_pad + 1)
+    return bytes(b64.ALPHABET[x & 63] for x in r[1:1 + r[0] % (max_pad + 1)]).decode()
+
+
+def compact_nonce(now: int) -> bytes:
+    """A profile-2 request nonce: ``u40(now) || 19 random bytes``."""
+    if not 0 <= now < 1 << (8 * TIME_LEN):
+        raise ValueError("time outside the 40-bit range")
+    return now.to_bytes(TIME_LEN, "big") + os.urandom(NONCE_LEN - TIME_LEN)
+
+
+def nonce_time(n0: bytes) -> int:
+    """The unix seconds in a profile-2 request nonce (``n0[0..5]``)."""
+    return int.from_bytes(n0[:TIME_LEN], "big")
 
 
 def format_cookie(id_: bytes, value: bytes, name_pad: str = "", value_pad: str = "") -> str:
@@ -107,6 +127,7 @@ class Route:
     kind: Literal["outside", "options", "method_not_allowed", "not_found", "post", "get"]
     n0: bytes | None = None
     query: str | None = None
+    profile: int = 1  # for post and get: 2 when the nonce segment is "2" + 32 characters
 
 
 def parse_nonce(text: str) -> bytes:
@@ -127,12 +148,15 @@ def route(method: str, target: str, mount: Mount) -> Route:
         return Route("options" if rest == "" else "not_found")
     if method not in ("POST", "GET"):
         return Route("method_not_allowed")
+    profile = 1
+    if len(rest) == NONCE_B64_LEN + 1 and rest.startswith(PROFILE2_MARK):
+        profile, rest = 2, rest[1:]
     n0 = parse_nonce(rest)
     if method == "POST":
-        return Route("post", n0)
+        return Route("post", n0, profile=profile)
     if not sep:
         raise ProtocolError("bad_query", "GET form without a query")
-    return Route("get", n0, query)
+    return Route("get", n0, query, profile)
 
 
 def decode_query(query: str, max_body: int) -> bytes:

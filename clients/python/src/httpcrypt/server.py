@@ -3,7 +3,9 @@ an outer request, find the key, open the request stream, seal the response.
 
 The Python package is a client; this module exists so the shared vectors'
 server-side kinds (``exchange``, ``server_request``) and in-memory tests can
-run both ends of an exchange."""
+run both ends of an exchange. Every key takes both request profiles: a
+33-character nonce segment led by ``2`` is profile 2 (spec §4.5), whose
+record 0 binds the outer Host as parsed."""
 
 from __future__ import annotations
 
@@ -12,10 +14,10 @@ from dataclasses import dataclass, field
 
 from . import inner, outer
 from .cert import KeyCert
-from .date import format_date
+from .date import DEFAULT_WINDOW, check_date, check_nonce_time, format_date
 from .errors import ProtocolError
 from .outer import Credential, Mount
-from .stream import DEFAULT_MAX_RECORD, Opener, Sealer, open_all, seal_all
+from .stream import DEFAULT_MAX_RECORD, Opener, Sealer, host_bytes, open_all, seal_all
 from .suite import session_key
 from .ticket import TicketKey
 
@@ -109,6 +111,8 @@ class Accepted:
     query_stream: bytes | None
     credential: Credential
     session_key: bytes
+    profile: int = 1
+    host: str = ""  # the outer Host as parsed (bound by profile 2)
 
 
 def accept(keys: ServerKeys, mount: Mount, req: OuterRequest, limits: Limits,
@@ -129,6 +133,8 @@ def accept(keys: ServerKeys, mount: Mount, req: OuterRequest, limits: Limits,
     if route_error is not None:
         raise route_error
     assert r is not None and r.n0 is not None
+    if r.profile == 2:
+        host_bytes(req.host)  # bad_host above 65535 bytes (spec §11.1 step 3)
     query_stream = None
     if r.kind == "post":
         if req.content_length is not None and req.content_length > limits.max_body:
@@ -142,21 +148,34 @@ def accept(keys: ServerKeys, mount: Mount, req: OuterRequest, limits: Limits,
         held = keys.key(cred.id, now)
         if held is None:
             raise ProtocolError("unknown_key", "key expired")
-        return Accepted(cred.id, r.n0, query_stream, cred, session_key(held[0], cred.value))
+        return Accepted(cred.id, r.n0, query_stream, cred, session_key(held[0], cred.value),
+                        r.profile, req.host)
     tk = keys.ticket_key(cred.id, now)
     if tk is None:
         raise ProtocolError("unknown_key", "ticket key expired")
     contents = tk.open(cred.value, now)
     if keys.key(contents.kid, now) is None:
         raise ProtocolError("unknown_key", "ticket's key expired")
-    return Accepted(contents.kid, r.n0, query_stream, cred, contents.session_key)
+    return Accepted(contents.kid, r.n0, query_stream, cred, contents.session_key, r.profile,
+                    req.host)
 
 
 def open_request(acc: Accepted, body: bytes, limits: Limits) -> tuple[inner.RequestHead, bytes]:
     """Opens the request stream (body or GET query) and parses the inner request."""
     data = acc.query_stream if acc.query_stream is not None else body
-    plaintext = open_all(Opener.request(acc.session_key, acc.n0, limits.max_record), data)
+    host = acc.host if acc.profile == 2 else None
+    plaintext = open_all(Opener.request(acc.session_key, acc.n0, limits.max_record, host), data)
     return inner.decode_request(plaintext, limits.max_inner_head, limits.max_inner_fields)
+
+
+def check_fresh(acc: Accepted, head: inner.RequestHead, now: int,
+                window: int = DEFAULT_WINDOW) -> int:
+    """The freshness check of spec §8.1 (``stale``): the inner ``Date`` for
+    v1, the time in ``n0`` for profile 2 (whose inner ``Date``, if any, is
+    not judged). Returns the request's time."""
+    if acc.profile == 2:
+        return check_nonce_time(acc.n0, now, window)
+    return check_date(inner.field_value(head.fields, "date"), now, window)
 
 
 def serve_bytes(keys: ServerKeys, mount: Mount, limits: Limits, now: int,
@@ -172,8 +191,22 @@ def serve_bytes(keys: ServerKeys, mount: Mount, limits: Limits, now: int,
 
 def seal_response(acc: Accepted, n0: bytes, head: inner.ResponseHead, body: bytes, now: int,
                   record_size: int = 16384) -> bytes:
-    """``n0 || stream`` of the inner response; adds Date and Content-Length if absent."""
+    """The response body for the inner response.
+
+    v1: ``n0 || stream`` (``n0`` 24 bytes); Date and Content-Length are
+    added if absent. Profile 2 (``acc.profile == 2``): ``r || stream`` with
+    ``n0`` the 16 random bytes ``r``; no Date is added (a ``stale`` answer
+    carries it in ``head``), and Content-Length only when the inner response
+    does not fit one FINAL record 0 (spec §4.5)."""
     fields = list(head.fields)
+    if acc.profile == 2:
+        plaintext = inner.ResponseHead(head.status, head.reason, fields).format() + body
+        if (len(plaintext) > max(record_size, 1)
+                and inner.field_value(fields, "content-length") is None):
+            fields.append(("Content-Length", str(len(body))))
+            plaintext = inner.ResponseHead(head.status, head.reason, fields).format() + body
+        return n0 + seal_all(Sealer.response2(acc.session_key, acc.n0, n0), plaintext,
+                             record_size)
     if inner.field_value(fields, "date") is None:
         fields.append(("Date", format_date(now)))
     if inner.field_value(fields, "content-length") is None:

@@ -7,6 +7,11 @@ Record ``i`` uses nonce ``n0 + i``; record 0 is bound to the direction (and,
 for responses, to the request's nonce), every later record to the previous
 tag. :class:`Opener` is push/pull: :meth:`Opener.receive` takes bytes in any
 split, :meth:`Opener.pull` returns verified plaintext only.
+
+Profile 2 (spec §4.5) changes record 0 only: a request's ``AD_0`` is
+``"hc2-req" || u16(len(host)) || host || header_0`` (the outer Host bound),
+a response's ``"hc2-rsp" || request_n0 || header_0``; a response body starts
+with 16 random bytes ``r`` and its stream nonce is ``0xff^8 || r``.
 """
 
 from __future__ import annotations
@@ -30,10 +35,46 @@ CLEAR = 1 << 30
 LEN_MASK = CLEAR - 1
 REQ_LABEL = b"hc1-req"
 RSP_LABEL = b"hc1-rsp"
+REQ2_LABEL = b"hc2-req"
+RSP2_LABEL = b"hc2-rsp"
+MAX_HOST = 0xFFFF
+RESPONSE_RANDOM_LEN = 16
+RESPONSE2_PREFIX = b"\xff" * (NONCE_LEN - RESPONSE_RANDOM_LEN)
 
 _U32 = struct.Struct(">I")
 _NONCE_MASK = (1 << 192) - 1
 _ZERO_NONCE = bytes(NONCE_LEN)
+
+
+def host_bytes(host: str | bytes) -> bytes:
+    """The outer Host value as the bytes bound in a profile-2 request
+    (Latin-1, as HTTP field values travel); above 65535 bytes ``bad_host``."""
+    raw = host.encode("latin-1") if isinstance(host, str) else bytes(host)
+    if len(raw) > MAX_HOST:
+        raise ProtocolError("bad_host", "Host above 65535 bytes cannot be bound")
+    return raw
+
+
+def request_label(host: str | bytes | None = None) -> bytes:
+    """The prefix of a request's ``AD_0``: ``hc1-req``, or with ``host``
+    (profile 2) ``hc2-req || u16(len(host)) || host``."""
+    if host is None:
+        return REQ_LABEL
+    raw = host_bytes(host)
+    return REQ2_LABEL + len(raw).to_bytes(2, "big") + raw
+
+
+def response_label(request_n0: bytes, profile: int = 1) -> bytes:
+    """The prefix of a response's ``AD_0``: ``hc1-rsp || request_n0``, or
+    ``hc2-rsp || request_n0`` for profile 2."""
+    return (RSP2_LABEL if profile == 2 else RSP_LABEL) + request_n0
+
+
+def response_nonce(response_random: bytes) -> bytes:
+    """The stream nonce of a profile-2 response: ``0xff^8 || r``."""
+    if len(response_random) != RESPONSE_RANDOM_LEN:
+        raise ValueError("a profile-2 response random is 16 bytes")
+    return RESPONSE2_PREFIX + response_random
 
 
 def record_limit(max_record: int) -> int:
@@ -67,7 +108,8 @@ class Sealer(_Chain):
 
     __slots__ = ("_done", "_is_request")
 
-    def __init__(self, key: bytes, n0: bytes, request_n0: bytes | None = None):
+    def __init__(self, key: bytes, n0: bytes, request_n0: bytes | None = None,
+                 label: bytes | None = None):
         if len(n0) != NONCE_LEN:
             raise ValueError("n0 must be 24 bytes")
         # (The chain's fields, set here directly: this runs once per message.)
@@ -77,19 +119,30 @@ class Sealer(_Chain):
         self.index = 0
         self.prev_tag = b""
         self._is_request = request_n0 is None
-        self.label = REQ_LABEL if request_n0 is None else RSP_LABEL + request_n0
+        if label is None:
+            label = REQ_LABEL if request_n0 is None else RSP_LABEL + request_n0
+        self.label = label
         self._done = False
 
     @classmethod
-    def request(cls, key: bytes, n0: bytes) -> Sealer:
-        """A request stream starting at ``n0`` (the nonce in the path)."""
-        return cls(key, n0)
+    def request(cls, key: bytes, n0: bytes, host: str | bytes | None = None) -> Sealer:
+        """A request stream starting at ``n0`` (the nonce in the path). With
+        ``host`` a profile-2 stream whose record 0 binds that outer Host."""
+        return cls(key, n0, None, request_label(host))
 
     @classmethod
     def response(cls, key: bytes, request_n0: bytes, n0: bytes) -> Sealer:
         """A response stream with fresh ``n0``, bound to ``request_n0``.
         The caller writes ``n0`` before the records (spec §4.2)."""
         return cls(key, n0, request_n0)
+
+    @classmethod
+    def response2(cls, key: bytes, request_n0: bytes, response_random: bytes) -> Sealer:
+        """A profile-2 response stream (nonce ``0xff^8 || response_random``,
+        ``AD_0`` labelled ``hc2-rsp``). The caller writes the 16 random
+        bytes before the records (spec §4.5)."""
+        return cls(key, response_nonce(response_random), request_n0,
+                   response_label(request_n0, 2))
 
     @property
     def records(self) -> int:
@@ -194,35 +247,47 @@ class Opener(_Chain):
     keeps raising the same error and has discarded what it buffered."""
 
     __slots__ = ("_buf", "_done", "_failed", "_is_request", "_max", "_need_nonce",
-                 "_pos", "last_clear")
+                 "_nonce_prefix", "_pos", "last_clear")
 
     def __init__(self, key: bytes, n0: bytes | None, request_n0: bytes | None,
-                 max_record: int = DEFAULT_MAX_RECORD):
+                 max_record: int = DEFAULT_MAX_RECORD, label: bytes | None = None,
+                 nonce_prefix: bytes = b""):
         self._is_request = request_n0 is None
         self.aead = XChaCha(key)
         self.n0 = n0 or _ZERO_NONCE
         self.n0_int = int.from_bytes(self.n0, "big")
         self.index = 0
         self.prev_tag = b""
-        self.label = REQ_LABEL if request_n0 is None else RSP_LABEL + request_n0
+        if label is None:
+            label = REQ_LABEL if request_n0 is None else RSP_LABEL + request_n0
+        self.label = label
         self._max = (RECORD_FLOOR if max_record < RECORD_FLOOR
                      else RECORD_CEILING if max_record > RECORD_CEILING else max_record)
         self._buf: bytes | bytearray = b""
         self._pos = 0
-        self._need_nonce = n0 is None
+        # Response bodies start with the stream nonce: all 24 bytes (v1), or
+        # the 16 random bytes after the fixed 0xff^8 (profile 2).
+        self._need_nonce = NONCE_LEN - len(nonce_prefix) if n0 is None else 0
+        self._nonce_prefix = nonce_prefix
         self._done = False
         self._failed: ProtocolError | None = None
         self.last_clear = False
 
     @classmethod
-    def request(cls, key: bytes, n0: bytes, max_record: int = DEFAULT_MAX_RECORD) -> Opener:
-        """Opens a request stream whose ``n0`` came from the outer path."""
-        return cls(key, n0, None, max_record)
+    def request(cls, key: bytes, n0: bytes, max_record: int = DEFAULT_MAX_RECORD,
+                host: str | bytes | None = None) -> Opener:
+        """Opens a request stream whose ``n0`` came from the outer path; with
+        ``host`` a profile-2 stream bound to that outer Host."""
+        return cls(key, n0, None, max_record, request_label(host))
 
     @classmethod
     def response(cls, key: bytes, request_n0: bytes,
-                 max_record: int = DEFAULT_MAX_RECORD) -> Opener:
-        """Opens a response body (``n0 || stream``) answering ``request_n0``."""
+                 max_record: int = DEFAULT_MAX_RECORD, profile: int = 1) -> Opener:
+        """Opens a response body answering ``request_n0``: ``n0 || stream``,
+        or for profile 2 ``r || stream`` with 16 random bytes ``r``."""
+        if profile == 2:
+            return cls(key, None, request_n0, max_record, response_label(request_n0, 2),
+                       RESPONSE2_PREFIX)
         return cls(key, None, request_n0, max_record)
 
     @property
@@ -270,11 +335,12 @@ class Opener(_Chain):
             buf = self._buf
             avail = len(buf) - self._pos
             if self._need_nonce:
-                if avail < NONCE_LEN:
+                need = self._need_nonce
+                if avail < need:
                     return None
-                self.set_n0(bytes(buf[self._pos:self._pos + NONCE_LEN]))
-                self._pos += NONCE_LEN
-                self._need_nonce = False
+                self.set_n0(self._nonce_prefix + bytes(buf[self._pos:self._pos + need]))
+                self._pos += need
+                self._need_nonce = 0
                 continue
             if avail < HEADER_LEN:
                 return None
