@@ -7,6 +7,7 @@ use httpcrypt_proto::cache::SessionCache;
 use httpcrypt_proto::client::{ClientCredential, PreparedRequest};
 use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
 use httpcrypt_proto::outer::{self, Form, Mount};
+use httpcrypt_proto::profile;
 use httpcrypt_proto::rspamd;
 use httpcrypt_proto::server::{self, Accept, ParsedOuter, ServerKeys};
 use httpcrypt_proto::ticket::{Ticket, TicketContents, TicketKey};
@@ -22,9 +23,20 @@ pub const RECORD: usize = 16 * 1024;
 const HOST: &str = "example.com";
 /// Cookie padding: 8 characters, the mean of the client's uniform 0-16.
 pub const PAD: &str = "AbCdEfGh";
+/// Profile-2 cookie pads: 3 and 4 characters, the mean (3.5 each) of the
+/// client's uniform 0-7.
+const COMPACT_PADS: (&str, &str) = ("AbC", "dEfG");
 
-/// The HTTPCrypt variants.
-pub const VARIANTS: &[&str] = &["fresh-post", "fresh-get", "cached", "ticket", "rspamd"];
+/// The HTTPCrypt variants (`compact-*`: request profile 2, spec §4.5).
+pub const VARIANTS: &[&str] = &[
+    "fresh-post",
+    "fresh-get",
+    "cached",
+    "ticket",
+    "compact-post",
+    "compact-ticket",
+    "rspamd",
+];
 
 /// A server with one key, a ticket key and a session cache, and a client
 /// that knows its certificate.
@@ -71,14 +83,19 @@ fn split_head(wire: &[u8]) -> Result<usize> {
 }
 
 /// The inner request the client seals: the common payload's request with the
-/// `Date` field v1 requires (spec §8).
-fn inner_request(p: &Payload, now: u64) -> (RequestHead, Vec<u8>) {
+/// `Date` field v1 requires (spec §8); profile 2 sends neither `Host` nor
+/// `Date` inside (spec §4.5).
+fn inner_request(p: &Payload, now: u64, compact: bool) -> (RequestHead, Vec<u8>) {
     let mut head = RequestHead::new("POST", "/api");
-    head.fields.push(Field::new("Host", HOST));
+    if !compact {
+        head.fields.push(Field::new("Host", HOST));
+    }
     head.fields
         .push(Field::new("Content-Length", p.req_body.to_string()));
-    head.fields
-        .push(Field::new("Date", replay::format_date(now)));
+    if !compact {
+        head.fields
+            .push(Field::new("Date", replay::format_date(now)));
+    }
     (head, vec![b'q'; p.req_body])
 }
 
@@ -139,14 +156,15 @@ impl Lab {
             return self.rspamd(p, run);
         }
         let now = self.now;
-        let (head, body) = inner_request(p, now);
+        let compact = variant.starts_with("compact");
+        let (head, body) = inner_request(p, now, compact);
         let form = if variant == "fresh-get" {
             Form::Get
         } else {
             Form::Post
         };
         // Client: check the certificate (first use of it), agree, seal.
-        if variant.starts_with("fresh") {
+        if variant.starts_with("fresh") || variant == "compact-post" {
             let (cert, id) = (&self.cert, &self.identity);
             run.step(
                 Side::Client,
@@ -156,13 +174,21 @@ impl Lab {
             )
             .map_err(|e| anyhow!("{e}"))?;
         }
-        let n0 = nonce();
-        // The client draws 0-16 pad characters for each; the lab fixes them
-        // at the mean (8 + 8) so that byte counts repeat exactly.
-        let pads = (PAD.to_string(), PAD.to_string());
+        let n0 = if compact {
+            profile::compact_n0(now, &mut OsRng)
+        } else {
+            nonce()
+        };
+        // The client draws 0-16 pad characters for each (profile 2: 0-7);
+        // the lab fixes them at the mean so that byte counts repeat exactly.
+        let pads = if compact {
+            (COMPACT_PADS.0.to_string(), COMPACT_PADS.1.to_string())
+        } else {
+            (PAD.to_string(), PAD.to_string())
+        };
         let fresh_key;
         let credential = match variant {
-            "fresh-post" | "fresh-get" => {
+            "fresh-post" | "fresh-get" | "compact-post" => {
                 fresh_key = run.step(
                     Side::Client,
                     Phase::KeyAgreement,
@@ -172,21 +198,26 @@ impl Lab {
                 ClientCredential::Key(&fresh_key)
             }
             "cached" => ClientCredential::Key(&self.client_key),
-            "ticket" => {
+            "ticket" | "compact-ticket" => {
                 let (t, k) = self.ticket.as_ref().ok_or_else(|| anyhow!("no ticket"))?;
                 ClientCredential::Ticket(t, k)
             }
             other => bail!("unknown HTTPCrypt variant {other}"),
         };
         let cert = &self.cert;
-        let label = if variant == "ticket" {
+        let label = if variant.ends_with("ticket") {
             "take k from the ticket"
         } else {
             "derive k (X25519 + HChaCha20)"
         };
         let prepared = run
             .step(Side::Client, Phase::KeyAgreement, label, || {
-                PreparedRequest::new(cert, credential, n0, &pads.0, &pads.1)
+                let p = PreparedRequest::new(cert, credential, n0, &pads.0, &pads.1)?;
+                if compact {
+                    p.compact(HOST)
+                } else {
+                    Ok(p)
+                }
             })
             .map_err(|e| anyhow!("{e}"))?;
         let mount = &self.mount;
@@ -359,7 +390,7 @@ impl Lab {
 /// spec (§3, §4.1, §4.2, §7.2), for the size-breakdown table and the test
 /// that checks the measured total against them.
 pub fn post_field_sizes(p: &Payload, now: u64) -> Vec<(&'static str, usize)> {
-    let (head, _) = inner_request(p, now);
+    let (head, _) = inner_request(p, now, false);
     let mut inner_req = Vec::new();
     head.encode(&mut inner_req);
     let inner_req_len = inner_req.len() + p.req_body;

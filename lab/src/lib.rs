@@ -130,6 +130,30 @@ mod tests {
         assert_eq!(run.flights.len(), 2);
     }
 
+    /// Profile 2 (spec §4.5) leaves out the inner `Host` and `Date` (in the
+    /// base64url query of a GET, or the POST body here), shortens the pads,
+    /// adds the `2` of the nonce segment; the answer drops 8 bytes of nonce
+    /// and the inner `Date` and `Content-Length`.
+    #[test]
+    fn compact_profile_is_smaller_by_the_fields_it_leaves_out() {
+        let v1 = one("httpcrypt", "fresh-post");
+        let v2 = one("httpcrypt", "compact-post");
+        let host = "Host: example.com\r\n".len();
+        let date = "Date: Sun, 17 Jan 2027 08:00:00 GMT\r\n".len();
+        let pads = 2 * 8 - (3 + 4);
+        assert_eq!(
+            v1.bytes(Dir::C2s) - v2.bytes(Dir::C2s),
+            host + date + pads - 1
+        );
+        // Both answers carry a ticket; the compact one has no inner Date or
+        // Content-Length (one record) and a 16-byte random instead of 24.
+        let cl = "Content-Length: 100\r\n".len();
+        assert_eq!(v1.bytes(Dir::S2c) - v2.bytes(Dir::S2c), date + cl + 8);
+        assert_eq!(v2.rtts_first_byte(), Some(1));
+        let t = one("httpcrypt", "compact-ticket");
+        assert_eq!(t.rtts_first_byte(), Some(1));
+    }
+
     #[test]
     fn httpcrypt_message_overhead_grows_by_one_record_per_16_kib() {
         let mut lab = Lab::new("httpcrypt", "fresh-post").expect("set-up");

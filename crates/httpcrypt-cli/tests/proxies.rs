@@ -39,7 +39,9 @@ const LARGE: u64 = 50 << 20;
 
 /// The servers behind every proxy: the Python upstream behind `gateway`
 /// (mount ""), and `serve` (mount `/static`) with a file named after the
-/// marker.
+/// marker. `serve` announces request profile 2 (`--compact`, spec §4.5), so
+/// every proxy carries both profiles: v1 to the gateway, profile 2 (whose
+/// record 0 binds the outer `Host`) to the files.
 struct Backends {
     dir: tempfile::TempDir,
     upstream: Proc,
@@ -66,11 +68,14 @@ impl Backends {
         let max = (LARGE + (8 << 20)).to_string();
         let keys = keys.to_str().unwrap();
         let gateway = interop::gateway(&["--keys", keys, "--max-body", &max], upstream.addr);
+        let compact_keys = dir.path().join("compact-keys");
+        common::keygen(&compact_keys, false);
         let files = interop::httpcrypt(
             &[
                 "serve",
+                "--compact",
                 "--keys",
-                keys,
+                compact_keys.to_str().unwrap(),
                 "--root",
                 root.to_str().unwrap(),
                 "--mount",
@@ -178,7 +183,8 @@ fn echo(body: &[u8]) -> serde_json::Value {
     serde_json::from_slice(body).unwrap_or_else(|e| panic!("{e}: {body:?}"))
 }
 
-/// The response nonces (`n0`, spec §4.2) of the sealed answers a tap saw.
+/// The first 24 bytes of the sealed answers a tap saw: the response nonce
+/// (`n0`, spec §4.2), or for profile 2 its 16-byte random and what follows.
 fn response_nonces(tap: &Tap) -> Vec<Vec<u8>> {
     tap.kept(Way::Down)
         .iter()
