@@ -49,7 +49,9 @@ bash bench/profile/run --smoke
 
 # The clients in other languages run the shared vectors and live tests
 # against the server binary the workspace tests just built.
-export HTTPCRYPT_BIN="$PWD/${CARGO_TARGET_DIR:-target}/debug/httpcrypt"
+target_dir=${CARGO_TARGET_DIR:-target}
+case $target_dir in /*) ;; *) target_dir="$PWD/$target_dir" ;; esac
+export HTTPCRYPT_BIN="$target_dir/debug/httpcrypt"
 step "Go client (clients/go/test.sh)"
 bash clients/go/test.sh
 step "Python client (clients/python/test.sh)"
