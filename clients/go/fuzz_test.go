@@ -17,29 +17,7 @@ func FuzzOpener(f *testing.F) {
 	f.Add([]byte{0x80, 0, 0, 0}, uint8(1))
 	f.Add([]byte{}, uint8(0))
 	f.Fuzz(func(t *testing.T, body []byte, step uint8) {
-		o := NewRequestOpener(k, n0, DefaultMaxRecord)
-		var out []byte
-		var err error
-		s := int(step) + 1
-		for off := 0; off < len(body) && err == nil; off += s {
-			if err = o.Receive(body[off:min(off+s, len(body))]); err != nil {
-				break
-			}
-			for {
-				ev, ok, e := o.NextEvent()
-				if e != nil {
-					err = e
-					break
-				}
-				if !ok || ev.End {
-					break
-				}
-				out = append(out, ev.Data...)
-			}
-		}
-		if err == nil {
-			err = o.Finish()
-		}
+		out, err := openInSteps(NewRequestOpener(k, n0, DefaultMaxRecord), body, int(step)+1)
 		if err == nil && !bytes.Equal(body, good) {
 			t.Fatalf("a stream other than the sealed one opened: %x", body)
 		}
@@ -84,31 +62,32 @@ func FuzzCompactResponseOpener(f *testing.F) {
 	f.Add(good[:16], uint8(0))
 	f.Add([]byte{}, uint8(0))
 	f.Fuzz(func(t *testing.T, body []byte, step uint8) {
-		o := NewCompactResponseOpener(k, reqN0, DefaultMaxRecord)
-		var out []byte
-		var err error
-		s := int(step) + 1
-		for off := 0; off < len(body) && err == nil; off += s {
-			if err = o.Receive(body[off:min(off+s, len(body))]); err != nil {
-				break
-			}
-			for {
-				ev, ok, e := o.NextEvent()
-				if e != nil {
-					err = e
-					break
-				}
-				if !ok || ev.End {
-					break
-				}
-				out = append(out, ev.Data...)
-			}
-		}
-		if err == nil {
-			err = o.Finish()
-		}
+		out, err := openInSteps(NewCompactResponseOpener(k, reqN0, DefaultMaxRecord), body, int(step)+1)
 		if err == nil && (!bytes.Equal(body, good) || string(out) != "HTTP/1.1 200 OK\r\n\r\nok") {
 			t.Fatalf("a body other than the sealed one opened: %x", body)
 		}
 	})
+}
+
+// openInSteps feeds body to o in pieces of step bytes, draining events
+// after each, and returns the plaintext and the first error (Finish's
+// included).
+func openInSteps(o *Opener, body []byte, step int) ([]byte, error) {
+	var out []byte
+	for off := 0; off < len(body); off += step {
+		if err := o.Receive(body[off:min(off+step, len(body))]); err != nil {
+			return out, err
+		}
+		for {
+			ev, ok, err := o.NextEvent()
+			if err != nil {
+				return out, err
+			}
+			if !ok || ev.End {
+				break
+			}
+			out = append(out, ev.Data...)
+		}
+	}
+	return out, o.Finish()
 }

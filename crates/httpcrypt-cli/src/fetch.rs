@@ -45,6 +45,10 @@ pub struct FetchArgs {
     /// Always use the POST form, even for small requests.
     #[arg(long)]
     pub no_get_form: bool,
+    /// Keep the v1 layout even with a key that announces request profile 2
+    /// (spec §4.5).
+    #[arg(long)]
+    pub no_compact: bool,
     /// Reuse one key pair per host (the server's session cache applies).
     #[arg(long)]
     pub reuse_key: bool,
@@ -86,6 +90,7 @@ pub fn client_for(a: &FetchArgs) -> Result<httpcrypt::Client> {
         identity,
         proxy,
         get_form: !a.no_get_form,
+        compact: !a.no_compact,
         key_policy: if a.reuse_key {
             httpcrypt::KeyPolicy::ReusePerHost
         } else {

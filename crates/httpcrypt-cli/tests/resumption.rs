@@ -10,7 +10,7 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -459,6 +459,21 @@ fn libfaketime() -> PathBuf {
     found.expect("libfaketime is missing: run scripts/install-test-deps.sh")
 }
 
+/// `serve` with its clock moved 5 minutes ahead (libfaketime).
+fn serve_five_minutes_ahead(keys: &Path, root: &Path, extra: &[&str]) -> Proc {
+    let preload = libfaketime();
+    common::serve_env(
+        &[
+            ("LD_PRELOAD", preload.to_str().unwrap()),
+            ("FAKETIME", "+5m"),
+            ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+        ],
+        keys,
+        root,
+        extra,
+    )
+}
+
 /// A `Date` outside the window is inner 425 `stale` carrying the server's
 /// clock; the library client, told so, corrects its offset and succeeds
 /// with its one retry (server clock moved 5 minutes ahead with faketime).
@@ -496,17 +511,7 @@ async fn stale_date_is_recovered_by_one_retry() {
     // static (valid from keygen on), so only the Date is off.
     let keys = dir.path().join("static-keys");
     let identity = IdentityPublic::from_b64(&common::keygen(&keys, true)).unwrap();
-    let preload = libfaketime();
-    let ahead = common::serve_env(
-        &[
-            ("LD_PRELOAD", preload.to_str().unwrap()),
-            ("FAKETIME", "+5m"),
-            ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
-        ],
-        &keys,
-        &root,
-        &[],
-    );
+    let ahead = serve_five_minutes_ahead(&keys, &root, &[]);
     let host = ahead.addr.to_string();
     // It really is ahead: a correct Date is stale there, a skewed one is not.
     let sealed = Sealed::new(&certs(ahead.addr, &mount), Some(&identity), &mount);
@@ -557,17 +562,7 @@ async fn compact_stale_time_is_recovered_by_one_retry() {
     std::fs::write(root.join("hello.txt"), HELLO).unwrap();
     let keys = dir.path().join("static-keys");
     let identity = IdentityPublic::from_b64(&common::keygen(&keys, true)).unwrap();
-    let preload = libfaketime();
-    let ahead = common::serve_env(
-        &[
-            ("LD_PRELOAD", preload.to_str().unwrap()),
-            ("FAKETIME", "+5m"),
-            ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
-        ],
-        &keys,
-        &root,
-        &["--compact"],
-    );
+    let ahead = serve_five_minutes_ahead(&keys, &root, &["--compact"]);
     let announced = certs(ahead.addr, &Mount::default());
     assert!(announced
         .iter()

@@ -158,6 +158,13 @@ fn compact_profile_end_to_end() {
     let line = outer_line(&stderr);
     assert!(line.starts_with("> POST /"), "{line}");
     assert_eq!(nonce_segment(line).len(), 33, "{line}");
+    // --no-compact keeps v1 with the same key: the server takes both.
+    let out = fetch(&["-v", "-i", "--no-compact", &site.url("/hello.txt")]);
+    assert!(out.status.success(), "{}", out.stderr_text());
+    let stderr = out.stderr_text();
+    assert_eq!(nonce_segment(outer_line(&stderr)).len(), 32, "{stderr}");
+    let head = out.stdout_text().to_ascii_lowercase();
+    assert!(head.contains("\ndate:"), "{head}");
 }
 
 #[test]

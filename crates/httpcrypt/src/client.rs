@@ -131,6 +131,9 @@ pub struct ClientConfig {
     pub get_form: bool,
     /// Present tickets the server issued.
     pub tickets: bool,
+    /// Use request profile 2 with keys whose certificate announces it
+    /// (spec §4.5); `false` keeps every request in the v1 layout.
+    pub compact: bool,
     /// Record size for request bodies.
     pub record_size: usize,
     /// Limits on the server's (hostile) responses.
@@ -163,6 +166,7 @@ impl Default for ClientConfig {
             key_policy: KeyPolicy::FreshPerRequest,
             get_form: true,
             tickets: true,
+            compact: true,
             record_size: DEFAULT_RECORD,
             limits: Limits::default(),
             discovery: None,
@@ -630,7 +634,11 @@ impl Client {
         };
         // Profile 2 (spec §4.5) when the key announces it: the corrected
         // time goes into the nonce, the Host into record 0's associated data.
-        let profile = server_key.profile;
+        let profile = if self.config.compact {
+            server_key.profile
+        } else {
+            Profile::V1
+        };
         let compact = profile == Profile::Compact;
         let n0 = match profile {
             Profile::V1 => crate::nonce::nonce24(),

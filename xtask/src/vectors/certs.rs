@@ -7,6 +7,19 @@ use serde_json::json;
 
 use super::{bytes, check, hx, Case};
 
+/// The output of a `cert` case: the certificate in every form.
+pub(crate) fn cert_output(c: &KeyCert, id: &IdentityKey) -> serde_json::Value {
+    json!({
+        "cert": hx(c.encode()),
+        "text": c.to_text(),
+        "kid": hx(c.kid().0),
+        "signer": hx(c.signer),
+        "identity_public": hx(id.public().to_bytes()),
+        "aaaa": dns::format_aaaa(c).iter().map(hx).collect::<Vec<_>>(),
+        "identity_txt": dns::format_identity_txt(&id.public()),
+    })
+}
+
 fn sign(seed: &str, serial: u32, nb: u32, na: u32, kex: &str) -> KeyCert {
     KeyCert::sign(
         &IdentityKey::from_seed(bytes(seed)),
@@ -38,15 +51,7 @@ pub fn cases() -> Vec<Case> {
             &format!("cert-sign-{i}"),
             "certificate bytes, text form, AAAA chunk set and identity TXT",
             json!({"identity_seed": hx(bytes::<32>("cert-identity")), "serial": serial, "not_before": nb, "not_after": na, "kex_public": hx(c.kex_public.0)}),
-            json!({
-                "cert": hx(c.encode()),
-                "text": c.to_text(),
-                "kid": hx(c.kid().0),
-                "signer": hx(c.signer),
-                "identity_public": hx(id.public().to_bytes()),
-                "aaaa": aaaa.iter().map(hx).collect::<Vec<_>>(),
-                "identity_txt": dns::format_identity_txt(&id.public()),
-            }),
+            cert_output(&c, &id),
         ));
     }
 

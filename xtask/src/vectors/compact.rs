@@ -8,11 +8,11 @@ use httpcrypt_proto::client::{ClientCredential, PreparedRequest};
 use httpcrypt_proto::outer::{Form, Mount};
 use httpcrypt_proto::profile::{self, Profile};
 use httpcrypt_proto::stream::{self, Opener, ResponseKey, Sealer};
-use httpcrypt_proto::ticket::TicketContents;
 use httpcrypt_proto::{dns, Error, IdentityKey, KexPublic, KexSecret, KeyCert, Limits, SessionKey};
 use serde_json::{json, Value};
 
-use super::exchange::{self, Server};
+use super::certs;
+use super::exchange::{self, replace, Server};
 use super::{bytes, check, hx, Case};
 
 const NOW: u64 = 1_700_000_000;
@@ -60,15 +60,7 @@ fn cert_cases(v: &mut Vec<Case>) {
         "compact-cert-sign",
         "a version-2 certificate: the key also takes profile-2 requests",
         json!({"identity_seed": hx(bytes::<32>("cert-identity")), "version": 2, "serial": serial, "not_before": nb, "not_after": na, "kex_public": hx(c.kex_public.0)}),
-        json!({
-            "cert": hx(c.encode()),
-            "text": c.to_text(),
-            "kid": hx(c.kid().0),
-            "signer": hx(c.signer),
-            "identity_public": hx(id.public().to_bytes()),
-            "aaaa": aaaa.iter().map(hx).collect::<Vec<_>>(),
-            "identity_txt": dns::format_identity_txt(&id.public()),
-        }),
+        certs::cert_output(&c, &id),
     ));
     v.push(Case::ok(
         "cert_verify",
@@ -335,15 +327,7 @@ fn exchange_case(
     let m = Mount::new(mount).unwrap();
     let n0 = n0_at(&format!("{name}-n0"), NOW);
     let client = client_secret.map(KexSecret::from_bytes);
-    let ticket_k = SessionKey::from_bytes(bytes("exchange-ticket-session"));
-    let ticket = s.ticket_key.seal(
-        &TicketContents {
-            key: ticket_k.clone(),
-            kid: s.cert.kid(),
-            expiry: s.cert.not_after,
-        },
-        bytes("exchange-ticket-n"),
-    );
+    let (ticket, ticket_k) = s.ticket();
     let cred = match &client {
         Some(c) => ClientCredential::Key(c),
         None => ClientCredential::Ticket(&ticket, &ticket_k),
@@ -369,23 +353,9 @@ fn exchange_case(
         (201, b"{\"id\":7}\n".as_slice())
     );
 
-    let mut input = s.json(NOW, mount);
+    let mut input = s.exchange_input(mount, client.as_ref(), n0, pads, HOST, form, inner, record);
     input["profile"] = json!(2);
     input["cert"]["version"] = json!(2);
-    match &client {
-        Some(c) => input["client_secret"] = json!(hx(*c.to_bytes())),
-        None => {
-            input["ticket"] = json!(hx(ticket.0));
-            input["ticket_session_key"] = json!(hx(ticket_k.as_bytes()));
-        }
-    }
-    input["n0"] = json!(hx(n0));
-    input["name_pad"] = json!(pads.0);
-    input["value_pad"] = json!(pads.1);
-    input["host"] = json!(HOST);
-    input["form"] = json!(if form == Form::Post { "post" } else { "get" });
-    input["inner_request"] = json!(hx(inner));
-    input["record_size"] = json!(record);
     input["response_random"] = json!(hx(rnd));
     input["inner_response"] = json!(hx(INNER_RSP));
     input["response_record_size"] = json!(1 << 14);
@@ -412,18 +382,6 @@ fn refuse(v: &mut Vec<Case>, s: &Server, name: &str, why: &str, outer: &[u8], wa
     input["cert"]["version"] = json!(2);
     input["outer_request"] = json!(hx(outer));
     v.push(Case::err("server_request", name, why, input, want));
-}
-
-/// Replaces `from` by `to` once in the head (the body is binary).
-fn replace(outer: &[u8], from: &str, to: &str) -> Vec<u8> {
-    let split = outer
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("head end")
-        + 4;
-    let head = String::from_utf8(outer[..split].to_vec()).expect("ASCII head");
-    assert!(head.contains(from), "{from} not in the head");
-    [head.replacen(from, to, 1).as_bytes(), &outer[split..]].concat()
 }
 
 fn exchange_cases(v: &mut Vec<Case>) {

@@ -7,7 +7,7 @@ use httpcrypt_proto::inner::RequestHead;
 use httpcrypt_proto::outer::{Form, Mount};
 use httpcrypt_proto::server::{self, ServerKeys};
 use httpcrypt_proto::stream::{self, Sealer};
-use httpcrypt_proto::ticket::{TicketContents, TicketKey};
+use httpcrypt_proto::ticket::{Ticket, TicketContents, TicketKey};
 use httpcrypt_proto::{
     Error, IdentityKey, KexPublic, KexSecret, KeyCert, KeyId, Limits, SessionKey,
 };
@@ -48,6 +48,55 @@ pub fn server() -> Server {
 }
 
 impl Server {
+    /// The ticket the ticket cases present: issued earlier for the session
+    /// key of a previous exchange.
+    pub fn ticket(&self) -> (Ticket, SessionKey) {
+        let k = SessionKey::from_bytes(bytes("exchange-ticket-session"));
+        let t = self.ticket_key.seal(
+            &TicketContents {
+                key: k.clone(),
+                kid: self.cert.kid(),
+                expiry: NA,
+            },
+            bytes("exchange-ticket-n"),
+        );
+        (t, k)
+    }
+
+    /// The `exchange` input members both profiles share: the server, the
+    /// credential (`client`, else the ticket of [`Server::ticket`]) and
+    /// the client's request.
+    #[allow(clippy::too_many_arguments)]
+    pub fn exchange_input(
+        &self,
+        mount: &str,
+        client: Option<&KexSecret>,
+        n0: [u8; 24],
+        pads: (&str, &str),
+        host: &str,
+        form: Form,
+        inner: &[u8],
+        record: usize,
+    ) -> Value {
+        let mut input = self.json(NOW, mount);
+        match client {
+            Some(c) => input["client_secret"] = json!(hx(*c.to_bytes())),
+            None => {
+                let (t, k) = self.ticket();
+                input["ticket"] = json!(hx(t.0));
+                input["ticket_session_key"] = json!(hx(k.as_bytes()));
+            }
+        }
+        input["n0"] = json!(hx(n0));
+        input["name_pad"] = json!(pads.0);
+        input["value_pad"] = json!(pads.1);
+        input["host"] = json!(host);
+        input["form"] = json!(if form == Form::Post { "post" } else { "get" });
+        input["inner_request"] = json!(hx(inner));
+        input["record_size"] = json!(record);
+        input
+    }
+
     pub fn keys(&self) -> ServerKeys {
         let mut k = ServerKeys::new();
         k.add_key(KexSecret::from_bytes(self.secret), self.cert.clone());
@@ -122,16 +171,7 @@ fn exchange_case(
 ) -> Case {
     let m = Mount::new(mount).unwrap();
     let client = client_secret.map(KexSecret::from_bytes);
-    // Ticket cases: a ticket issued earlier for a session key of a previous exchange.
-    let ticket_k = SessionKey::from_bytes(bytes("exchange-ticket-session"));
-    let ticket = s.ticket_key.seal(
-        &TicketContents {
-            key: ticket_k.clone(),
-            kid: s.cert.kid(),
-            expiry: NA,
-        },
-        bytes("exchange-ticket-n"),
-    );
+    let (ticket, ticket_k) = s.ticket();
     let cred = match &client {
         Some(c) => ClientCredential::Key(c),
         None => ClientCredential::Ticket(&ticket, &ticket_k),
@@ -156,21 +196,16 @@ fn exchange_case(
         (201, b"{\"id\":7}\n".as_slice())
     );
 
-    let mut input = s.json(NOW, mount);
-    match &client {
-        Some(c) => input["client_secret"] = json!(hx(*c.to_bytes())),
-        None => {
-            input["ticket"] = json!(hx(ticket.0));
-            input["ticket_session_key"] = json!(hx(ticket_k.as_bytes()));
-        }
-    }
-    input["n0"] = json!(hx(n0));
-    input["name_pad"] = json!(pads.0);
-    input["value_pad"] = json!(pads.1);
-    input["host"] = json!("www.example.com");
-    input["form"] = json!(if form == Form::Post { "post" } else { "get" });
-    input["inner_request"] = json!(hx(inner));
-    input["record_size"] = json!(record);
+    let mut input = s.exchange_input(
+        mount,
+        client.as_ref(),
+        n0,
+        pads,
+        "www.example.com",
+        form,
+        inner,
+        record,
+    );
     input["response_n0"] = json!(hx(rn0));
     input["inner_response"] = json!(hx(INNER_RSP));
     input["response_record_size"] = json!(64);
@@ -210,7 +245,8 @@ fn refuse(
     Case::err("server_request", name, why, input, want)
 }
 
-fn replace(outer: &[u8], from: &str, to: &str) -> Vec<u8> {
+/// Replaces `from` by `to` once in the head of `outer` (the body is binary).
+pub(crate) fn replace(outer: &[u8], from: &str, to: &str) -> Vec<u8> {
     let split = outer
         .windows(4)
         .position(|w| w == b"\r\n\r\n")

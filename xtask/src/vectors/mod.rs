@@ -13,7 +13,7 @@ use rand_chacha::ChaCha20Rng;
 use serde_json::{json, Value};
 
 mod admission;
-mod certs;
+pub(crate) mod certs;
 mod compact;
 mod dns;
 pub(crate) mod exchange;
