@@ -42,6 +42,11 @@ export interface ClientOptions {
   keyReuse?: boolean;
   /** Present tickets the server issues (default true). */
   tickets?: boolean;
+  /**
+   * Use request profile 2 with a key whose certificate announces it
+   * (version 2, spec §4.5; default true). `false` keeps the v1 layout.
+   */
+  compact?: boolean;
   /** Record size for request bodies (default 16 KiB). */
   recordSize?: number;
   /** Largest response record accepted (default 1 MiB). */
@@ -209,6 +214,7 @@ export function createClient(options: ClientOptions = {}): HcClient {
   const form = options.form ?? 'auto';
   const keyReuse = options.keyReuse ?? false;
   const useTickets = options.tickets ?? true;
+  const useCompact = options.compact ?? true;
   const recordSize = Math.max(1, options.recordSize ?? 16 * 1024);
   const maxRecord = options.maxRecord ?? DEFAULT_MAX_RECORD;
   const innerLimits = options.innerLimits ?? DEFAULT_INNER_LIMITS;
@@ -361,7 +367,7 @@ export function createClient(options: ClientOptions = {}): HcClient {
       useTickets && h.ticket !== null ? { kind: 'ticket', ...h.ticket } : { kind: 'key', secret: h.key ?? randomBytes(32) };
     // Profile 2 exactly when the chosen certificate announces it (spec §4.5). Its n0 carries the
     // corrected clock; record 0 binds the outer Host as fetch writes it on the wire: URL.host.
-    const profile: Profile = certVersion(cert) === 2 ? 2 : 1;
+    const profile: Profile = useCompact && certVersion(cert) === 2 ? 2 : 1;
     const maxPad = profile === 2 ? COMPACT_MAX_PAD : MAX_PAD;
     const p =
       profile === 2

@@ -218,6 +218,12 @@ test('hcFetch: a version-2 certificate means profile 2 on the wire (segment, pad
   assert.equal(hc.exchangeInfo(r1).profile, 1);
   assert.match(new URL(hc.exchangeInfo(r1).outerUrl).pathname, /^\/hc\/[A-Za-z0-9_-]{32}$/);
   assert.ok(d1.fields.some(([n]) => n === 'Host') && d1.fields.some(([n]) => n === 'Date'));
+  // `compact: false` keeps v1 with a version-2 key; the server takes both.
+  const c2 = hc.createClient({ mount: '/hc', compact: false, fetch: fakeFetch(srv) });
+  const r2 = await c2.fetch(`${ORIGIN}/b`);
+  assert.equal((await r2.json()).target, '/b');
+  assert.equal(hc.exchangeInfo(r2).profile, 1);
+  assert.match(new URL(hc.exchangeInfo(r2).outerUrl).pathname, /^\/hc\/[A-Za-z0-9_-]{32}$/);
 });
 
 test('hcFetch profile 2: a middlebox rewriting Host gets an inner integrity error', async () => {
