@@ -7,7 +7,7 @@ use httpcrypt_proto::cache::SessionCache;
 use httpcrypt_proto::client::{ClientCredential, PreparedRequest};
 use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
 use httpcrypt_proto::outer::{self, Form, Mount};
-use httpcrypt_proto::profile;
+use httpcrypt_proto::profile::Profile;
 use httpcrypt_proto::rspamd;
 use httpcrypt_proto::server::{self, Accept, ParsedOuter, ServerKeys};
 use httpcrypt_proto::ticket::{Ticket, TicketContents, TicketKey};
@@ -175,10 +175,11 @@ impl Lab {
             .map_err(|e| anyhow!("{e}"))?;
         }
         let n0 = if compact {
-            profile::compact_n0(now, &mut OsRng)
+            Profile::Compact
         } else {
-            nonce()
-        };
+            Profile::V1
+        }
+        .request_n0(now, &mut OsRng);
         // The client draws 0-16 pad characters for each (profile 2: 0-7);
         // the lab fixes them at the mean so that byte counts repeat exactly.
         let pads = if compact {

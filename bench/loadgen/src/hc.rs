@@ -10,11 +10,11 @@ use std::sync::{Arc, Mutex};
 use anyhow::{bail, Context, Result};
 use httpcrypt_proto::inner::{self, Field, InnerEvent, RequestHead, ResponseDecoder};
 use httpcrypt_proto::outer::{self, Form, Mount};
-use httpcrypt_proto::profile::{self, Profile};
+use httpcrypt_proto::profile::Profile;
 use httpcrypt_proto::stream::{self, Event, Opener, Sealer};
 use httpcrypt_proto::ticket::{Ticket, TICKET_FIELD};
 use httpcrypt_proto::{KexPublic, KexSecret, KeyCert, KeyId, Limits, SessionKey};
-use rand_core::{OsRng, RngCore};
+use rand_core::OsRng;
 
 use crate::http1::BodySink;
 
@@ -82,14 +82,7 @@ impl HcClient {
     /// Seals a GET for `path` and writes the outer request into `out`.
     pub fn request(&self, path: &str, close: bool, out: &mut Vec<u8>) -> Result<Pending> {
         let p = self.profile;
-        let n0 = match p {
-            Profile::V1 => {
-                let mut n0 = [0u8; 24];
-                OsRng.fill_bytes(&mut n0);
-                n0
-            }
-            Profile::Compact => profile::compact_n0(unix_now(), &mut OsRng),
-        };
+        let n0 = p.request_n0(unix_now(), &mut OsRng);
         let name_pad = outer::random_pad_for(p, &mut OsRng);
         let value_pad = outer::random_pad_for(p, &mut OsRng);
         let ticket = match self.mode {

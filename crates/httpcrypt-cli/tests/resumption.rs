@@ -459,6 +459,32 @@ fn libfaketime() -> PathBuf {
     found.expect("libfaketime is missing: run scripts/install-test-deps.sh")
 }
 
+/// Fleet certificates are version 1, identical on every instance (spec
+/// §6.7): `serve --compact` on a fleet directory refuses to start and says
+/// why, instead of publishing certificates the other instances do not.
+#[test]
+fn compact_is_refused_on_a_fleet_directory() {
+    let fleet = Fleet::new(3600);
+    let keys = fleet.dir.path().join("keys");
+    let root = fleet.dir.path().join("root");
+    let out = common::run(
+        &[
+            "serve",
+            "--compact",
+            "--keys",
+            keys.to_str().unwrap(),
+            "--root",
+            root.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(!out.status.success());
+    let err = out.stderr_text();
+    assert!(err.contains("not available for fleets"), "{err}");
+}
+
 /// `serve` with its clock moved 5 minutes ahead (libfaketime).
 fn serve_five_minutes_ahead(keys: &Path, root: &Path, extra: &[&str]) -> Proc {
     let preload = libfaketime();

@@ -38,6 +38,26 @@ impl Profile {
             Profile::Compact => RESPONSE_RANDOM_LEN,
         }
     }
+
+    /// A fresh request nonce: 24 random bytes (v1), or the send time `now`
+    /// and 19 random bytes ([`compact_n0`]).
+    pub fn request_n0(self, now: u64, rng: &mut impl CryptoRngCore) -> [u8; NONCE_LEN] {
+        match self {
+            Profile::V1 => {
+                let mut n0 = [0u8; NONCE_LEN];
+                rng.fill_bytes(&mut n0);
+                n0
+            }
+            Profile::Compact => compact_n0(now, rng),
+        }
+    }
+
+    /// Whether an inner response leaves out `Content-Length`: profile 2
+    /// does when head and body travel in one record of at most
+    /// `record_size` bytes (spec §4.5); v1 never does.
+    pub fn omits_content_length(self, head_len: usize, body_len: u64, record_size: usize) -> bool {
+        self == Profile::Compact && head_len as u64 + body_len <= record_size.max(1) as u64
+    }
 }
 
 /// The character that starts a profile-2 nonce segment.
@@ -86,13 +106,18 @@ pub fn response_n0(random: &[u8; RESPONSE_RANDOM_LEN]) -> [u8; NONCE_LEN] {
 }
 
 /// The bound `Host` of a profile-2 request: `u16(len) || host`, refused
-/// above 65535 bytes (`bad_host`).
+/// above 65535 bytes (`bad_host`, [`check_bound_host`]).
 pub fn bound_host(host: &[u8]) -> Result<Vec<u8>> {
-    let len = u16::try_from(host.len()).map_err(|_| Error::BadHost)?;
+    let len = check_bound_host(host)?;
     let mut v = Vec::with_capacity(2 + host.len());
     v.extend_from_slice(&len.to_be_bytes());
     v.extend_from_slice(host);
     Ok(v)
+}
+
+/// The length prefix of a bindable `Host`; `bad_host` above 65535 bytes.
+pub fn check_bound_host(host: &[u8]) -> Result<u16> {
+    u16::try_from(host.len()).map_err(|_| Error::BadHost)
 }
 
 #[cfg(test)]
@@ -146,5 +171,21 @@ mod tests {
         assert_eq!(bound_host(b"a:1").unwrap(), b"\x00\x03a:1");
         assert!(bound_host(&vec![b'a'; 65535]).is_ok());
         assert_eq!(bound_host(&vec![b'a'; 65536]), Err(Error::BadHost));
+        assert_eq!(check_bound_host(b"a:1"), Ok(3));
+    }
+
+    #[test]
+    fn per_profile_rules() {
+        let now = 1_700_000_000;
+        assert_eq!(
+            Profile::Compact.request_n0(now, &mut Counter(0)),
+            compact_n0(now, &mut Counter(0))
+        );
+        let v1 = Profile::V1.request_n0(now, &mut Counter(0));
+        assert_eq!(&v1[..3], &[1, 2, 3], "v1: all 24 bytes random");
+        // One record of at most 16 KiB holds head and body: no Content-Length.
+        assert!(Profile::Compact.omits_content_length(100, 16_284, 16_384));
+        assert!(!Profile::Compact.omits_content_length(100, 16_285, 16_384));
+        assert!(!Profile::V1.omits_content_length(100, 0, 16_384));
     }
 }

@@ -343,9 +343,10 @@ pub fn accept_gated(
         }
         _ => unreachable!("other routes returned above"),
     };
-    // Spec §11.1 step 3: a profile-2 request must be able to bind its Host.
-    if profile == Profile::Compact && host.len() > profile::MAX_BOUND_HOST {
-        return Err(Error::BadHost);
+    // Spec §11.1 step 3: a profile-2 request must be able to bind its Host
+    // (checked here, bound after the cookie so that a refusal allocates nothing).
+    if profile == Profile::Compact {
+        profile::check_bound_host(host)?;
     }
     let credential = outer::scan_cookies(req.cookies.iter().copied(), |id| keys.lookup(id, now))?;
     let (kid, key) = match &credential {
@@ -424,9 +425,9 @@ impl Default for Freshness {
 /// Seals a complete inner response: `n0 || stream` (profile 2: `random ||
 /// stream`) with records of at most `record_size` bytes. `fresh` is 24
 /// bytes from a CSPRNG ([`Sealer::response`]). v1 adds `Date` and
-/// `Content-Length` when absent; profile 2 adds `Date` only to a `stale`
-/// answer and drops `Content-Length` when the whole response fits in one
-/// record (spec §4.5).
+/// `Content-Length` when absent; profile 2 adds `Date` only to a 425
+/// answer (`stale`, `replay`, `token_required`) and drops `Content-Length`
+/// when the whole response fits in one record (spec §4.5).
 pub fn seal_response(
     key: ResponseKey,
     fresh: [u8; NONCE_LEN],
@@ -447,7 +448,10 @@ pub fn seal_response(
         head.fields
             .retain(|f| !f.name.eq_ignore_ascii_case("content-length"));
         head.encode(&mut plaintext);
-        if plaintext.len() + body.len() > record_size.max(1) {
+        if !key
+            .profile()
+            .omits_content_length(plaintext.len(), body.len() as u64, record_size)
+        {
             plaintext.clear();
             head.fields
                 .push(Field::new("Content-Length", body.len().to_string()));

@@ -20,7 +20,7 @@ use httpcrypt_proto::cert::{self, DiscoveredKey, KeyCert};
 use httpcrypt_proto::client::{fits_get_form_for, ClientCredential, PreparedRequest};
 use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
 use httpcrypt_proto::outer::{self, Mount};
-use httpcrypt_proto::profile::{self, Profile};
+use httpcrypt_proto::profile::Profile;
 use httpcrypt_proto::ticket::Ticket;
 use httpcrypt_proto::token;
 use httpcrypt_proto::{replay, IdentityPublic, KexSecret, Limits, SessionKey};
@@ -640,13 +640,10 @@ impl Client {
             Profile::V1
         };
         let compact = profile == Profile::Compact;
-        let n0 = match profile {
-            Profile::V1 => crate::nonce::nonce24(),
-            Profile::Compact => profile::compact_n0(
-                now.saturating_add_signed(offset),
-                &mut crate::nonce::ThreadRng,
-            ),
-        };
+        let n0 = profile.request_n0(
+            now.saturating_add_signed(offset),
+            &mut crate::nonce::ThreadRng,
+        );
         let mut prepared = PreparedRequest::for_key(
             &server_key.kex_public,
             cred,

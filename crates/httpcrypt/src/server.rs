@@ -934,9 +934,12 @@ where
         head.field(&f.name, &f.value);
     }
     if let (Some(len), true) = (length, compact) {
-        let one_record =
-            exact.is_some_and(|e| head.finished_len() as u64 + e <= record_size as u64);
-        if !one_record {
+        // Only an exact length lays the stream out in full records (SealBody).
+        let omit = exact.is_some_and(|e| {
+            key.profile()
+                .omits_content_length(head.finished_len(), e, record_size)
+        });
+        if !omit {
             head.field("Content-Length", itoa::Buffer::new().format(len).as_bytes());
         }
     }
