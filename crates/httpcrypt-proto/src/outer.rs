@@ -194,7 +194,7 @@ pub fn check_query(query: &str, max_body: usize) -> Result<()> {
     if query.len() / 4 * 3 > max_body {
         return Err(Error::BodyTooLarge);
     }
-    if query.len() % 4 == 1 || !query.bytes().all(b64::is_alphabet) {
+    if query.len() % 4 == 1 || !b64::all_alphabet(query.as_bytes()) {
         return Err(Error::BadQuery);
     }
     // Unused low bits of the last character must be zero (spec §1.2).
@@ -241,7 +241,7 @@ pub fn random_pad_for(profile: Profile, rng: &mut impl CryptoRngCore) -> String 
 /// Pads must be 0–16 base64url characters.
 pub fn format_cookie(id: &KeyId, value: &[u8], name_pad: &str, value_pad: &str) -> Result<String> {
     for pad in [name_pad, value_pad] {
-        if pad.len() > MAX_PAD || !pad.bytes().all(b64::is_alphabet) {
+        if pad.len() > MAX_PAD || !b64::all_alphabet(pad.as_bytes()) {
             return Err(Error::BadCookie);
         }
     }
@@ -295,7 +295,7 @@ fn trim_ows(s: &[u8]) -> &[u8] {
 }
 
 fn is_b64(s: &[u8]) -> bool {
-    s.iter().all(|b| b64::is_alphabet(*b))
+    b64::all_alphabet(s)
 }
 
 /// Whether a pair looks like an HTTPCrypt cookie (known to this server or not).

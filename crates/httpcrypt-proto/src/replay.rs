@@ -1,10 +1,11 @@
 //! Replay defence (spec §8): the freshness check on the inner `Date` and a
 //! strike register of `(kid, n0)` whose memory is bounded by rate × window.
 //!
-//! The register keeps a 64-bit keyed fingerprint per request in time
-//! buckets keyed by when the entry may be forgotten (`date + W`: after that
-//! a replay fails the freshness check anyway). Buckets are dropped whole as
-//! time passes, so expiry costs nothing per entry.
+//! The register keeps a 64-bit keyed fingerprint per request in one hash
+//! set (a single probe per request) and lists each in a time bucket keyed
+//! by when it may be forgotten (`date + W`: after that a replay fails the
+//! freshness check anyway). As time passes, whole buckets expire and their
+//! entries leave the set.
 
 use std::collections::{HashSet, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -23,15 +24,43 @@ pub const DEFAULT_WINDOW: u64 = 60;
 /// passes (spec §11). Returns the date in unix seconds.
 pub fn check_date(value: Option<&[u8]>, now: u64, window: u64) -> Result<u64> {
     let value = value.ok_or(Error::Stale)?;
-    let text = std::str::from_utf8(value).map_err(|_| Error::BadDate)?;
-    let t = httpdate::parse_http_date(text.trim()).map_err(|_| Error::BadDate)?;
-    let date = t
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_err(|_| Error::BadDate)?
-        .as_secs();
+    let date = parse_date_cached(value)?;
     if date.abs_diff(now) > window {
         return Err(Error::Stale);
     }
+    Ok(date)
+}
+
+fn parse_date(value: &[u8]) -> Result<u64> {
+    let text = std::str::from_utf8(value).map_err(|_| Error::BadDate)?;
+    let t = httpdate::parse_http_date(text.trim()).map_err(|_| Error::BadDate)?;
+    Ok(t.duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| Error::BadDate)?
+        .as_secs())
+}
+
+/// Longest date text the per-thread cache keeps (an IMF-fixdate is 29).
+const CACHED_DATE_MAX: usize = 32;
+
+/// [`parse_date`] remembering the last date text parsed on this thread:
+/// requests of the same second carry the same text.
+fn parse_date_cached(value: &[u8]) -> Result<u64> {
+    type Last = ([u8; CACHED_DATE_MAX], usize, u64);
+    thread_local! {
+        static LAST: std::cell::Cell<Option<Last>> = const { std::cell::Cell::new(None) };
+    }
+    if value.len() > CACHED_DATE_MAX {
+        return parse_date(value);
+    }
+    if let Some((text, len, date)) = LAST.get() {
+        if text[..len] == *value {
+            return Ok(date);
+        }
+    }
+    let date = parse_date(value)?;
+    let mut text = [0u8; CACHED_DATE_MAX];
+    text[..value.len()].copy_from_slice(value);
+    LAST.set(Some((text, value.len(), date)));
     Ok(date)
 }
 
@@ -61,16 +90,19 @@ impl Hasher for PassThrough {
 struct Bucket {
     /// Entries here may be forgotten once `now > until`.
     until: u64,
-    seen: HashSet<u64, BuildHasherDefault<PassThrough>>,
+    fingerprints: Vec<u64>,
 }
 
-/// A bounded, time-bucketed set of `(kid, n0)` seen within the window.
+/// A bounded set of `(kid, n0)` seen within the window: one hash set
+/// answers "seen?" with a single probe, and the entries are also listed in
+/// buckets ordered by when they may be forgotten, so expiry removes exactly
+/// the entries whose time has passed.
 pub struct StrikeRegister {
     window: u64,
     granularity: u64,
     capacity: usize,
-    len: usize,
     key: (u64, u64),
+    seen: HashSet<u64, BuildHasherDefault<PassThrough>>,
     buckets: VecDeque<Bucket>,
 }
 
@@ -78,7 +110,7 @@ impl core::fmt::Debug for StrikeRegister {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("StrikeRegister")
             .field("window", &self.window)
-            .field("len", &self.len)
+            .field("len", &self.len())
             .field("capacity", &self.capacity)
             .finish_non_exhaustive()
     }
@@ -94,27 +126,29 @@ impl StrikeRegister {
             window,
             granularity: (window / 8).max(1),
             capacity,
-            len: 0,
             key: (k0, k1),
+            seen: HashSet::default(),
             buckets: VecDeque::new(),
         }
     }
 
     /// Entries currently held.
     pub fn len(&self) -> usize {
-        self.len
+        self.seen.len()
     }
 
     /// Whether the register is empty.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.seen.is_empty()
     }
 
-    /// Drops buckets whose entries can no longer be replayed at `now`.
+    /// Drops the entries that can no longer be replayed at `now`.
     pub fn expire(&mut self, now: u64) {
         while self.buckets.front().is_some_and(|b| b.until < now) {
             if let Some(b) = self.buckets.pop_front() {
-                self.len -= b.seen.len();
+                for fp in &b.fingerprints {
+                    self.seen.remove(fp);
+                }
             }
         }
     }
@@ -131,10 +165,10 @@ impl StrikeRegister {
     pub fn check(&mut self, kid: &KeyId, n0: &[u8; NONCE_LEN], date: u64, now: u64) -> Result<()> {
         self.expire(now);
         let fp = self.fingerprint(kid, n0);
-        if self.buckets.iter().any(|b| b.seen.contains(&fp)) {
+        if self.seen.contains(&fp) {
             return Err(Error::Replay);
         }
-        if self.len >= self.capacity {
+        if self.seen.len() >= self.capacity {
             return Err(Error::Overloaded);
         }
         let forget_after = date.saturating_add(self.window);
@@ -142,40 +176,40 @@ impl StrikeRegister {
         let until = (forget_after / self.granularity)
             .saturating_add(1)
             .saturating_mul(self.granularity);
-        let idx = match self.buckets.iter().position(|b| b.until >= until) {
-            Some(i) if self.buckets[i].until == until => i,
-            Some(i) => {
-                self.buckets.insert(
-                    i,
-                    Bucket {
-                        until,
-                        seen: HashSet::default(),
-                    },
-                );
-                i
-            }
-            None => {
-                self.buckets.push_back(Bucket {
+        // Most requests carry a current date: look for their bucket from the back.
+        let at = self
+            .buckets
+            .iter()
+            .rposition(|b| b.until <= until)
+            .map_or(0, |i| i + 1);
+        let idx = if at > 0 && self.buckets[at - 1].until == until {
+            at - 1
+        } else {
+            self.buckets.insert(
+                at,
+                Bucket {
                     until,
-                    seen: HashSet::default(),
-                });
-                self.buckets.len() - 1
-            }
+                    fingerprints: Vec::new(),
+                },
+            );
+            at
         };
-        self.buckets[idx].seen.insert(fp);
-        self.len += 1;
+        self.buckets[idx].fingerprints.push(fp);
+        self.seen.insert(fp);
         Ok(())
     }
 
     /// Approximate heap bytes held (for benchmarks and limits).
     pub fn memory_bytes(&self) -> usize {
-        self.buckets
-            .iter()
-            .map(|b| {
-                b.seen.capacity() * (core::mem::size_of::<u64>() + 1)
-                    + core::mem::size_of::<Bucket>()
-            })
-            .sum()
+        self.seen.capacity() * (core::mem::size_of::<u64>() + 1)
+            + self
+                .buckets
+                .iter()
+                .map(|b| {
+                    b.fingerprints.capacity() * core::mem::size_of::<u64>()
+                        + core::mem::size_of::<Bucket>()
+                })
+                .sum::<usize>()
     }
 }
 
@@ -195,6 +229,23 @@ mod tests {
         );
         assert_eq!(check_date(None, now, 60), Err(Error::Stale));
         assert_eq!(check_date(Some(b"yesterday"), now, 60), Err(Error::BadDate));
+        // The per-thread cache answers the same text the same way, and never
+        // a neighbour's: other texts, a prefix, a longer text.
+        for _ in 0..2 {
+            assert_eq!(check_date(Some(d.as_bytes()), now, 60), Ok(now));
+            let next = format_date(now + 1);
+            assert_eq!(check_date(Some(next.as_bytes()), now, 60), Ok(now + 1));
+            assert_eq!(
+                check_date(Some(&d.as_bytes()[..28]), now, 60),
+                Err(Error::BadDate)
+            );
+            assert_eq!(check_date(Some(b"yesterday"), now, 60), Err(Error::BadDate));
+            let long = format!("{d}   x");
+            assert_eq!(
+                check_date(Some(long.as_bytes()), now, 60),
+                Err(Error::BadDate)
+            );
+        }
     }
 
     #[test]

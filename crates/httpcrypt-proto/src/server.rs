@@ -12,7 +12,7 @@ use crate::profile::{self, Profile};
 use crate::replay;
 use crate::stream::{self, Opener, ResponseKey, Sealer};
 use crate::suite::NONCE_LEN;
-use crate::ticket::TicketKey;
+use crate::ticket::{TicketContents, TicketKey};
 
 /// A kex key the server holds, with its certificate.
 #[derive(Debug)]
@@ -312,6 +312,23 @@ pub fn accept_gated(
     now: u64,
     derive: impl FnOnce(&ServerKey, &crate::keys::KexPublic, &[u8; NONCE_LEN]) -> Result<SessionKey>,
 ) -> Result<Accept> {
+    accept_resuming(keys, mount, req, limits, now, derive, |tk, sealed| {
+        tk.open(sealed, now)
+    })
+}
+
+/// [`accept_gated`] whose `open` opens a ticket under its (unexpired)
+/// ticket key: a server may answer from a cache of tickets it has already
+/// opened, as long as it keeps [`TicketKey::open`]'s expiry rule.
+pub fn accept_resuming(
+    keys: &ServerKeys,
+    mount: &Mount,
+    req: &OuterRequest<'_>,
+    limits: &Limits,
+    now: u64,
+    derive: impl FnOnce(&ServerKey, &crate::keys::KexPublic, &[u8; NONCE_LEN]) -> Result<SessionKey>,
+    open: impl FnOnce(&TicketKey, &[u8; crate::ticket::SEALED_TICKET_LEN]) -> Result<TicketContents>,
+) -> Result<Accept> {
     let route = outer::route(req.method, req.target, mount);
     match route {
         Ok(Route::Outside) => return Ok(Accept::Outside),
@@ -356,7 +373,7 @@ pub fn accept_gated(
         }
         Credential::Ticket { tid, sealed } => {
             let tk = keys.ticket_key_by_id(tid, now).ok_or(Error::UnknownKey)?;
-            let contents = tk.open(sealed, now)?;
+            let contents = open(tk, sealed)?;
             if keys.key(&contents.kid, now).is_none() {
                 return Err(Error::UnknownKey);
             }

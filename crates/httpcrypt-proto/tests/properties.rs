@@ -143,6 +143,32 @@ proptest! {
         prop_assert_eq!(tk.open(&sealed, u64::from(expiry) - 1).unwrap(), contents);
     }
 
+    /// The register answers exactly like a plain list of `(n0, forget
+    /// time)` with the same bucket rounding, whatever order the dates come in.
+    #[test]
+    fn strike_register_matches_a_list(ops in proptest::collection::vec((0u8..40, 0u64..120, 0u64..20), 1..400), cap in 1usize..60) {
+        let window = 60;
+        let granularity = window / 8;
+        let mut r = StrikeRegister::new(window, cap, [3; 16]);
+        let mut model: Vec<(u8, u64)> = Vec::new();
+        let mut now = 10_000;
+        for (n, date_off, advance) in ops {
+            now += advance;
+            let date = now + date_off - window;
+            model.retain(|&(_, until)| until >= now);
+            let want = if model.iter().any(|&(m, _)| m == n) {
+                Err(Error::Replay)
+            } else if model.len() >= cap {
+                Err(Error::Overloaded)
+            } else {
+                model.push((n, ((date + window) / granularity + 1) * granularity));
+                Ok(())
+            };
+            prop_assert_eq!(r.check(&KeyId([1; 10]), &[n; 24], date, now), want);
+            prop_assert_eq!(r.len(), model.len());
+        }
+    }
+
     #[test]
     fn strike_register_is_bounded(ops in proptest::collection::vec((any::<u8>(), 0u64..200, 0u64..200), 1..300), cap in 1usize..50) {
         let mut r = StrikeRegister::new(60, cap, [9; 16]);

@@ -20,7 +20,7 @@ use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
 use crate::error::BoxError;
-use crate::server::{ConnKeys, HcBody};
+use crate::server::{ConnState, HcBody};
 
 /// Connection-level settings.
 #[derive(Debug, Clone)]
@@ -145,7 +145,7 @@ where
             // connection; once all of them have expired the connection is
             // closed (after any request in flight), so no idle keep-alive
             // connection outlives the keys it was used with (spec §6).
-            let conn_keys = ConnKeys::default();
+            let conn_keys = ConnState::default();
             let noted = conn_keys.clone();
             let hyper_svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
                 req.extensions_mut().insert(noted.clone());

@@ -102,26 +102,86 @@ impl Default for ServerConfig {
     }
 }
 
-/// The latest key expiry (`not_after`) of the requests a connection carried,
-/// shared between the listener (which closes the connection once it has
-/// passed) and the layer (which notes each request's key).
+/// What the layer remembers about one connection, shared between the
+/// listener that made it (one per accepted connection, put into every
+/// request's extensions) and the layer:
+///
+/// - the latest key expiry (`not_after`) of the requests it carried: the
+///   listener closes the connection once it has passed (spec §6);
+/// - the session whose ticket was last issued on it: a ticket is issued
+///   once per session and connection, not with every answer (spec §7.2).
 #[derive(Debug, Clone, Default)]
-pub struct ConnKeys(Arc<std::sync::atomic::AtomicU64>);
+pub struct ConnState(Arc<ConnInner>);
 
-impl ConnKeys {
+#[derive(Debug, Default)]
+struct ConnInner {
+    not_after: std::sync::atomic::AtomicU64,
+    /// The session of the last ticket issued here, as [`Shared::session_id`].
+    ticketed: std::sync::atomic::AtomicU64,
+    /// The last ticket opened on this connection: `(tid, ticket[10..])` and
+    /// what it held.
+    opened: Mutex<Option<(httpcrypt_proto::KeyId, SealedTicket, TicketContents)>>,
+}
+
+type SealedTicket = [u8; httpcrypt_proto::ticket::SEALED_TICKET_LEN];
+
+impl ConnState {
     /// Notes a request under a key valid through `not_after`.
     pub fn note(&self, not_after: u64) {
         self.0
+            .not_after
             .fetch_max(not_after, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Whether the connection carried HTTPCrypt requests and all their keys
     /// have expired at `now`.
     pub fn expired(&self, now: u64) -> bool {
-        match self.0.load(std::sync::atomic::Ordering::Relaxed) {
+        match self.0.not_after.load(std::sync::atomic::Ordering::Relaxed) {
             0 => false,
             t => now > t,
         }
+    }
+
+    /// Whether an answer to a request of session `session` (a
+    /// [`Shared::session_id`]) should carry a new ticket: only if no ticket
+    /// for that session went out on this connection yet. Requests on one
+    /// connection are linkable anyway, so a second ticket for the same
+    /// session adds no unlinkability; a connection shared by several
+    /// sessions (a proxy multiplexing its clients) gets a ticket whenever
+    /// the session changes.
+    fn wants_ticket(&self, session: u64) -> bool {
+        self.0.ticketed.load(std::sync::atomic::Ordering::Relaxed) != session
+    }
+
+    /// Opens a ticket presented on this connection. A client presents the
+    /// same ticket with each request of a keep-alive connection, so the last
+    /// one opened is kept (with its expiry rule) and the next request
+    /// bearing the same bytes under the same ticket key skips the AEAD.
+    fn open_ticket(
+        &self,
+        tk: &httpcrypt_proto::ticket::TicketKey,
+        sealed: &SealedTicket,
+        now: u64,
+    ) -> Result<TicketContents, httpcrypt_proto::Error> {
+        let mut last = self.0.opened.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((tid, s, contents)) = &*last {
+            if *tid == tk.tid() && s == sealed {
+                if now > u64::from(contents.expiry) {
+                    return Err(httpcrypt_proto::Error::UnknownKey);
+                }
+                return Ok(contents.clone());
+            }
+        }
+        let contents = tk.open(sealed, now)?;
+        *last = Some((tk.tid(), *sealed, contents.clone()));
+        Ok(contents)
+    }
+
+    /// Records that a ticket for session `session` went out.
+    fn ticket_issued(&self, session: u64) {
+        self.0
+            .ticketed
+            .store(session, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -144,6 +204,8 @@ struct Shared {
     purged: std::sync::atomic::AtomicU64,
     /// Payloads emitted as stubs (split serving).
     store: Option<Arc<ContentStore>>,
+    /// Random SipHash key of [`Shared::session_id`].
+    session_id_key: (u64, u64),
 }
 
 /// The tower layer.
@@ -196,6 +258,7 @@ impl HttpCryptLayer {
                 cache,
                 defence,
                 purged: std::sync::atomic::AtomicU64::new(0),
+                session_id_key: (OsRng.next_u64(), OsRng.next_u64()),
                 config,
                 keys,
             }),
@@ -221,6 +284,21 @@ impl HttpCryptLayer {
 }
 
 impl Shared {
+    /// A 64-bit name of the session `(kid, k)`, keyed with a secret random
+    /// key: comparing names leaks nothing about `k`, and the chance that two
+    /// sessions share one is 2^-64 (at worst an answer without a ticket).
+    fn session_id(&self, kid: &httpcrypt_proto::KeyId, key: &httpcrypt_proto::SessionKey) -> u64 {
+        use std::hash::Hasher;
+        let mut h = siphasher::sip::SipHasher13::new_with_keys(
+            self.session_id_key.0,
+            self.session_id_key.1,
+        );
+        h.write(&kid.0);
+        h.write(key.as_bytes());
+        // 0 means "no ticket yet" in ConnState.
+        h.finish().max(1)
+    }
+
     /// The session key for a fresh-key request: from the cache, or one X25519.
     fn derive(
         &self,
@@ -567,14 +645,19 @@ where
     let addr = crate::defence::peer_ip(&parts.extensions);
     let echo = httpcrypt_proto::admission::find_echo(outer_req.cookies.iter().copied());
     let mut refused = None;
+    let conn = parts.extensions.get::<ConnState>();
     let decision = shared.keys.with(|keys| {
-        core::accept_gated(
+        core::accept_resuming(
             keys,
             &cfg.mount,
             &outer_req,
             &cfg.limits,
             now,
             |sk, peer, n0| shared.derive_admitted(sk, peer, n0, addr, echo, &mut refused),
+            |tk, sealed| match conn {
+                Some(c) => c.open_ticket(tk, sealed, now),
+                None => tk.open(sealed, now),
+            },
         )
     });
     drop(outer_req);
@@ -629,7 +712,7 @@ where
         Ok(Accept::NotFound) => return Ok(plain(StatusCode::NOT_FOUND, "not found\n")),
         Ok(Accept::Request(a)) => a,
     };
-    if let Some(conn) = parts.extensions.get::<ConnKeys>() {
+    if let Some(conn) = parts.extensions.get::<ConnState>() {
         if let Some(not_after) = shared
             .keys
             .with(|k| k.key(&accepted.kid, now).map(|sk| sk.cert.not_after))
@@ -707,9 +790,16 @@ where
         inner::field(&head.fields, token::CLIENT_RANDOM_FIELD).map(token::parse_client_random);
     // Extra inner response fields: a ticket and the token.
     let mut extra = Vec::new();
+    // The connection to tell once the ticket has gone out in an answer.
+    let mut ticket_on: Option<(ConnState, u64)> = None;
     if cfg.tickets {
-        if let Some(t) = issue_ticket(&shared, &accepted, now) {
-            extra.push(Field::new(httpcrypt_proto::ticket::TICKET_FIELD, t));
+        let conn = parts.extensions.get::<ConnState>();
+        let session = conn.map(|_| shared.session_id(&accepted.kid, accepted.session_key()));
+        if conn.zip(session).is_none_or(|(c, s)| c.wants_ticket(s)) {
+            if let Some(t) = issue_ticket(&shared, &accepted, now) {
+                extra.push(Field::new(httpcrypt_proto::ticket::TICKET_FIELD, t));
+                ticket_on = conn.cloned().zip(session);
+            }
         }
     }
     if let (Some(Ok(cr)), Some(secret)) = (&client_random, cfg.token_secret) {
@@ -724,6 +814,9 @@ where
                 .is_some_and(|v| token::verify_random(&secret, accepted.session_key(), v).is_ok())
         });
         if !valid {
+            if let Some((c, session)) = &ticket_on {
+                c.ticket_issued(*session);
+            }
             return Ok(inner_problem_with(
                 accepted.into_response_key(),
                 &httpcrypt_proto::Error::TokenRequired,
@@ -785,6 +878,9 @@ where
             };
         }
     };
+    if let Some((c, session)) = &ticket_on {
+        c.ticket_issued(*session);
+    }
     Ok(seal_response(
         cfg.record_size,
         accepted.into_response_key(),
@@ -864,6 +960,21 @@ fn build_inner_request(
     Ok(req)
 }
 
+/// Runs `f` on the IMF-fixdate of `now`, formatted once per second and
+/// thread (as hyper does for its own `Date`).
+fn with_date<R>(now: u64, f: impl FnOnce(&str) -> R) -> R {
+    thread_local! {
+        static DATE: std::cell::RefCell<(u64, String)> = const { std::cell::RefCell::new((0, String::new())) };
+    }
+    DATE.with(|d| {
+        let mut d = d.borrow_mut();
+        if d.0 != now || d.1.is_empty() {
+            *d = (now, replay::format_date(now));
+        }
+        f(&d.1)
+    })
+}
+
 /// Inner response fields that must not travel inside (spec §4.3).
 const HOP: &[HeaderName] = &[
     header::CONNECTION,
@@ -928,7 +1039,7 @@ where
         head.field("Content-Length", itoa::Buffer::new().format(len).as_bytes());
     }
     if !has_date && !compact {
-        head.field("Date", replay::format_date(now).as_bytes());
+        with_date(now, |d| head.field("Date", d.as_bytes()));
     }
     for f in &extra {
         head.field(&f.name, &f.value);

@@ -1,0 +1,210 @@
+//! When the server issues tickets (spec/httpcrypt.md §7.2, D29): with the
+//! first answer of each session on a connection, not with every answer; a
+//! connection that carries several sessions gets one whenever the session
+//! changes, and a new connection gets one again. The ticket presented over
+//! and over on one connection (opened once, then remembered) keeps working.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use httpcrypt::keystore::{unix_now, Epoch, LiveKeys};
+use httpcrypt::{HttpCryptLayer, ServerConfig};
+use httpcrypt_proto::client::{ClientCredential, PreparedRequest};
+use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
+use httpcrypt_proto::outer::{Form, Mount};
+use httpcrypt_proto::ticket::{Ticket, TicketKey, TICKET_FIELD};
+use httpcrypt_proto::{replay, IdentityKey, KexSecret, KeyCert, KeyId, Limits, SessionKey};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+struct Server {
+    addr: std::net::SocketAddr,
+    cert: KeyCert,
+}
+
+async fn server() -> Server {
+    let identity = IdentityKey::from_seed([4; 32]);
+    let secret = KexSecret::from_bytes([5; 32]);
+    let now = unix_now();
+    let cert = KeyCert::sign(
+        &identity,
+        1,
+        (now - 10) as u32,
+        (now + 3600) as u32,
+        *secret.public(),
+    );
+    let live = LiveKeys::new();
+    live.add(Epoch {
+        secret,
+        cert: cert.clone(),
+        ticket: TicketKey::new(KeyId([1; 10]), [2; 32]),
+    });
+    let config = ServerConfig::default();
+    assert!(config.tickets, "tickets are on by default");
+    let layer = HttpCryptLayer::new(live, config);
+    let svc = tower::Layer::layer(
+        &layer,
+        httpcrypt::runtime::static_files(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(httpcrypt::runtime::run(
+        listener,
+        svc,
+        Default::default(),
+        std::future::pending(),
+    ));
+    Server { addr, cert }
+}
+
+/// Reads one HTTP/1.1 response with a `Content-Length` body.
+async fn read_response(tcp: &mut TcpStream) -> (u16, Vec<u8>) {
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 16 * 1024];
+    loop {
+        let mut fields = [httparse::EMPTY_HEADER; 32];
+        let mut rsp = httparse::Response::new(&mut fields);
+        if let httparse::Status::Complete(head_len) = rsp.parse(&buf).unwrap() {
+            let status = rsp.code.unwrap();
+            let len: usize = rsp
+                .headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                .map(|h| std::str::from_utf8(h.value).unwrap().parse().unwrap())
+                .expect("a sealed answer has a Content-Length");
+            while buf.len() < head_len + len {
+                let n = tcp.read(&mut chunk).await.unwrap();
+                assert!(n > 0, "connection closed inside a response");
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            assert_eq!(buf.len(), head_len + len, "one response at a time");
+            return (status, buf.split_off(head_len));
+        }
+        let n = tcp.read(&mut chunk).await.unwrap();
+        assert!(n > 0, "connection closed before a response");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// One sealed GET of this crate's `Cargo.toml` on `tcp`.
+async fn fetch(
+    tcp: &mut TcpStream,
+    srv: &Server,
+    credential: ClientCredential<'_>,
+    n0: u8,
+) -> (ResponseHead, SessionKey) {
+    let prepared = PreparedRequest::new(&srv.cert, credential, [n0; 24], "", "").unwrap();
+    let mut head = RequestHead::new("GET", "/Cargo.toml");
+    head.fields.push(Field::new("Host", srv.addr.to_string()));
+    head.fields
+        .push(Field::new("Date", replay::format_date(unix_now())));
+    let stream = prepared.seal_message(&head, b"", 16 * 1024).unwrap();
+    let wire = prepared.encode_outer(Form::Get, &Mount::default(), &srv.addr.to_string(), &stream);
+    tcp.write_all(&wire).await.unwrap();
+    let (status, body) = read_response(tcp).await;
+    assert_eq!(status, 200);
+    let (inner_head, inner_body) = prepared.open_response(&body, &Limits::default()).unwrap();
+    assert_eq!(inner_head.status, 200);
+    assert!(String::from_utf8_lossy(&inner_body).contains("[package]"));
+    (inner_head, prepared.session_key().clone())
+}
+
+fn ticket_of(head: &ResponseHead) -> Option<Ticket> {
+    inner::field(&head.fields, TICKET_FIELD).map(|v| Ticket::from_field(v).unwrap())
+}
+
+#[tokio::test]
+async fn one_ticket_per_session_and_connection() {
+    let srv = server().await;
+    let alice = KexSecret::from_bytes([6; 32]);
+    let bob = KexSecret::from_bytes([7; 32]);
+
+    let mut tcp = TcpStream::connect(srv.addr).await.unwrap();
+    // The first answer of a session on a connection carries a ticket ...
+    let (h, alice_key) = fetch(&mut tcp, &srv, ClientCredential::Key(&alice), 1).await;
+    let t1 = ticket_of(&h).expect("the first answer carries a ticket");
+    // ... the next ones of that session on it do not, whether the request
+    // presents the ticket (opened the first time, remembered after) or the key.
+    for n0 in 2..5 {
+        let (h, _) = fetch(
+            &mut tcp,
+            &srv,
+            ClientCredential::Ticket(&t1, &alice_key),
+            n0,
+        )
+        .await;
+        assert!(
+            ticket_of(&h).is_none(),
+            "request {n0}: a second ticket for one session"
+        );
+    }
+    let (h, _) = fetch(&mut tcp, &srv, ClientCredential::Key(&alice), 5).await;
+    assert!(ticket_of(&h).is_none());
+    // Another session on the same connection (a proxy multiplexing clients)
+    // gets its own, and so does the first one when it comes back after it.
+    let (h, bob_key) = fetch(&mut tcp, &srv, ClientCredential::Key(&bob), 6).await;
+    let tb = ticket_of(&h).expect("a new session on the connection gets a ticket");
+    assert_ne!(bob_key, alice_key);
+    let (h, _) = fetch(&mut tcp, &srv, ClientCredential::Ticket(&t1, &alice_key), 7).await;
+    assert!(ticket_of(&h).is_some(), "the session changed back");
+    let (h, _) = fetch(&mut tcp, &srv, ClientCredential::Ticket(&tb, &bob_key), 8).await;
+    assert!(ticket_of(&h).is_some(), "the session changed again");
+
+    // A new connection: the first answer carries a fresh ticket for the
+    // same session (other bytes: a fresh nonce), so connections stay
+    // unlinkable to an observer.
+    let mut tcp2 = TcpStream::connect(srv.addr).await.unwrap();
+    let (h, _) = fetch(
+        &mut tcp2,
+        &srv,
+        ClientCredential::Ticket(&t1, &alice_key),
+        9,
+    )
+    .await;
+    let t2 = ticket_of(&h).expect("a new connection gets a new ticket");
+    assert_ne!(t2, t1);
+    let (h, _) = fetch(
+        &mut tcp2,
+        &srv,
+        ClientCredential::Ticket(&t2, &alice_key),
+        10,
+    )
+    .await;
+    assert!(ticket_of(&h).is_none());
+}
+
+#[tokio::test]
+async fn a_remembered_ticket_is_still_checked() {
+    let srv = server().await;
+    let alice = KexSecret::from_bytes([6; 32]);
+    let mut tcp = TcpStream::connect(srv.addr).await.unwrap();
+    let (h, key) = fetch(&mut tcp, &srv, ClientCredential::Key(&alice), 1).await;
+    let t = ticket_of(&h).unwrap();
+    let (_, _) = fetch(&mut tcp, &srv, ClientCredential::Ticket(&t, &key), 2).await;
+    // The same ticket bytes with a flipped tag byte on the same connection:
+    // not the remembered ticket, so it is opened, fails, and is unknown_key.
+    let mut bad = t.clone();
+    bad.0[95] ^= 1;
+    let prepared = PreparedRequest::new(
+        &srv.cert,
+        ClientCredential::Ticket(&bad, &key),
+        [3; 24],
+        "",
+        "",
+    )
+    .unwrap();
+    let mut head = RequestHead::new("GET", "/Cargo.toml");
+    head.fields.push(Field::new("Host", srv.addr.to_string()));
+    head.fields
+        .push(Field::new("Date", replay::format_date(unix_now())));
+    let stream = prepared.seal_message(&head, b"", 16 * 1024).unwrap();
+    let wire = prepared.encode_outer(Form::Get, &Mount::default(), &srv.addr.to_string(), &stream);
+    tcp.write_all(&wire).await.unwrap();
+    let (status, body) = read_response(&mut tcp).await;
+    assert_eq!(status, 400);
+    assert!(
+        String::from_utf8_lossy(&body).contains("urn:httpcrypt:unknown-key"),
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    // The genuine one still works after that on the same connection.
+    let (_, _) = fetch(&mut tcp, &srv, ClientCredential::Ticket(&t, &key), 4).await;
+}
