@@ -269,7 +269,9 @@ impl Lab {
         if ihead.target != "/api" || ibody.len() != p.req_body {
             bail!("server decrypted something else");
         }
-        // Every v1 response carries a fresh ticket (the `serve` default).
+        // The exchange is the first of its session on a connection, whose
+        // answer carries a fresh ticket (the `serve` default, spec §7.2 D29;
+        // later answers of the session on that connection carry none).
         let ticket = run.step(Side::Server, Phase::KeyAgreement, "issue ticket", || {
             let tk = keys.ticket_key(now)?;
             Some(tk.seal(
