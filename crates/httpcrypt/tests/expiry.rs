@@ -5,47 +5,20 @@
 
 use std::time::{Duration, Instant};
 
-use httpcrypt::keystore::{unix_now, Epoch, LiveKeys};
-use httpcrypt::{HttpCryptLayer, ServerConfig};
+use httpcrypt::keystore::unix_now;
 use httpcrypt_proto::client::{ClientCredential, PreparedRequest};
 use httpcrypt_proto::inner::{Field, RequestHead};
 use httpcrypt_proto::outer::{Form, Mount};
-use httpcrypt_proto::ticket::TicketKey;
-use httpcrypt_proto::{replay, IdentityKey, KexSecret, KeyCert, KeyId};
+use httpcrypt_proto::{replay, KexSecret};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+mod common;
 
 #[tokio::test]
 async fn connection_closes_after_its_key_expires() {
-    let identity = IdentityKey::from_seed([4; 32]);
-    let secret = KexSecret::from_bytes([5; 32]);
-    let now = unix_now();
     // A key that expires in two seconds.
-    let cert = KeyCert::sign(
-        &identity,
-        1,
-        (now - 10) as u32,
-        (now + 2) as u32,
-        *secret.public(),
-    );
-    let live = LiveKeys::new();
-    live.add(Epoch {
-        secret,
-        cert: cert.clone(),
-        ticket: TicketKey::new(KeyId([1; 10]), [2; 32]),
-    });
-    let layer = HttpCryptLayer::new(live, ServerConfig::default());
-    let svc = tower::Layer::layer(
-        &layer,
-        httpcrypt::runtime::static_files(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(httpcrypt::runtime::run(
-        listener,
-        svc,
-        Default::default(),
-        std::future::pending(),
-    ));
+    let srv = common::serve_one_key(4, 2).await;
+    let (addr, cert) = (srv.addr, srv.cert);
 
     // One sealed request on a keep-alive connection.
     let client = KexSecret::from_bytes([6; 32]);

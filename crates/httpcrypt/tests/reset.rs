@@ -8,44 +8,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use httpcrypt::keystore::{unix_now, Epoch, LiveKeys};
-use httpcrypt::{Client, ClientConfig, HttpCryptLayer, ServerConfig};
-use httpcrypt_proto::ticket::TicketKey;
-use httpcrypt_proto::{IdentityKey, KexSecret, KeyCert, KeyId};
+use httpcrypt::{Client, ClientConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+mod common;
+
 async fn server() -> (SocketAddr, httpcrypt::proto::IdentityPublic) {
-    let identity = IdentityKey::from_seed([9; 32]);
-    let secret = KexSecret::from_bytes([10; 32]);
-    let now = unix_now();
-    let cert = KeyCert::sign(
-        &identity,
-        1,
-        (now - 10) as u32,
-        (now + 3600) as u32,
-        *secret.public(),
-    );
-    let live = LiveKeys::new();
-    live.add(Epoch {
-        secret,
-        cert,
-        ticket: TicketKey::new(KeyId([1; 10]), [2; 32]),
-    });
-    let layer = HttpCryptLayer::new(live, ServerConfig::default());
-    let svc = tower::Layer::layer(
-        &layer,
-        httpcrypt::runtime::static_files(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))),
-    );
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(httpcrypt::runtime::run(
-        listener,
-        svc,
-        Default::default(),
-        std::future::pending(),
-    ));
-    (addr, identity.public())
+    let srv = common::serve_one_key(9, 3600).await;
+    (srv.addr, srv.identity.public())
 }
 
 /// A relay in front of `upstream`. On the first client connection it

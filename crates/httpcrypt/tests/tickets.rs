@@ -5,54 +5,22 @@
 //! and over on one connection (opened once, then remembered) keeps working.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use httpcrypt::keystore::{unix_now, Epoch, LiveKeys};
-use httpcrypt::{HttpCryptLayer, ServerConfig};
+use httpcrypt::keystore::unix_now;
+use httpcrypt::ServerConfig;
 use httpcrypt_proto::client::{ClientCredential, PreparedRequest};
 use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
 use httpcrypt_proto::outer::{Form, Mount};
-use httpcrypt_proto::ticket::{Ticket, TicketKey, TICKET_FIELD};
-use httpcrypt_proto::{replay, IdentityKey, KexSecret, KeyCert, KeyId, Limits, SessionKey};
+use httpcrypt_proto::ticket::{Ticket, TICKET_FIELD};
+use httpcrypt_proto::{replay, KexSecret, Limits, SessionKey};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-struct Server {
-    addr: std::net::SocketAddr,
-    cert: KeyCert,
-}
+mod common;
+use common::{serve_one_key, OneKey as Server};
 
 async fn server() -> Server {
-    let identity = IdentityKey::from_seed([4; 32]);
-    let secret = KexSecret::from_bytes([5; 32]);
-    let now = unix_now();
-    let cert = KeyCert::sign(
-        &identity,
-        1,
-        (now - 10) as u32,
-        (now + 3600) as u32,
-        *secret.public(),
-    );
-    let live = LiveKeys::new();
-    live.add(Epoch {
-        secret,
-        cert: cert.clone(),
-        ticket: TicketKey::new(KeyId([1; 10]), [2; 32]),
-    });
-    let config = ServerConfig::default();
-    assert!(config.tickets, "tickets are on by default");
-    let layer = HttpCryptLayer::new(live, config);
-    let svc = tower::Layer::layer(
-        &layer,
-        httpcrypt::runtime::static_files(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(httpcrypt::runtime::run(
-        listener,
-        svc,
-        Default::default(),
-        std::future::pending(),
-    ));
-    Server { addr, cert }
+    assert!(ServerConfig::default().tickets, "tickets are on by default");
+    serve_one_key(4, 3600).await
 }
 
 /// Reads one HTTP/1.1 response with a `Content-Length` body.
@@ -84,13 +52,13 @@ async fn read_response(tcp: &mut TcpStream) -> (u16, Vec<u8>) {
     }
 }
 
-/// One sealed GET of this crate's `Cargo.toml` on `tcp`.
-async fn fetch(
+/// Writes one sealed GET of this crate's `Cargo.toml` on `tcp`.
+async fn send(
     tcp: &mut TcpStream,
     srv: &Server,
     credential: ClientCredential<'_>,
     n0: u8,
-) -> (ResponseHead, SessionKey) {
+) -> PreparedRequest {
     let prepared = PreparedRequest::new(&srv.cert, credential, [n0; 24], "", "").unwrap();
     let mut head = RequestHead::new("GET", "/Cargo.toml");
     head.fields.push(Field::new("Host", srv.addr.to_string()));
@@ -99,6 +67,17 @@ async fn fetch(
     let stream = prepared.seal_message(&head, b"", 16 * 1024).unwrap();
     let wire = prepared.encode_outer(Form::Get, &Mount::default(), &srv.addr.to_string(), &stream);
     tcp.write_all(&wire).await.unwrap();
+    prepared
+}
+
+/// [`send`], then reads and opens the answer, which must be the file.
+async fn fetch(
+    tcp: &mut TcpStream,
+    srv: &Server,
+    credential: ClientCredential<'_>,
+    n0: u8,
+) -> (ResponseHead, SessionKey) {
+    let prepared = send(tcp, srv, credential, n0).await;
     let (status, body) = read_response(tcp).await;
     assert_eq!(status, 200);
     let (inner_head, inner_body) = prepared.open_response(&body, &Limits::default()).unwrap();
@@ -183,21 +162,7 @@ async fn a_remembered_ticket_is_still_checked() {
     // not the remembered ticket, so it is opened, fails, and is unknown_key.
     let mut bad = t.clone();
     bad.0[95] ^= 1;
-    let prepared = PreparedRequest::new(
-        &srv.cert,
-        ClientCredential::Ticket(&bad, &key),
-        [3; 24],
-        "",
-        "",
-    )
-    .unwrap();
-    let mut head = RequestHead::new("GET", "/Cargo.toml");
-    head.fields.push(Field::new("Host", srv.addr.to_string()));
-    head.fields
-        .push(Field::new("Date", replay::format_date(unix_now())));
-    let stream = prepared.seal_message(&head, b"", 16 * 1024).unwrap();
-    let wire = prepared.encode_outer(Form::Get, &Mount::default(), &srv.addr.to_string(), &stream);
-    tcp.write_all(&wire).await.unwrap();
+    send(&mut tcp, &srv, ClientCredential::Ticket(&bad, &key), 3).await;
     let (status, body) = read_response(&mut tcp).await;
     assert_eq!(status, 400);
     assert!(

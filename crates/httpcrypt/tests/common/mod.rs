@@ -1,0 +1,57 @@
+//! A static-file server on loopback for the integration tests: this
+//! crate's directory behind `httpcrypt::runtime::run` with one key.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use std::net::SocketAddr;
+
+use httpcrypt::keystore::{unix_now, Epoch, LiveKeys};
+use httpcrypt::{HttpCryptLayer, ServerConfig};
+use httpcrypt_proto::ticket::TicketKey;
+use httpcrypt_proto::{IdentityKey, KexSecret, KeyCert, KeyId};
+
+/// A running server and what a client needs to reach it.
+pub struct OneKey {
+    pub addr: SocketAddr,
+    pub identity: IdentityKey,
+    pub cert: KeyCert,
+}
+
+/// Serves this crate's directory with the default configuration under one
+/// key whose certificate is valid from 10 s ago for `valid_for` seconds.
+/// `seed` tells the identity and key of one test from another's.
+pub async fn serve_one_key(seed: u8, valid_for: u64) -> OneKey {
+    let identity = IdentityKey::from_seed([seed; 32]);
+    let secret = KexSecret::from_bytes([seed.wrapping_add(1); 32]);
+    let now = unix_now();
+    let cert = KeyCert::sign(
+        &identity,
+        1,
+        (now - 10) as u32,
+        (now + valid_for) as u32,
+        *secret.public(),
+    );
+    let live = LiveKeys::new();
+    live.add(Epoch {
+        secret,
+        cert: cert.clone(),
+        ticket: TicketKey::new(KeyId([1; 10]), [2; 32]),
+    });
+    let layer = HttpCryptLayer::new(live, ServerConfig::default());
+    let svc = tower::Layer::layer(
+        &layer,
+        httpcrypt::runtime::static_files(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(httpcrypt::runtime::run(
+        listener,
+        svc,
+        Default::default(),
+        std::future::pending(),
+    ));
+    OneKey {
+        addr,
+        identity,
+        cert,
+    }
+}
