@@ -62,15 +62,7 @@ func NonceTime(n0 *[NonceLen]byte) int64 {
 // CheckNonceTime is a profile-2 server's freshness check: the time in n0
 // must be within window seconds of now (both ends pass), else stale.
 func CheckNonceTime(n0 *[NonceLen]byte, now, window int64) (int64, error) {
-	t := NonceTime(n0)
-	diff := t - now
-	if diff < 0 {
-		diff = -diff
-	}
-	if diff > window {
-		return 0, ErrStale
-	}
-	return t, nil
+	return checkWindow(NonceTime(n0), now, window)
 }
 
 // compactRequestAD0 is AD_0 before header_0 of a profile-2 request:

@@ -34,12 +34,18 @@ func CheckDate(v *string, now, window int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	diff := d - now
+	return checkWindow(d, now, window)
+}
+
+// checkWindow is the freshness rule of both request profiles: a request
+// time t passes when |t - now| <= window, else stale.
+func checkWindow(t, now, window int64) (int64, error) {
+	diff := t - now
 	if diff < 0 {
 		diff = -diff
 	}
 	if diff > window {
 		return 0, ErrStale
 	}
-	return d, nil
+	return t, nil
 }

@@ -90,11 +90,7 @@ pub fn nonce_time(n0: &[u8; NONCE_LEN]) -> u64 {
 /// `n0` must lie within `window` seconds of `now` (both ends included), else
 /// `stale`. Returns the time.
 pub fn check_nonce_time(n0: &[u8; NONCE_LEN], now: u64, window: u64) -> Result<u64> {
-    let t = nonce_time(n0);
-    if t.abs_diff(now) > window {
-        return Err(Error::Stale);
-    }
-    Ok(t)
+    crate::replay::check_window(nonce_time(n0), now, window)
 }
 
 /// The stream nonce of a profile-2 response: `ff × 8 || random`.

@@ -24,11 +24,16 @@ pub const DEFAULT_WINDOW: u64 = 60;
 /// passes (spec §11). Returns the date in unix seconds.
 pub fn check_date(value: Option<&[u8]>, now: u64, window: u64) -> Result<u64> {
     let value = value.ok_or(Error::Stale)?;
-    let date = parse_date_cached(value)?;
-    if date.abs_diff(now) > window {
+    check_window(parse_date_cached(value)?, now, window)
+}
+
+/// The freshness rule of both request profiles: a request time `t` passes
+/// when `|t − now| ≤ window`, else `stale`. Returns `t`.
+pub fn check_window(t: u64, now: u64, window: u64) -> Result<u64> {
+    if t.abs_diff(now) > window {
         return Err(Error::Stale);
     }
-    Ok(date)
+    Ok(t)
 }
 
 fn parse_date(value: &[u8]) -> Result<u64> {

@@ -100,14 +100,50 @@ impl TicketKey {
         let key: [u8; 32] = plain[..32].try_into().expect("fixed layout");
         let kid: [u8; KID_LEN] = plain[32..32 + KID_LEN].try_into().expect("fixed layout");
         let expiry = u32::from_be_bytes(plain[32 + KID_LEN..].try_into().expect("fixed layout"));
-        if now > u64::from(expiry) {
-            return Err(Error::UnknownKey);
-        }
-        Ok(TicketContents {
+        TicketContents {
             key: SessionKey::from_bytes(key),
             kid: KeyId(kid),
             expiry,
-        })
+        }
+        .unexpired(now)
+    }
+}
+
+impl TicketContents {
+    /// The contents, if the ticket is still valid at `now` (`unknown_key`
+    /// after its expiry, spec §11).
+    fn unexpired(self, now: u64) -> Result<Self> {
+        if now > u64::from(self.expiry) {
+            return Err(Error::UnknownKey);
+        }
+        Ok(self)
+    }
+}
+
+/// The last ticket opened, and what it held: a server keeps one per
+/// connection, where a client presents the same ticket with every request.
+/// The same ticket bytes under the same ticket key skip the AEAD; the expiry
+/// rule of [`TicketKey::open`] still applies to them.
+#[derive(Debug, Default)]
+pub struct LastOpened(Option<(KeyId, [u8; SEALED_TICKET_LEN], TicketContents)>);
+
+impl LastOpened {
+    /// [`TicketKey::open`], answered from memory when `sealed` is the ticket
+    /// this opened last under `tk`; a ticket that opens is remembered.
+    pub fn open(
+        &mut self,
+        tk: &TicketKey,
+        sealed: &[u8; SEALED_TICKET_LEN],
+        now: u64,
+    ) -> Result<TicketContents> {
+        if let Some((tid, last, contents)) = &self.0 {
+            if *tid == tk.tid && last == sealed {
+                return contents.clone().unexpired(now);
+            }
+        }
+        let contents = tk.open(sealed, now)?;
+        self.0 = Some((tk.tid, *sealed, contents.clone()));
+        Ok(contents)
     }
 }
 
@@ -171,5 +207,30 @@ mod tests {
             "AD binds the tid"
         );
         assert_eq!(Ticket::from_field(t.to_field().as_bytes()).unwrap(), t);
+    }
+
+    #[test]
+    fn last_opened_keeps_the_rules() {
+        let tk = TicketKey::new(KeyId([1; 10]), [2; 32]);
+        let c = TicketContents {
+            key: SessionKey::from_bytes([3; 32]),
+            kid: KeyId([4; 10]),
+            expiry: 1000,
+        };
+        let sealed: [u8; SEALED_TICKET_LEN] = tk.seal(&c, [5; 24]).sealed().try_into().unwrap();
+        let mut last = LastOpened::default();
+        assert_eq!(last.open(&tk, &sealed, 10).unwrap(), c);
+        // Remembered: still refused once expired.
+        assert_eq!(last.open(&tk, &sealed, 1000).unwrap(), c);
+        assert_eq!(last.open(&tk, &sealed, 1001), Err(Error::UnknownKey));
+        // Other bytes are opened (and refused when they do not open); the
+        // remembered ticket stays.
+        let mut bad = sealed;
+        bad[40] ^= 1;
+        assert_eq!(last.open(&tk, &bad, 10), Err(Error::UnknownKey));
+        assert_eq!(last.open(&tk, &sealed, 10).unwrap(), c);
+        // The same bytes under another ticket key are not the remembered ticket.
+        let other = TicketKey::new(KeyId([9; 10]), [2; 32]);
+        assert_eq!(last.open(&other, &sealed, 10), Err(Error::UnknownKey));
     }
 }

@@ -144,9 +144,11 @@ where
             // The layer notes here the key expiry of every request on this
             // connection; once all of them have expired the connection is
             // closed (after any request in flight), so no idle keep-alive
-            // connection outlives the keys it was used with (spec §6).
-            let conn_keys = ConnState::default();
-            let noted = conn_keys.clone();
+            // connection outlives the keys it was used with (spec §6). It
+            // also remembers the connection's last ticket, issued and
+            // opened (spec §7.2, D29).
+            let state = ConnState::default();
+            let noted = state.clone();
             let hyper_svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
                 req.extensions_mut().insert(noted.clone());
                 req.extensions_mut().insert(crate::defence::PeerAddr(peer));
@@ -171,7 +173,7 @@ where
                 tokio::select! {
                     r = conn.as_mut() => break r,
                     _ = check.as_mut(), if !closing => {
-                        if conn_keys.expired(crate::keystore::unix_now()) {
+                        if state.expired(crate::keystore::unix_now()) {
                             tracing::debug!(%peer, "closing a connection whose keys expired");
                             conn.as_mut().graceful_shutdown();
                             closing = true;

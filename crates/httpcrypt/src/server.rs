@@ -24,7 +24,7 @@ use httpcrypt_proto::replay::{self, StrikeRegister};
 use httpcrypt_proto::server::{self as core, Accept, Accepted, OuterRequest};
 use httpcrypt_proto::split;
 use httpcrypt_proto::stream::{ResponseKey, Sealer};
-use httpcrypt_proto::ticket::TicketContents;
+use httpcrypt_proto::ticket::{LastOpened, TicketContents, TicketKey, SEALED_TICKET_LEN};
 use httpcrypt_proto::{token, Limits, Profile};
 use rand_core::{OsRng, RngCore};
 
@@ -118,12 +118,9 @@ struct ConnInner {
     not_after: std::sync::atomic::AtomicU64,
     /// The session of the last ticket issued here, as [`Shared::session_id`].
     ticketed: std::sync::atomic::AtomicU64,
-    /// The last ticket opened on this connection: `(tid, ticket[10..])` and
-    /// what it held.
-    opened: Mutex<Option<(httpcrypt_proto::KeyId, SealedTicket, TicketContents)>>,
+    /// The last ticket opened on this connection.
+    opened: Mutex<LastOpened>,
 }
-
-type SealedTicket = [u8; httpcrypt_proto::ticket::SEALED_TICKET_LEN];
 
 impl ConnState {
     /// Notes a request under a key valid through `not_after`.
@@ -154,27 +151,19 @@ impl ConnState {
     }
 
     /// Opens a ticket presented on this connection. A client presents the
-    /// same ticket with each request of a keep-alive connection, so the last
-    /// one opened is kept (with its expiry rule) and the next request
-    /// bearing the same bytes under the same ticket key skips the AEAD.
+    /// same ticket with each request of a keep-alive connection, so the
+    /// last one opened is remembered (spec §7.2, D29).
     fn open_ticket(
         &self,
-        tk: &httpcrypt_proto::ticket::TicketKey,
-        sealed: &SealedTicket,
+        tk: &TicketKey,
+        sealed: &[u8; SEALED_TICKET_LEN],
         now: u64,
     ) -> Result<TicketContents, httpcrypt_proto::Error> {
-        let mut last = self.0.opened.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((tid, s, contents)) = &*last {
-            if *tid == tk.tid() && s == sealed {
-                if now > u64::from(contents.expiry) {
-                    return Err(httpcrypt_proto::Error::UnknownKey);
-                }
-                return Ok(contents.clone());
-            }
-        }
-        let contents = tk.open(sealed, now)?;
-        *last = Some((tk.tid(), *sealed, contents.clone()));
-        Ok(contents)
+        self.0
+            .opened
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .open(tk, sealed, now)
     }
 
     /// Records that a ticket for session `session` went out.
@@ -712,7 +701,7 @@ where
         Ok(Accept::NotFound) => return Ok(plain(StatusCode::NOT_FOUND, "not found\n")),
         Ok(Accept::Request(a)) => a,
     };
-    if let Some(conn) = parts.extensions.get::<ConnState>() {
+    if let Some(conn) = conn {
         if let Some(not_after) = shared
             .keys
             .with(|k| k.key(&accepted.kid, now).map(|sk| sk.cert.not_after))
