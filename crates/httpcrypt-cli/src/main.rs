@@ -260,10 +260,19 @@ fn main() {
         Cmd::SplitProxy(a) => a.workers,
         _ => 1,
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers.max(1))
-        .enable_all()
-        .build();
+    // One worker is one event loop on the main thread, as an nginx worker
+    // is: no work-stealing scheduler and no cross-thread wake-ups. More
+    // workers share the multi-threaded scheduler.
+    let rt = if workers <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_all()
+            .build()
+    };
     let code = match rt
         .map_err(anyhow::Error::from)
         .and_then(|rt| rt.block_on(run(cli.cmd)))

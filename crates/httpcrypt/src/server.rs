@@ -116,6 +116,11 @@ pub struct ConnState(Arc<ConnInner>);
 #[derive(Debug, Default)]
 struct ConnInner {
     not_after: std::sync::atomic::AtomicU64,
+    /// The listener's watch over all its connections' expiries.
+    watch: Option<Arc<ExpiryWatch>>,
+    /// Socket options the listener is to apply before its next write
+    /// (`runtime::SockPlan`).
+    sock: std::sync::atomic::AtomicU8,
     /// The session of the last ticket issued here, as [`Shared::session_id`].
     ticketed: std::sync::atomic::AtomicU64,
     /// The last ticket opened on this connection.
@@ -123,11 +128,38 @@ struct ConnInner {
 }
 
 impl ConnState {
+    /// The state of a connection accepted by a listener that closes
+    /// connections through `watch` once their keys expire.
+    pub(crate) fn watched(watch: Arc<ExpiryWatch>) -> Self {
+        ConnState(Arc::new(ConnInner {
+            watch: Some(watch),
+            ..ConnInner::default()
+        }))
+    }
+
     /// Notes a request under a key valid through `not_after`.
     pub fn note(&self, not_after: u64) {
-        self.0
+        let before = self
+            .0
             .not_after
             .fetch_max(not_after, std::sync::atomic::Ordering::Relaxed);
+        if let Some(w) = &self.0.watch {
+            w.note(before.max(not_after));
+        }
+    }
+
+    /// The listener's pending socket options for this connection.
+    pub(crate) fn sock(&self) -> &std::sync::atomic::AtomicU8 {
+        &self.0.sock
+    }
+
+    /// Notes this connection's expiry with the listener's watch again
+    /// (after the watch woke it early).
+    pub(crate) fn renote(&self) {
+        let t = self.0.not_after.load(std::sync::atomic::Ordering::Relaxed);
+        if let (Some(w), true) = (&self.0.watch, t != 0) {
+            w.note(t);
+        }
     }
 
     /// Whether the connection carried HTTPCrypt requests and all their keys
@@ -171,6 +203,55 @@ impl ConnState {
         self.0
             .ticketed
             .store(session, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// When a listener's connections must look at their key expiry (spec §6),
+/// without a timer per connection: each connection notes the latest expiry
+/// of the keys it carried in its [`ConnState`], and the earliest of those
+/// over all connections here; one ticker per listener calls
+/// [`ExpiryWatch::tick`] every second, which wakes the connections only once
+/// that earliest expiry has passed. A woken connection that is not expired
+/// notes its expiry again.
+#[derive(Debug)]
+pub(crate) struct ExpiryWatch {
+    /// The earliest noted expiry (unix seconds); `u64::MAX` when none.
+    earliest: std::sync::atomic::AtomicU64,
+    notify: tokio::sync::Notify,
+}
+
+impl Default for ExpiryWatch {
+    fn default() -> Self {
+        ExpiryWatch {
+            earliest: std::sync::atomic::AtomicU64::new(u64::MAX),
+            notify: tokio::sync::Notify::new(),
+        }
+    }
+}
+
+impl ExpiryWatch {
+    fn note(&self, not_after: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if not_after < self.earliest.load(Relaxed) {
+            self.earliest.fetch_min(not_after, Relaxed);
+        }
+    }
+
+    /// Wakes every waiting connection if a noted expiry has passed at `now`.
+    /// Connections noted meanwhile are among the woken ones (they wait
+    /// before they note), so they note again.
+    pub(crate) fn tick(&self, now: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if now > self.earliest.load(Relaxed) {
+            self.earliest.store(u64::MAX, Relaxed);
+            self.notify.notify_waiters();
+        }
+    }
+
+    /// Resolves at the next [`ExpiryWatch::tick`] that wakes connections;
+    /// enable it (or poll it) before noting an expiry.
+    pub(crate) fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.notify.notified()
     }
 }
 
