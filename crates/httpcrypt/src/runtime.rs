@@ -160,12 +160,12 @@ where
             // connection outlives the keys it was used with (spec §6). It
             // also remembers the connection's last ticket, issued and
             // opened (spec §7.2, D29).
-            let state = ConnState::watched(watch.clone());
+            let state = ConnState::watched(watch.clone(), peer);
             let noted = state.clone();
             let hyper_svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
                 let close = SockPlan::closes(&req);
+                // The peer's address travels in the connection state.
                 req.extensions_mut().insert(noted.clone());
-                req.extensions_mut().insert(crate::defence::PeerAddr(peer));
                 let answered = svc.clone().oneshot(req);
                 let conn = noted.clone();
                 async move {
@@ -226,8 +226,11 @@ where
 ///
 /// - an answer on a connection that stays open turns on `TCP_NODELAY` (once);
 /// - the last answer of a connection (`Connection: close`) is corked, so
-///   head, body and the FIN of the close that follows leave as one segment
-///   (as nginx's `tcp_nopush`), two packets fewer per connection;
+///   head, body and the FIN leave as one segment (as with nginx's
+///   `tcp_nopush`), two packets fewer per connection: hyper's
+///   `shutdown(SHUT_WR)` sets FIN on the corked data and pushes it out, so
+///   the answer is on its way before the close (which resets the connection
+///   when request bytes were left unread, as a 413 leaves them);
 /// - if that answer's body stalls ([`StallBody`]), the cork comes off at once
 ///   and `TCP_NODELAY` goes on, so nothing waits for the kernel's 200 ms.
 struct SockPlan;
@@ -308,11 +311,7 @@ impl SockPlan {
 }
 
 /// The connection's socket as hyper sees it: socket options are applied
-/// before each write ([`SockPlan`]), and the write side is closed by
-/// closing the socket when hyper drops the connection, without a
-/// `shutdown(SHUT_WR)` first: hyper shuts down only right before it drops
-/// the connection, and `close` sends the same FIN (or the same reset, when
-/// request bytes were left unread), so that is one system call less.
+/// before each write ([`SockPlan`]).
 struct Socket {
     stream: tokio::net::TcpStream,
     conn: ConnState,
@@ -359,10 +358,10 @@ impl tokio::io::AsyncWrite for Socket {
     }
 
     fn poll_shutdown(
-        self: std::pin::Pin<&mut Self>,
-        _cx: &mut std::task::Context<'_>,
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
-        std::task::Poll::Ready(Ok(()))
+        std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 }
 

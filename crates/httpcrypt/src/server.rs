@@ -118,6 +118,8 @@ struct ConnInner {
     not_after: std::sync::atomic::AtomicU64,
     /// The listener's watch over all its connections' expiries.
     watch: Option<Arc<ExpiryWatch>>,
+    /// The TCP peer, when the listener knows it.
+    peer: Option<std::net::SocketAddr>,
     /// Socket options the listener is to apply before its next write
     /// (`runtime::SockPlan`).
     sock: std::sync::atomic::AtomicU8,
@@ -130,9 +132,10 @@ struct ConnInner {
 impl ConnState {
     /// The state of a connection accepted by a listener that closes
     /// connections through `watch` once their keys expire.
-    pub(crate) fn watched(watch: Arc<ExpiryWatch>) -> Self {
+    pub(crate) fn watched(watch: Arc<ExpiryWatch>, peer: std::net::SocketAddr) -> Self {
         ConnState(Arc::new(ConnInner {
             watch: Some(watch),
+            peer: Some(peer),
             ..ConnInner::default()
         }))
     }
@@ -146,6 +149,11 @@ impl ConnState {
         if let Some(w) = &self.0.watch {
             w.note(before.max(not_after));
         }
+    }
+
+    /// The TCP peer of the connection, when the listener recorded it.
+    pub fn peer(&self) -> Option<std::net::SocketAddr> {
+        self.0.peer
     }
 
     /// The listener's pending socket options for this connection.
@@ -402,7 +410,7 @@ impl Shared {
         peer: &httpcrypt_proto::KexPublic,
         n0: &[u8; 24],
         addr: std::net::IpAddr,
-        echo: Option<&[u8]>,
+        cookies: &[&[u8]],
         refused: &mut Option<httpcrypt_proto::admission::Verdict>,
     ) -> Result<httpcrypt_proto::SessionKey, httpcrypt_proto::Error> {
         use httpcrypt_proto::admission::Verdict;
@@ -418,6 +426,8 @@ impl Shared {
                 return Ok(k);
             }
         }
+        // The admission echo is looked for only when the defence judges.
+        let echo = httpcrypt_proto::admission::find_echo(cookies.iter().copied());
         match defence.judge(addr, n0, echo) {
             Verdict::Admit => {
                 // The cache was asked just above: go straight to the X25519.
@@ -713,7 +723,6 @@ where
         has_body: chunked || content_length.is_some_and(|l| l > 0),
     };
     let addr = crate::defence::peer_ip(&parts.extensions);
-    let echo = httpcrypt_proto::admission::find_echo(outer_req.cookies.iter().copied());
     let mut refused = None;
     let conn = parts.extensions.get::<ConnState>();
     let decision = shared.keys.with(|keys| {
@@ -723,7 +732,9 @@ where
             &outer_req,
             &cfg.limits,
             now,
-            |sk, peer, n0| shared.derive_admitted(sk, peer, n0, addr, echo, &mut refused),
+            |sk, peer, n0| {
+                shared.derive_admitted(sk, peer, n0, addr, &outer_req.cookies, &mut refused)
+            },
             |tk, sealed| match conn {
                 Some(c) => c.open_ticket(tk, sealed, now),
                 None => tk.open(sealed, now),
@@ -815,8 +826,9 @@ where
     // A split proxy's request field is for this layer only (§S3).
     let split_asked = parts.headers.remove(split::SPLIT_FIELD).is_some();
     let slot: FailureSlot = Arc::new(Mutex::new(None));
-    let (outer_body, initial) = match &accepted.query_stream {
-        Some(q) => (None, q.clone()),
+    let mut accepted = accepted;
+    let (outer_body, initial) = match accepted.query_stream.take() {
+        Some(q) => (None, q),
         None => (Some(body), Vec::new()),
     };
     let opened = OpenBody::new(
@@ -844,12 +856,18 @@ where
     // Freshness and replay (spec §8): first error wins after stream and parse.
     if let Some(window) = cfg.freshness {
         let checked = match accepted.check_time(inner::field(&head.fields, "date"), now, window) {
-            Ok(date) => {
-                shared
-                    .strikes
-                    .check(&accepted.kid, &accepted.n0, date, now)
-                    .await
-            }
+            Ok(date) => match shared
+                .strikes
+                .check_now(&accepted.kid, &accepted.n0, date, now)
+            {
+                Some(r) => r,
+                None => {
+                    shared
+                        .strikes
+                        .check(&accepted.kid, &accepted.n0, date, now)
+                        .await
+                }
+            },
             Err(e) => Err(e),
         };
         if let Err(e) = checked {
@@ -908,6 +926,9 @@ where
     };
     let inner_req = match build_inner_request(&parts, &head, opened.boxed_unsync()) {
         Ok(mut r) => {
+            // The service sees the outer request's extensions (the
+            // connection state, say) and the facts of the session.
+            *r.extensions_mut() = std::mem::take(&mut parts.extensions);
             r.extensions_mut().insert(Encrypted {
                 kid: accepted.kid,
                 resumed: matches!(accepted.credential, outer::Credential::Ticket { .. }),

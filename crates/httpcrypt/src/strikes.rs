@@ -23,6 +23,18 @@ pub trait StrikeStore: Send + Sync + std::fmt::Debug {
         date: u64,
         now: u64,
     ) -> BoxFuture<'a, Result<(), Error>>;
+
+    /// [`StrikeStore::check`] for a store that answers at once (a local
+    /// register), without a future; `None` for one that must be awaited.
+    fn check_now(
+        &self,
+        _kid: &KeyId,
+        _n0: &[u8; 24],
+        _date: u64,
+        _now: u64,
+    ) -> Option<Result<(), Error>> {
+        None
+    }
 }
 
 /// The in-process register of `httpcrypt_proto::replay`.
@@ -44,12 +56,26 @@ impl StrikeStore for LocalStrikes {
         date: u64,
         now: u64,
     ) -> BoxFuture<'a, Result<(), Error>> {
-        let r = self
-            .0
+        Box::pin(std::future::ready(self.record(kid, n0, date, now)))
+    }
+
+    fn check_now(
+        &self,
+        kid: &KeyId,
+        n0: &[u8; 24],
+        date: u64,
+        now: u64,
+    ) -> Option<Result<(), Error>> {
+        Some(self.record(kid, n0, date, now))
+    }
+}
+
+impl LocalStrikes {
+    fn record(&self, kid: &KeyId, n0: &[u8; 24], date: u64, now: u64) -> Result<(), Error> {
+        self.0
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .check(kid, n0, date, now);
-        Box::pin(std::future::ready(r))
+            .check(kid, n0, date, now)
     }
 }
 
