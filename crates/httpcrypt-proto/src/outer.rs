@@ -332,15 +332,14 @@ pub fn scan_cookies<'a>(
                 continue;
             };
             let (name, value) = (trim_ows(&pair[..eq]), trim_ows(&pair[eq + 1..]));
-            shaped |= has_shape(name, value);
-            if name.len() < ID_B64_LEN {
-                continue;
-            }
-            let Ok(id) = b64::decode_array::<KID_LEN>(&name[..ID_B64_LEN]) else {
-                continue;
-            };
-            let id = KeyId(id);
-            let Some(kind) = lookup(&id) else {
+            let known = name
+                .get(..ID_B64_LEN)
+                .and_then(|prefix| b64::decode_array::<KID_LEN>(prefix).ok())
+                .map(KeyId)
+                .and_then(|id| Some((id, lookup(&id)?)));
+            let Some((id, kind)) = known else {
+                // The shape matters only for the error when nothing matches.
+                shaped |= has_shape(name, value);
                 continue;
             };
             let name_pad = &name[ID_B64_LEN..];
