@@ -47,6 +47,9 @@ bash lab/run --smoke
 step "server profile smoke run (bench/profile/run --smoke)"
 bash bench/profile/run --smoke
 
+step "instruction count smoke run (bench/profile/instructions --smoke)"
+bash bench/profile/instructions --smoke
+
 # The clients in other languages run the shared vectors and live tests
 # against the server binary the workspace tests just built.
 target_dir=${CARGO_TARGET_DIR:-target}

@@ -66,7 +66,7 @@ STEPS = [
     ("·· ticket open", r"TicketKey4open"),
     ("· open the request stream (subkey, first record)", r"OpenBody\$LT\$B\$C\$H\$GT\$3new"),
     ("· inner head parse", r"inner\.\.RequestHead\$u20\$as\$u20\$httpcrypt_proto\.\.inner\.\.Head\$GT\$5parse"),
-    ("· strike register", r"StrikeStore\$GT\$5check"),
+    ("· strike register", r"StrikeStore\$GT\$(5check|9check_now)|LocalStrikes6record"),
     ("· inner request built for the service", r"server19build_inner_request"),
     ("· the wrapped service (static file)", r"StaticFiles\$u20\$as\$u20\$tower_service"),
     ("· seal the response head", r"server13seal_response"),

@@ -1,5 +1,11 @@
 //! The `httpcrypt` command: keys, servers, a gateway, and a curl-like client.
 
+/// mimalloc instead of glibc's malloc: a request allocates a few dozen
+/// small blocks (header maps, bodies, futures), which mimalloc serves from
+/// per-thread free lists in a fraction of glibc's instructions.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -72,7 +78,7 @@ struct SplitProxyArgs {
     /// Largest record accepted from the origin, bytes.
     #[arg(long, default_value_t = 1 << 20)]
     max_record: usize,
-    /// Worker threads.
+    /// Worker threads (1: a single event loop on the main thread).
     #[arg(long, default_value_t = 1)]
     workers: usize,
     /// Most concurrent client connections.
@@ -148,7 +154,7 @@ struct ServerOpts {
     /// Path prefix under which HTTPCrypt is served.
     #[arg(long, default_value = "")]
     mount: String,
-    /// Worker threads.
+    /// Worker threads (1: a single event loop on the main thread).
     #[arg(long, default_value_t = 1)]
     workers: usize,
     /// Key rotation period R in seconds (the DNS TTL).
