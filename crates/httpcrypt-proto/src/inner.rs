@@ -232,14 +232,21 @@ fn map_parse_error(e: httparse::Error) -> Error {
 impl Head for RequestHead {
     fn parse(head: &[u8], limits: &Limits) -> Result<Self> {
         check_line_ends(head)?;
-        let mut stack = [httparse::EMPTY_HEADER; STACK_FIELDS];
+        // Slots httparse fills without their being initialised first (a
+        // server parses one inner request head per request).
+        let mut stack = [const { std::mem::MaybeUninit::uninit() }; STACK_FIELDS];
         let mut heap = Vec::new();
-        let mut req = httparse::Request::new(field_storage(
-            &mut stack,
-            &mut heap,
-            limits.max_inner_fields,
-        ));
-        match req.parse(head).map_err(map_parse_error)? {
+        let slots = if limits.max_inner_fields <= STACK_FIELDS {
+            &mut stack[..limits.max_inner_fields]
+        } else {
+            heap.resize_with(limits.max_inner_fields, std::mem::MaybeUninit::uninit);
+            &mut heap[..]
+        };
+        let mut req = httparse::Request::new(&mut []);
+        match req
+            .parse_with_uninit_headers(head, slots)
+            .map_err(map_parse_error)?
+        {
             httparse::Status::Complete(n) if n == head.len() => {}
             _ => return Err(Error::MalformedInner),
         }
