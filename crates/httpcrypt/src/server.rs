@@ -578,24 +578,24 @@ fn outer_problem(err: &httpcrypt_proto::Error, certs: &[String]) -> Response<HcB
 }
 
 fn sealed_outer(body: HcBody) -> Response<HcBody> {
+    // The outer fields of every sealed answer, parsed once.
+    static FIELDS: std::sync::LazyLock<Vec<(HeaderName, HeaderValue)>> =
+        std::sync::LazyLock::new(|| {
+            outer::RESPONSE_FIELDS
+                .iter()
+                .filter_map(|(n, v)| {
+                    Some((
+                        HeaderName::from_bytes(n.as_bytes()).ok()?,
+                        HeaderValue::from_static(v),
+                    ))
+                })
+                .collect()
+        });
     let mut r = Response::new(body);
-    for (n, v) in outer::RESPONSE_FIELDS {
-        r.headers_mut().insert(
-            HeaderName::from_static_lower(n),
-            HeaderValue::from_static(v),
-        );
+    for (n, v) in FIELDS.iter() {
+        r.headers_mut().insert(n.clone(), v.clone());
     }
     r
-}
-
-trait FromStaticLower {
-    fn from_static_lower(n: &'static str) -> HeaderName;
-}
-
-impl FromStaticLower for HeaderName {
-    fn from_static_lower(n: &'static str) -> HeaderName {
-        HeaderName::from_bytes(n.as_bytes()).unwrap_or(header::CONTENT_TYPE)
-    }
 }
 
 /// A sealed inner error (spec §4.4): only the client holding `k` can read it.
