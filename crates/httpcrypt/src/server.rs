@@ -1199,6 +1199,47 @@ where
 mod tests {
     use super::*;
 
+    /// The watch wakes waiting connections once, after the earliest noted
+    /// expiry has passed, and not before; a connection noted again is
+    /// woken again at its own expiry.
+    #[tokio::test]
+    async fn the_expiry_watch_wakes_once_an_expiry_has_passed() {
+        use std::future::Future;
+        let watch = Arc::new(ExpiryWatch::default());
+        let peer = "127.0.0.1:1".parse().expect("an address");
+        let (a, b) = (
+            ConnState::watched(watch.clone(), peer),
+            ConnState::watched(watch.clone(), peer),
+        );
+        let woken = |n: &mut std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>| {
+            let waker = futures_util::task::noop_waker();
+            n.as_mut()
+                .poll(&mut std::task::Context::from_waker(&waker))
+                .is_ready()
+        };
+        let na = watch.notified();
+        let nb = watch.notified();
+        tokio::pin!(na, nb);
+        na.as_mut().enable();
+        nb.as_mut().enable();
+        a.note(100);
+        b.note(200);
+        watch.tick(100);
+        assert!(!woken(&mut na) && !woken(&mut nb), "nothing expired at 100");
+        watch.tick(101);
+        assert!(woken(&mut na) && woken(&mut nb), "a's key expired at 101");
+        assert!(a.expired(101) && !b.expired(101));
+        // b waits again and notes its expiry again.
+        let nb = watch.notified();
+        tokio::pin!(nb);
+        nb.as_mut().enable();
+        b.renote();
+        watch.tick(150);
+        assert!(!woken(&mut nb), "b's key lives until 200");
+        watch.tick(201);
+        assert!(woken(&mut nb), "b's key expired at 201");
+    }
+
     /// The request the wrapped service sees is `inner::reconstruct` of the
     /// outer and inner fields (spec §4.3), built without copying kept fields.
     #[test]
