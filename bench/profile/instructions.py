@@ -39,7 +39,8 @@ CONFIGS = [
 ]
 # Allocation entry points: Rust's global allocator (mimalloc) and libc's
 # malloc (which aws-lc calls).
-MALLOC = ("mi_malloc_aligned", "mi_zalloc_aligned", "mi_malloc", "mi_zalloc", "malloc", "__libc_malloc")
+MALLOC = ("mi_malloc_aligned", "mi_zalloc_aligned", "mi_malloc", "mi_zalloc", "malloc", "__libc_malloc",
+          "calloc", "__libc_calloc")
 
 
 def parse(path):
