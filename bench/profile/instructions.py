@@ -37,10 +37,8 @@ CONFIGS = [
     ("cached", "hc", "reuse"),
     ("ticket", "hc", "ticket"),
 ]
-# Allocation entry points: Rust's global allocator (mimalloc) and libc's
-# malloc (which aws-lc calls).
-MALLOC = ("mi_malloc_aligned", "mi_zalloc_aligned", "mi_malloc", "mi_zalloc", "malloc", "__libc_malloc",
-          "calloc", "__libc_calloc")
+# Allocation entry points (glibc's, which Rust's global allocator and aws-lc use).
+MALLOC = ("malloc", "__libc_malloc", "calloc", "__libc_calloc")
 
 
 def parse(path):

@@ -45,7 +45,7 @@ BUCKETS = [
     ("other crypto (SHA-3, BLAKE3, SipHash)", re.compile(r"sha3|keccak|blake3|siphash|sha2|sha256", re.I)),
     ("malloc/free", re.compile(r"^(malloc|_int_malloc|_int_free|cfree|free|realloc|_int_realloc|"
                                r"malloc_consolidate|unlink_chunk.*|tcache_.*|__libc_malloc|__libc_free|"
-                               r"calloc|__libc_calloc|_?mi_[a-z_]+)(@.*)?$")),
+                               r"calloc|__libc_calloc)(@.*)?$")),
     ("memcpy/memset", re.compile(r"^__(memmove|memcpy|memset|memcmp|memchr|strlen)")),
     ("httpcrypt (protocol core and layer)", re.compile(r"^<?&?(httpcrypt|base64|httparse::)")),
     ("hyper, http, tokio, mio, bytes", re.compile(r"^<?&?(hyper|http|http_body|http_body_util|tokio|mio|bytes|"

@@ -7,12 +7,6 @@
 //! - `loadgen delay`: the NFQUEUE delay of the round-trip experiment.
 //!
 //! `bench/run` drives all of it; `bench/REPORT.md` explains the method.
-
-/// The same allocator as `httpcrypt serve`, so that the rustls baseline
-/// (`serve-tls`) runs on exactly the server's stack.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;

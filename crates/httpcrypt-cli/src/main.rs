@@ -1,11 +1,4 @@
 //! The `httpcrypt` command: keys, servers, a gateway, and a curl-like client.
-
-/// mimalloc instead of glibc's malloc: a request allocates a few dozen
-/// small blocks (header maps, bodies, futures), which mimalloc serves from
-/// per-thread free lists in a fraction of glibc's instructions.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
