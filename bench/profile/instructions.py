@@ -138,7 +138,7 @@ def report(res, count, before=None):
            f"`loadgen` sends a warm-up, then {count} requests for a 100 B file over 4 connections, "
            "and the server's counters cover exactly those. User space only: system calls and the "
            "kernel's TCP work are not counted (`bench/profile/REPORT.md` has CPU time with them). "
-           "Counts are exact and repeat within ±1 % between runs, unlike CPU time on this machine.", ""]
+           "Counts repeat within ≈ 2 % between runs (the allocator's state varies), unlike CPU time on this machine.", ""]
     for m in modes:
         out += [f"## {'New connection per request' if m == 'newconn' else 'Keep-alive'}", "",
                 "| configuration | instructions / request | ratio to plain | allocations / request |",
