@@ -487,15 +487,20 @@ pub fn reconstruct(outer: &[Field], inner: &[Field]) -> Vec<Field> {
     out
 }
 
+/// The tokens of `Connection` values (comma-separated, whitespace trimmed,
+/// case kept), without allocating.
+pub fn connection_token_iter<'a>(
+    values: impl Iterator<Item = &'a [u8]>,
+) -> impl Iterator<Item = &'a [u8]> {
+    values
+        .flat_map(|v| v.split(|&b| b == b','))
+        .map(<[u8]>::trim_ascii)
+}
+
 /// The field names listed by the outer `Connection` values, lowercase.
 pub fn connection_tokens<'a>(values: impl Iterator<Item = &'a [u8]>) -> Vec<String> {
-    values
-        .flat_map(|v| {
-            String::from_utf8_lossy(v)
-                .split(',')
-                .map(|t| t.trim().to_ascii_lowercase())
-                .collect::<Vec<_>>()
-        })
+    connection_token_iter(values)
+        .map(|t| String::from_utf8_lossy(t).trim().to_ascii_lowercase())
         .collect()
 }
 

@@ -247,12 +247,12 @@ impl SockPlan {
     /// rule: HTTP/1.1 unless `Connection: close`, HTTP/1.0 only with
     /// `Connection: keep-alive`).
     fn closes<B>(req: &Request<B>) -> bool {
-        let mut tokens = req
-            .headers()
-            .get_all(header::CONNECTION)
-            .iter()
-            .flat_map(|v| v.as_bytes().split(|&b| b == b','))
-            .map(|t| t.trim_ascii());
+        let mut tokens = httpcrypt_proto::inner::connection_token_iter(
+            req.headers()
+                .get_all(header::CONNECTION)
+                .iter()
+                .map(|v| v.as_bytes()),
+        );
         if req.version() == http::Version::HTTP_10 {
             !tokens.any(|t| t.eq_ignore_ascii_case(b"keep-alive"))
         } else {
