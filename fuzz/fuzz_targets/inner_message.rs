@@ -9,27 +9,38 @@
 //! the whole input; a parsed message has no forbidden field, a body that
 //! matches its Content-Length, and re-encoded (`encode` + body) parses to
 //! the same head and body, with an encoding that is then a fixed point.
+//! Requests are also decoded as `PackedRequestHead`, which must agree with
+//! `RequestHead` on every input.
 
 #![no_main]
 
 use httpcrypt_fuzz::{assert_errors, decode_pieces, limits, split, Input, INNER_ERRORS};
-use httpcrypt_proto::inner::{self, Head, RequestHead, ResponseHead, FORBIDDEN};
+use httpcrypt_proto::inner::{
+    self, Field, Head, PackedRequestHead, RequestHead, ResponseHead, FORBIDDEN,
+};
 use httpcrypt_proto::Limits;
 use libfuzzer_sys::fuzz_target;
 
 trait Encode {
     fn encode_to(&self, out: &mut Vec<u8>);
+    fn fields_of(&self) -> &[Field];
 }
 
 impl Encode for RequestHead {
     fn encode_to(&self, out: &mut Vec<u8>) {
         self.encode(out)
     }
+    fn fields_of(&self) -> &[Field] {
+        &self.fields
+    }
 }
 
 impl Encode for ResponseHead {
     fn encode_to(&self, out: &mut Vec<u8>) {
         self.encode(out)
+    }
+    fn fields_of(&self) -> &[Field] {
+        &self.fields
     }
 }
 
@@ -44,21 +55,21 @@ where
     assert_eq!(whole, by_pieces, "split {plan:#x} changed the result");
 
     let Ok((head, body)) = whole else { return };
-    for f in head.fields() {
+    for f in head.fields_of() {
         assert!(
             !FORBIDDEN.iter().any(|n| f.is(n)),
             "forbidden field {:?}",
             f.name
         );
     }
-    if let Some(cl) = inner::field(head.fields(), "content-length") {
+    if let Some(cl) = inner::field(head.fields_of(), "content-length") {
         let cl: u64 = std::str::from_utf8(cl)
             .ok()
             .and_then(|s| s.parse().ok())
             .expect("accepted Content-Length is a number");
         assert_eq!(cl, body.len() as u64, "body length");
     }
-    assert!(head.fields().len() <= limits.max_inner_fields);
+    assert!(head.fields_of().len() <= limits.max_inner_fields);
 
     // Re-encoding may lengthen the head (`Name:v` → `Name: v`): allow it.
     let relaxed = Limits {
@@ -88,6 +99,10 @@ fuzz_target!(|data: &[u8]| {
     let limits = limits(flags >> 1 & 3);
     if flags & 1 == 0 {
         check::<RequestHead>(limits, plan, plaintext);
+        let owned = inner::decode_all::<RequestHead>(plaintext, &limits);
+        let packed = inner::decode_all::<PackedRequestHead>(plaintext, &limits)
+            .map(|(p, body)| (p.to_head(), body));
+        assert_eq!(packed, owned, "packed and owned request heads differ");
     } else {
         check::<ResponseHead>(limits, plan, plaintext);
     }

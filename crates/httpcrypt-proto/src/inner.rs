@@ -77,9 +77,9 @@ fn encode_field(name: &str, value: &[u8], out: &mut Vec<u8>) {
 }
 
 fn encode_status_line(status: u16, reason: &str, out: &mut Vec<u8>) {
-    use std::io::Write as _;
-    // Writing into a Vec cannot fail.
-    let _ = write!(out, "HTTP/1.1 {status} ");
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(itoa::Buffer::new().format(status).as_bytes());
+    out.push(b' ');
     out.extend_from_slice(reason.as_bytes());
     out.extend_from_slice(b"\r\n");
 }
@@ -96,7 +96,13 @@ pub struct ResponseHeadWriter {
 impl ResponseHeadWriter {
     /// Starts with the status line.
     pub fn new(status: u16, reason: &str) -> Self {
-        let mut out = Vec::with_capacity(256);
+        Self::with_capacity(status, reason, 256)
+    }
+
+    /// [`ResponseHeadWriter::new`] with room for `capacity` bytes, so that a
+    /// caller can append the body after the head without a reallocation.
+    pub fn with_capacity(status: u16, reason: &str, capacity: usize) -> Self {
+        let mut out = Vec::with_capacity(capacity);
         encode_status_line(status, reason, &mut out);
         ResponseHeadWriter { out }
     }
@@ -159,15 +165,15 @@ impl ResponseHead {
 pub trait Head: Sized {
     /// Parses a complete head (through the blank line) under `limits`.
     fn parse(head: &[u8], limits: &Limits) -> Result<Self>;
-    /// The head's fields.
-    fn fields(&self) -> &[Field];
+    /// The value of the first field named `name` (ASCII case-insensitive).
+    fn field(&self, name: &str) -> Option<&[u8]>;
 }
 
 /// Checks that shared by request and response heads: CRLF line ends only.
 fn check_line_ends(head: &[u8]) -> Result<()> {
     // Every CR is followed by LF and every LF preceded by CR.
     let mut i = 0;
-    while let Some(off) = head[i..].iter().position(|b| *b == b'\r' || *b == b'\n') {
+    while let Some(off) = memchr::memchr2(b'\r', b'\n', &head[i..]) {
         let at = i + off;
         if head[at] == b'\n' || head.get(at + 1) != Some(&b'\n') {
             return Err(Error::MalformedInner);
@@ -180,8 +186,9 @@ fn check_line_ends(head: &[u8]) -> Result<()> {
     Ok(())
 }
 
-fn convert_fields(raw: &[httparse::Header<'_>]) -> Result<Vec<Field>> {
-    let mut fields = Vec::with_capacity(raw.len());
+/// The field rules of every inner head (spec §4.3): no framing fields, at
+/// most one `Content-Length`, made of digits.
+fn check_fields(raw: &[httparse::Header<'_>]) -> Result<()> {
     let mut content_length = 0;
     for h in raw {
         if FORBIDDEN.iter().any(|f| h.name.eq_ignore_ascii_case(f)) {
@@ -193,9 +200,13 @@ fn convert_fields(raw: &[httparse::Header<'_>]) -> Result<Vec<Field>> {
                 return Err(Error::ContentLengthMismatch);
             }
         }
-        fields.push(Field::new(h.name, h.value));
     }
-    Ok(fields)
+    Ok(())
+}
+
+fn convert_fields(raw: &[httparse::Header<'_>]) -> Result<Vec<Field>> {
+    check_fields(raw)?;
+    Ok(raw.iter().map(|h| Field::new(h.name, h.value)).collect())
 }
 
 /// Digits only, at most 19 of them (spec §11).
@@ -229,42 +240,175 @@ fn map_parse_error(e: httparse::Error) -> Error {
     }
 }
 
+/// Parses a complete inner request head and hands its parts to `f`.
+fn parse_request<R>(
+    head: &[u8],
+    limits: &Limits,
+    f: impl FnOnce(&str, &str, &[httparse::Header<'_>]) -> Result<R>,
+) -> Result<R> {
+    check_line_ends(head)?;
+    // Slots httparse fills without their being initialised first (a
+    // server parses one inner request head per request).
+    let mut stack = [const { std::mem::MaybeUninit::uninit() }; STACK_FIELDS];
+    let mut heap = Vec::new();
+    let slots = if limits.max_inner_fields <= STACK_FIELDS {
+        &mut stack[..limits.max_inner_fields]
+    } else {
+        heap.resize_with(limits.max_inner_fields, std::mem::MaybeUninit::uninit);
+        &mut heap[..]
+    };
+    let mut req = httparse::Request::new(&mut []);
+    match req
+        .parse_with_uninit_headers(head, slots)
+        .map_err(map_parse_error)?
+    {
+        httparse::Status::Complete(n) if n == head.len() => {}
+        _ => return Err(Error::MalformedInner),
+    }
+    if req.version != Some(1) {
+        return Err(Error::MalformedInner);
+    }
+    let method = req.method.ok_or(Error::MalformedInner)?;
+    let target = req.path.ok_or(Error::MalformedInner)?;
+    check_fields(req.headers)?;
+    f(method, target, req.headers)
+}
+
 impl Head for RequestHead {
     fn parse(head: &[u8], limits: &Limits) -> Result<Self> {
-        check_line_ends(head)?;
-        // Slots httparse fills without their being initialised first (a
-        // server parses one inner request head per request).
-        let mut stack = [const { std::mem::MaybeUninit::uninit() }; STACK_FIELDS];
-        let mut heap = Vec::new();
-        let slots = if limits.max_inner_fields <= STACK_FIELDS {
-            &mut stack[..limits.max_inner_fields]
-        } else {
-            heap.resize_with(limits.max_inner_fields, std::mem::MaybeUninit::uninit);
-            &mut heap[..]
-        };
-        let mut req = httparse::Request::new(&mut []);
-        match req
-            .parse_with_uninit_headers(head, slots)
-            .map_err(map_parse_error)?
-        {
-            httparse::Status::Complete(n) if n == head.len() => {}
-            _ => return Err(Error::MalformedInner),
-        }
-        if req.version != Some(1) {
-            return Err(Error::MalformedInner);
-        }
-        let method = req.method.ok_or(Error::MalformedInner)?.to_string();
-        let target = req.path.ok_or(Error::MalformedInner)?.to_string();
-        let fields = convert_fields(req.headers)?;
-        Ok(RequestHead {
-            method,
-            target,
-            fields,
+        parse_request(head, limits, |method, target, raw| {
+            Ok(RequestHead {
+                method: method.to_string(),
+                target: target.to_string(),
+                fields: raw.iter().map(|h| Field::new(h.name, h.value)).collect(),
+            })
         })
     }
 
-    fn fields(&self) -> &[Field] {
-        &self.fields
+    fn field(&self, name: &str) -> Option<&[u8]> {
+        field(&self.fields, name)
+    }
+}
+
+/// Where a part of a [`PackedRequestHead`] lies in its bytes.
+type Span = (u32, u32);
+
+/// An inner request head kept as the bytes it was parsed from, with where
+/// its method, target and fields lie in them: one allocation for the whole
+/// head instead of one per string, and values a server hands on as views
+/// of those bytes. Parsed and checked exactly as [`RequestHead`] is.
+#[derive(Debug, Clone)]
+pub struct PackedRequestHead {
+    bytes: bytes::Bytes,
+    method: Span,
+    target: Span,
+    fields: smallvec::SmallVec<[(Span, Span); 6]>,
+}
+
+impl PackedRequestHead {
+    fn str_at(&self, (a, b): Span) -> &str {
+        // Spans of names, method and target come from httparse's `&str`s.
+        std::str::from_utf8(&self.bytes[a as usize..b as usize]).unwrap_or_default()
+    }
+
+    /// The method token.
+    pub fn method(&self) -> &str {
+        self.str_at(self.method)
+    }
+
+    /// The request target.
+    pub fn target(&self) -> &str {
+        self.str_at(self.target)
+    }
+
+    /// The request target as a view of the head's bytes.
+    pub fn target_bytes(&self) -> bytes::Bytes {
+        self.bytes
+            .slice(self.target.0 as usize..self.target.1 as usize)
+    }
+
+    /// The fields in order, names as sent.
+    pub fn fields(&self) -> impl Iterator<Item = (&str, &[u8])> + '_ {
+        self.fields
+            .iter()
+            .map(|&(n, (a, b))| (self.str_at(n), &self.bytes[a as usize..b as usize]))
+    }
+
+    /// The fields in order, names as bytes and values as views of the
+    /// head's bytes.
+    pub fn shared_fields(&self) -> impl Iterator<Item = (&[u8], bytes::Bytes)> + '_ {
+        self.fields
+            .iter()
+            .map(|&(n, (a, b))| (self.at(n), self.bytes.slice(a as usize..b as usize)))
+    }
+
+    fn at(&self, (a, b): Span) -> &[u8] {
+        &self.bytes[a as usize..b as usize]
+    }
+
+    /// How many fields the head has.
+    pub fn field_count(&self) -> usize {
+        self.fields.len()
+    }
+
+    /// Whether some field is named `name` (ASCII case-insensitive).
+    pub fn has_field(&self, name: &str) -> bool {
+        self.fields
+            .iter()
+            .any(|&(n, _)| self.at(n).eq_ignore_ascii_case(name.as_bytes()))
+    }
+
+    /// The same head with owned parts.
+    pub fn to_head(&self) -> RequestHead {
+        RequestHead {
+            method: self.method().to_string(),
+            target: self.target().to_string(),
+            fields: self.fields().map(|(n, v)| Field::new(n, v)).collect(),
+        }
+    }
+}
+
+impl Head for PackedRequestHead {
+    fn parse(head: &[u8], limits: &Limits) -> Result<Self> {
+        let base = head.as_ptr() as usize;
+        // Offsets of httparse's slices, which borrow from `head` (an empty
+        // one may point anywhere); a head longer than 4 GiB is refused.
+        let span = |part: &[u8]| -> Result<Span> {
+            let a = (part.as_ptr() as usize)
+                .checked_sub(base)
+                .filter(|a| a + part.len() <= head.len());
+            let Some(a) = a else {
+                return if part.is_empty() {
+                    Ok((0, 0))
+                } else {
+                    Err(Error::MalformedInner)
+                };
+            };
+            let b = a + part.len();
+            Ok((
+                u32::try_from(a).map_err(|_| Error::InnerHeadTooLarge)?,
+                u32::try_from(b).map_err(|_| Error::InnerHeadTooLarge)?,
+            ))
+        };
+        parse_request(head, limits, |method, target, raw| {
+            let mut fields = smallvec::SmallVec::with_capacity(raw.len());
+            for h in raw {
+                fields.push((span(h.name.as_bytes())?, span(h.value)?));
+            }
+            Ok(PackedRequestHead {
+                method: span(method.as_bytes())?,
+                target: span(target.as_bytes())?,
+                fields,
+                bytes: bytes::Bytes::copy_from_slice(head),
+            })
+        })
+    }
+
+    fn field(&self, name: &str) -> Option<&[u8]> {
+        self.fields
+            .iter()
+            .find(|&&(n, _)| self.at(n).eq_ignore_ascii_case(name.as_bytes()))
+            .map(|&(_, v)| self.at(v))
     }
 }
 
@@ -298,8 +442,8 @@ impl Head for ResponseHead {
         })
     }
 
-    fn fields(&self) -> &[Field] {
-        &self.fields
+    fn field(&self, name: &str) -> Option<&[u8]> {
+        field(&self.fields, name)
     }
 }
 
@@ -393,8 +537,7 @@ impl<H: Head> Decoder<H> {
                 Ok(h) => h,
                 Err(e) => return Err(self.fail(e)),
             };
-            self.content_length =
-                crate::inner::field(head.fields(), "content-length").and_then(parse_content_length);
+            self.content_length = head.field("content-length").and_then(parse_content_length);
             self.head_done = true;
             self.pos = end;
             return Ok(Some(InnerEvent::Head(head)));
@@ -432,7 +575,7 @@ impl<H: Head> Decoder<H> {
 }
 
 fn find_head_end(buf: &[u8]) -> Option<usize> {
-    buf.windows(4).position(|w| w == b"\r\n\r\n")
+    memchr::memchr_iter(b'\r', buf).find(|&i| buf[i..].starts_with(b"\r\n\r\n"))
 }
 
 /// A complete inner message decoded from whole plaintext.
@@ -509,16 +652,92 @@ pub fn connection_tokens<'a>(values: impl Iterator<Item = &'a [u8]>) -> Vec<Stri
 /// (`connection_named`, from [`connection_tokens`]), not replaced by an
 /// inner field.
 pub fn keeps_outer(name: &str, connection_named: &[String], inner: &[Field]) -> bool {
+    keeps_outer_with(name, connection_named, |n| inner.iter().any(|i| i.is(n)))
+}
+
+/// [`keeps_outer`] with the inner fields asked through `inner_has` (whether
+/// an inner field has a given name, ASCII case-insensitive).
+pub fn keeps_outer_with(
+    name: &str,
+    connection_named: &[String],
+    inner_has: impl Fn(&str) -> bool,
+) -> bool {
     !DROPPED_OUTER.iter().any(|d| d.eq_ignore_ascii_case(name))
         && !connection_named
             .iter()
             .any(|c| c.eq_ignore_ascii_case(name))
-        && !inner.iter().any(|i| i.is(name))
+        && !inner_has(name)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A packed head parses and refuses exactly what [`RequestHead`] does,
+    /// and holds the same method, target and fields.
+    #[test]
+    fn a_packed_head_is_the_request_head() {
+        let heads: &[&[u8]] = &[
+            b"GET / HTTP/1.1\r\n\r\n",
+            b"GET /a?b=c HTTP/1.1\r\nHost: x\r\nDate: Tue, 24 Nov 2026 20:00:00 GMT\r\n\r\n",
+            b"POST /p HTTP/1.1\r\nContent-Length: 3\r\nX-Empty:\r\nX-Sp:   v  \r\n\r\nabc",
+            b"POST /p HTTP/1.1\r\nContent-Length: 3\r\ncontent-length: 3\r\n\r\nabc",
+            b"POST /p HTTP/1.1\r\nContent-Length: x\r\n\r\n",
+            b"GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"GET / HTTP/1.1\r\nKeep-Alive: 1\r\n\r\n",
+            b"GET / HTTP/1.0\r\n\r\n",
+            b"GET / HTTP/1.1\nHost: x\r\n\r\n",
+            b"GET  / HTTP/1.1\r\n\r\n",
+            b"GET / HTTP/1.1\r\nBad Name: x\r\n\r\n",
+            b"GET / HTTP/1.1\r\nObs: a\x80b\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: x\r\n",
+        ];
+        let limits = Limits::default();
+        for &h in heads {
+            let owned = decode_all::<RequestHead>(h, &limits);
+            let packed = decode_all::<PackedRequestHead>(h, &limits);
+            let packed = packed.map(|(p, body)| {
+                let fields: Vec<Field> = p.fields().map(|(n, v)| Field::new(n, v)).collect();
+                assert_eq!(fields, p.to_head().fields);
+                assert_eq!(p.target_bytes(), p.target().as_bytes());
+                for ((n, v), (m, w)) in p.fields().zip(p.shared_fields()) {
+                    assert_eq!((n.as_bytes(), v), (m, &w[..]));
+                    assert!(p.has_field(&n.to_ascii_uppercase()));
+                    assert_eq!(p.field(n), owned.as_ref().ok().and_then(|o| o.0.field(n)));
+                }
+                (p.to_head(), body)
+            });
+            assert_eq!(packed, owned, "{:?}", String::from_utf8_lossy(h));
+        }
+        let tight = Limits {
+            max_inner_fields: 1,
+            ..limits
+        };
+        let two = b"GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\n\r\n";
+        assert_eq!(
+            decode_all::<PackedRequestHead>(two, &tight).map(|(p, b)| (p.to_head(), b)),
+            decode_all::<RequestHead>(two, &tight)
+        );
+    }
+
+    /// The end of a head is the first `CRLF CRLF`, on every string up to 8
+    /// bytes over CR, LF and one other byte.
+    #[test]
+    fn the_head_end_is_the_first_empty_line() {
+        fn all(s: &mut Vec<u8>, depth: usize) {
+            let want = s.windows(4).position(|w| w == b"\r\n\r\n");
+            assert_eq!(find_head_end(s), want, "{s:?}");
+            if depth == 0 {
+                return;
+            }
+            for c in [b'\r', b'\n', b'a'] {
+                s.push(c);
+                all(s, depth - 1);
+                s.pop();
+            }
+        }
+        all(&mut Vec::new(), 8);
+    }
 
     #[test]
     fn the_head_writer_encodes_like_a_response_head() {

@@ -97,13 +97,13 @@ struct Chain {
     request: bool,
     /// Holds the prefix of `AD_0` (label, bound `Host` or request nonce)
     /// until record 0 is done, then each record's `AD_i`.
-    ad: Vec<u8>,
+    ad: smallvec::SmallVec<[u8; 96]>,
     ad0_len: usize,
 }
 
 impl Chain {
     fn new(key: &SessionKey, n0: [u8; NONCE_LEN], direction: Direction<'_>) -> Self {
-        let mut ad = Vec::with_capacity(64);
+        let mut ad = smallvec::SmallVec::new();
         match direction {
             Direction::Request => ad.extend_from_slice(REQ_LABEL),
             Direction::RequestBound(host) => {

@@ -31,8 +31,9 @@ pin_project! {
         #[pin]
         inner: B,
         sealer: Option<Sealer>,
-        pending: BytesMut,
-        prefix: Option<Bytes>,
+        // Plaintext not sealed yet: the head first, then the body's bytes.
+        pending: Vec<u8>,
+        prefix: Option<Vec<u8>>,
         record_size: usize,
         fixed: bool,
         total: Option<u64>,
@@ -56,11 +57,16 @@ impl<B: Body> SealBody<B> {
             let records = plain.div_ceil(record_size as u64).max(1);
             prefix.len() as u64 + plain + records * RECORD_OVERHEAD as u64
         });
+        let mut pending = head;
+        // Room for the first record's worth of a body of known size.
+        if let Some(body) = exact {
+            pending.reserve(body.min(record_size as u64) as usize);
+        }
         SealBody {
             inner,
             sealer: Some(sealer),
-            pending: BytesMut::from(&head[..]),
-            prefix: Some(Bytes::from(prefix)),
+            pending,
+            prefix: Some(prefix),
             record_size,
             fixed: exact.is_some(),
             total,
@@ -87,10 +93,6 @@ where
                 return Poll::Ready(None);
             }
             let frame = ready!(this.inner.as_mut().poll_frame(cx));
-            let mut out = Vec::new();
-            if let Some(p) = this.prefix.take() {
-                out.extend_from_slice(&p);
-            }
             let ended = match frame {
                 Some(Ok(frame)) => {
                     if let Ok(mut data) = frame.into_data() {
@@ -107,25 +109,40 @@ where
                 None => true,
             };
             let rs = *this.record_size;
-            let sealer = this.sealer.as_mut().expect("checked above");
-            if ended || *this.fixed {
-                // Full records only; the tail waits (fixed layout) or ends the stream.
-                while this.pending.len() > rs {
-                    sealer.seal(&this.pending.split_to(rs), &mut out)?;
-                }
+            let len = this.pending.len();
+            // Full records only while more may come (fixed layout: the tail
+            // waits); every byte as soon as it arrives otherwise.
+            let whole = if ended || *this.fixed {
+                len.saturating_sub(1) / rs * rs
             } else {
-                while !this.pending.is_empty() {
-                    let n = rs.min(this.pending.len());
-                    sealer.seal(&this.pending.split_to(n), &mut out)?;
-                }
+                len
+            };
+            let prefix = this.prefix.as_ref().map_or(0, Vec::len);
+            if whole == 0 && !ended && prefix == 0 {
+                continue;
+            }
+            // Sized for everything this frame puts out, so the frame is
+            // handed on without a reallocation.
+            let sealed = if ended { len } else { whole };
+            let records = sealed.div_ceil(rs).max(1);
+            // The prefix's buffer may already have the room.
+            let mut out = this.prefix.take().unwrap_or_default();
+            out.reserve_exact(sealed + records * RECORD_OVERHEAD);
+            let sealer = this.sealer.as_mut().expect("checked above");
+            let mut at = 0;
+            while at < whole {
+                let n = rs.min(whole - at);
+                sealer.seal(&this.pending[at..at + n], &mut out)?;
+                at += n;
             }
             if ended {
-                let rest = this.pending.split();
                 this.sealer
                     .take()
                     .expect("checked above")
-                    .finish(&rest, &mut out)?;
+                    .finish(&this.pending[at..], &mut out)?;
+                at = len;
             }
+            this.pending.drain(..at);
             if !out.is_empty() {
                 return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
             }

@@ -18,7 +18,7 @@ use http_body::Body;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
 use httpcrypt_proto::cache::SessionCache;
-use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
+use httpcrypt_proto::inner::{self, Field, Head, PackedRequestHead, ResponseHead};
 use httpcrypt_proto::outer::{self, Mount};
 use httpcrypt_proto::replay::{self, StrikeRegister};
 use httpcrypt_proto::server::{self as core, Accept, Accepted, OuterRequest};
@@ -578,7 +578,14 @@ fn outer_problem(err: &httpcrypt_proto::Error, certs: &[String]) -> Response<HcB
 }
 
 fn sealed_outer(body: HcBody) -> Response<HcBody> {
-    // The outer fields of every sealed answer, parsed once.
+    let mut r = Response::new(body);
+    outer_fields(r.headers_mut());
+    r
+}
+
+/// Sets the outer fields of every sealed answer.
+fn outer_fields(h: &mut HeaderMap) {
+    // Parsed once.
     static FIELDS: std::sync::LazyLock<Vec<(HeaderName, HeaderValue)>> =
         std::sync::LazyLock::new(|| {
             outer::RESPONSE_FIELDS
@@ -591,11 +598,9 @@ fn sealed_outer(body: HcBody) -> Response<HcBody> {
                 })
                 .collect()
         });
-    let mut r = Response::new(body);
     for (n, v) in FIELDS.iter() {
-        r.headers_mut().insert(n.clone(), v.clone());
+        h.insert(n.clone(), v.clone());
     }
-    r
 }
 
 /// A sealed inner error (spec §4.4): only the client holding `k` can read it.
@@ -823,17 +828,15 @@ where
 {
     let cfg = &shared.config;
     let mut parts = parts;
-    // A split proxy's request field is for this layer only (§S3).
-    let split_asked = parts.headers.remove(split::SPLIT_FIELD).is_some();
-    let slot: FailureSlot = Arc::new(Mutex::new(None));
     let mut accepted = accepted;
     let (outer_body, initial) = match accepted.query_stream.take() {
         Some(q) => (None, q),
         None => (Some(body), Vec::new()),
     };
+    let slot: FailureSlot = Arc::new(Mutex::new(None));
     let opened = OpenBody::new(
         accepted.opener(&cfg.limits),
-        inner::RequestDecoder::new(cfg.limits),
+        inner::Decoder::<PackedRequestHead>::new(cfg.limits),
         outer_body,
         &initial,
     );
@@ -855,7 +858,7 @@ where
     };
     // Freshness and replay (spec §8): first error wins after stream and parse.
     if let Some(window) = cfg.freshness {
-        let checked = match accepted.check_time(inner::field(&head.fields, "date"), now, window) {
+        let checked = match accepted.check_time(head.field("date"), now, window) {
             Ok(date) => match shared
                 .strikes
                 .check_now(&accepted.kid, &accepted.n0, date, now)
@@ -874,8 +877,9 @@ where
             return Ok(inner_problem(accepted.into_response_key(), &e, now));
         }
     }
-    let client_random =
-        inner::field(&head.fields, token::CLIENT_RANDOM_FIELD).map(token::parse_client_random);
+    let client_random = head
+        .field(token::CLIENT_RANDOM_FIELD)
+        .map(token::parse_client_random);
     // Extra inner response fields: a ticket and the token.
     let mut extra = Vec::new();
     // The connection to tell once the ticket has gone out in an answer.
@@ -896,9 +900,9 @@ where
             token::format_random(&secret, accepted.session_key(), cr),
         ));
     }
-    if cfg.require_token && !is_safe(&head.method) {
+    if cfg.require_token && !is_safe(head.method()) {
         let valid = cfg.token_secret.is_some_and(|secret| {
-            inner::field(&head.fields, token::RANDOM_FIELD)
+            head.field(token::RANDOM_FIELD)
                 .is_some_and(|v| token::verify_random(&secret, accepted.session_key(), v).is_ok())
         });
         if !valid {
@@ -913,19 +917,22 @@ where
             ));
         }
     }
-    let split = match (&cfg.split, &shared.store) {
+    let mut split = match (&cfg.split, &shared.store) {
         (Some(sc), Some(store)) => Some(SplitPlan {
             config: sc,
             store: store.clone(),
-            asked: split_asked,
-            method: head.method.clone(),
-            path: head.target.split('?').next().unwrap_or("").to_string(),
+            asked: false,
+            method: head.method().to_string(),
+            path: head.target().split('?').next().unwrap_or("").to_string(),
             mount: cfg.mount.as_str().to_string(),
         }),
         _ => None,
     };
-    let inner_req = match build_inner_request(&parts, &head, opened.boxed_unsync()) {
-        Ok(mut r) => {
+    let inner_req = match build_inner_request(&parts, head, opened.boxed_unsync()) {
+        Ok((mut r, split_asked)) => {
+            if let Some(plan) = split.as_mut() {
+                plan.asked = split_asked;
+            }
             // The service sees the outer request's extensions (the
             // connection state, say) and the facts of the session.
             *r.extensions_mut() = std::mem::take(&mut parts.extensions);
@@ -1018,12 +1025,13 @@ fn issue_ticket(shared: &Shared, accepted: &Accepted, now: u64) -> Option<String
 /// Builds the request the wrapped service sees (spec §4.3 reconstruction).
 fn build_inner_request(
     parts: &http::request::Parts,
-    head: &RequestHead,
+    head: PackedRequestHead,
     body: HcBody,
-) -> Result<Request<HcBody>, httpcrypt_proto::Error> {
+) -> Result<(Request<HcBody>, bool), httpcrypt_proto::Error> {
     use httpcrypt_proto::Error::MalformedInner;
-    let method = Method::from_bytes(head.method.as_bytes()).map_err(|_| MalformedInner)?;
-    let uri: Uri = head.target.parse().map_err(|_| MalformedInner)?;
+    let method = Method::from_bytes(head.method().as_bytes()).map_err(|_| MalformedInner)?;
+    // Target and field values are views of the inner head's bytes, not copies.
+    let uri = Uri::from_maybe_shared(head.target_bytes()).map_err(|_| MalformedInner)?;
     // inner::reconstruct (spec §4.3) straight from the outer header map:
     // kept outer fields are shared with it, not copied.
     let connection_named = inner::connection_tokens(
@@ -1033,22 +1041,26 @@ fn build_inner_request(
             .iter()
             .map(|v| v.as_bytes()),
     );
-    let mut headers = HeaderMap::with_capacity(parts.headers.len() + head.fields.len());
+    let mut headers = HeaderMap::with_capacity(parts.headers.len() + head.field_count());
+    // A split proxy's request field is for this layer only (§S3).
+    let mut split_asked = false;
     for (n, v) in parts.headers.iter() {
-        if inner::keeps_outer(n.as_str(), &connection_named, &head.fields) {
+        if n.as_str() == split::SPLIT_FIELD {
+            split_asked = true;
+        } else if inner::keeps_outer_with(n.as_str(), &connection_named, |f| head.has_field(f)) {
             headers.append(n.clone(), v.clone());
         }
     }
-    for f in &head.fields {
-        let name = HeaderName::from_bytes(f.name.as_bytes()).map_err(|_| MalformedInner)?;
-        let value = HeaderValue::from_bytes(&f.value).map_err(|_| MalformedInner)?;
+    for (name, value) in head.shared_fields() {
+        let name = HeaderName::from_bytes(name).map_err(|_| MalformedInner)?;
+        let value = HeaderValue::from_maybe_shared(value).map_err(|_| MalformedInner)?;
         headers.append(name, value);
     }
     let mut req = Request::new(body);
     *req.method_mut() = method;
     *req.uri_mut() = uri;
     *req.headers_mut() = headers;
-    Ok(req)
+    Ok((req, split_asked))
 }
 
 /// Runs `f` on the IMF-fixdate of `now`, formatted once per second and
@@ -1087,7 +1099,9 @@ where
 {
     let (mut parts, body) = rsp.into_parts();
     // `HC-Public` is for the origin only, never sealed (§S1).
-    let opt_in = parts.headers.remove(split::PUBLIC_FIELD);
+    let opt_in = split
+        .as_ref()
+        .and_then(|_| parts.headers.get(split::PUBLIC_FIELD).cloned());
     // A split stream starts with a 24-byte response nonce (§S3), so only v1
     // answers are split; a profile-2 answer goes out whole.
     let v1 = key.profile() == Profile::V1;
@@ -1110,11 +1124,21 @@ where
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     // The inner head, encoded straight from the response's header map.
-    let mut head =
-        inner::ResponseHeadWriter::new(status.as_u16(), status.canonical_reason().unwrap_or(""));
+    // Room for the head and, when it is small, the body that follows it
+    // into the first record (SealBody appends it to this buffer).
+    let room = 512 + exact.map_or(0, |e| e.min(record_size as u64) as usize);
+    let mut head = inner::ResponseHeadWriter::with_capacity(
+        status.as_u16(),
+        status.canonical_reason().unwrap_or(""),
+        room,
+    );
     let mut has_date = false;
     for (n, v) in parts.headers.iter() {
-        if HOP.contains(n) || n.as_str() == "keep-alive" || n == header::CONTENT_LENGTH {
+        if HOP.contains(n)
+            || n.as_str() == "keep-alive"
+            || n == header::CONTENT_LENGTH
+            || n.as_str() == split::PUBLIC_FIELD
+        {
             continue;
         }
         has_date |= n == header::DATE;
@@ -1147,7 +1171,18 @@ where
     }
     let head_bytes = head.finish();
     let n0 = crate::nonce::nonce24();
-    let mut prefix = Vec::with_capacity(24);
+    // The nonce starts the first frame SealBody puts out; when head and body
+    // fit one record, that frame is all of the answer and goes out in this
+    // buffer.
+    let whole = exact
+        .map(|e| head_bytes.len() as u64 + e)
+        .filter(|&p| p <= record_size as u64)
+        .map_or(0, |p| p as usize + httpcrypt_proto::stream::RECORD_OVERHEAD);
+    let nonce_len = match key.profile() {
+        Profile::V1 => httpcrypt_proto::suite::NONCE_LEN,
+        Profile::Compact => httpcrypt_proto::profile::RESPONSE_RANDOM_LEN,
+    };
+    let mut prefix = Vec::with_capacity(nonce_len + whole);
     let sealer = Sealer::response(key, n0, &mut prefix);
     if let Some(plan) = split {
         return match SplitSealBody::new(
@@ -1163,7 +1198,15 @@ where
         };
     }
     let sealed = SealBody::new(sealer, prefix, head_bytes, body, record_size);
-    sealed_outer(sealed.boxed_unsync())
+    // The service's answer becomes the outer one: its header map (cleared)
+    // is reused, nothing else of it goes out.
+    parts.status = StatusCode::OK;
+    parts.version = http::Version::HTTP_11;
+    parts.headers.clear();
+    parts.extensions.clear();
+    let mut r = Response::from_parts(parts, sealed.boxed_unsync());
+    outer_fields(r.headers_mut());
+    r
 }
 
 /// The outer layout of a split answer (§S3).
@@ -1257,12 +1300,16 @@ mod tests {
             .body(())
             .unwrap();
         let (parts, ()) = outer.into_parts();
-        let mut head = RequestHead::new("POST", "/api?q=1");
+        let mut head = httpcrypt_proto::inner::RequestHead::new("POST", "/api?q=1");
         head.fields.push(Field::new("Accept", "text/plain"));
         head.fields
             .push(Field::new("Date", "Tue, 24 Nov 2026 20:00:00 GMT"));
         head.fields.push(Field::new("X-Custom", "1"));
-        let req = build_inner_request(&parts, &head, full(Vec::new())).unwrap();
+        let mut encoded = Vec::new();
+        head.encode(&mut encoded);
+        let packed = PackedRequestHead::parse(&encoded, &Limits::default()).unwrap();
+        let (req, split_asked) = build_inner_request(&parts, packed, full(Vec::new())).unwrap();
+        assert!(!split_asked);
         assert_eq!(req.method(), Method::POST);
         assert_eq!(req.uri(), "/api?q=1");
         let got: Vec<(String, Vec<u8>)> = req
