@@ -411,7 +411,9 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 pub fn static_files(root: &std::path::Path) -> StaticFiles {
     StaticFiles {
         root: Arc::new(root.to_path_buf()),
-        dir: tower_http::services::ServeDir::new(root).append_index_html_on_directories(true),
+        dir: Arc::new(
+            tower_http::services::ServeDir::new(root).append_index_html_on_directories(true),
+        ),
     }
 }
 
@@ -431,7 +433,9 @@ pub fn static_files(root: &std::path::Path) -> StaticFiles {
 #[derive(Clone, Debug)]
 pub struct StaticFiles {
     root: Arc<std::path::PathBuf>,
-    dir: tower_http::services::ServeDir,
+    // Shared: the service is cloned per request, `ServeDir` only for the
+    // requests the inline path leaves to it.
+    dir: Arc<tower_http::services::ServeDir>,
 }
 
 /// Piece size of inline file bodies (`ServeDir`'s default chunk size).
@@ -463,7 +467,9 @@ impl StaticFiles {
         if path.contains('%') || path.ends_with('/') {
             return None;
         }
-        let mut file_path = self.root.as_ref().clone();
+        let mut file_path =
+            std::path::PathBuf::with_capacity(self.root.as_os_str().len() + path.len());
+        file_path.push(self.root.as_ref());
         for seg in path.split('/').filter(|s| !s.is_empty()) {
             if seg == "." || seg == ".." || seg.contains('\\') || seg.contains(':') {
                 return None;
@@ -493,11 +499,13 @@ impl StaticFiles {
             header::ACCEPT_RANGES,
             http::HeaderValue::from_static("bytes"),
         );
-        if let Some(v) = meta
-            .modified()
-            .ok()
-            .and_then(|t| http::HeaderValue::from_str(&httpdate::fmt_http_date(t)).ok())
-        {
+        if let Some(v) = meta.modified().ok().and_then(|t| {
+            // An IMF-fixdate is 29 bytes: formatted on the stack.
+            use std::io::Write as _;
+            let mut date = [0u8; 29];
+            write!(&mut date[..], "{}", httpdate::HttpDate::from(t)).ok()?;
+            http::HeaderValue::from_bytes(&date).ok()
+        }) {
             fields.insert(header::LAST_MODIFIED, v);
         }
         fields.insert(header::CONTENT_LENGTH, http::HeaderValue::from(len));
@@ -508,8 +516,10 @@ impl StaticFiles {
 impl tower::Service<Request<HcBody>> for StaticFiles {
     type Response = Response<HcBody>;
     type Error = BoxError;
-    type Future =
-        std::pin::Pin<Box<dyn Future<Output = Result<Response<HcBody>, BoxError>> + Send>>;
+    type Future = futures_util::future::Either<
+        std::future::Ready<Result<Response<HcBody>, BoxError>>,
+        std::pin::Pin<Box<dyn Future<Output = Result<Response<HcBody>, BoxError>> + Send>>,
+    >;
 
     fn poll_ready(
         &mut self,
@@ -519,14 +529,15 @@ impl tower::Service<Request<HcBody>> for StaticFiles {
     }
 
     fn call(&mut self, req: Request<HcBody>) -> Self::Future {
+        use futures_util::future::Either;
         if let Some(rsp) = self.inline(&req) {
-            return Box::pin(std::future::ready(Ok(rsp)));
+            return Either::Left(std::future::ready(Ok(rsp)));
         }
-        let fut = tower::Service::call(&mut self.dir, req);
-        Box::pin(async move {
+        let fut = tower::Service::call(&mut self.dir.as_ref().clone(), req);
+        Either::Right(Box::pin(async move {
             let rsp = fut.await.map_err(|e| -> BoxError { Box::new(e) })?;
             Ok(rsp.map(|b| b.map_err(|e| -> BoxError { Box::new(e) }).boxed_unsync()))
-        })
+        }))
     }
 }
 
