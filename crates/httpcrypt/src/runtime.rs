@@ -707,7 +707,7 @@ mod tests {
         std::fs::write(dir.path().join("a.txt"), vec![b'x'; 200_000]).expect("write");
         std::fs::create_dir(dir.path().join("sub")).expect("mkdir");
         let files = static_files(dir.path());
-        let mut dir_svc = files.dir.clone();
+        let mut dir_svc = files.dir.as_ref().clone();
         for (path, extra) in [
             ("/a.txt", None),
             ("/sub/../a.txt", None),
