@@ -50,6 +50,9 @@ bash bench/profile/run --smoke
 step "instruction count smoke run (bench/profile/instructions --smoke)"
 bash bench/profile/instructions --smoke
 
+step "side-by-side A/B smoke run (bench/profile/ab --smoke)"
+bash bench/profile/ab --smoke
+
 # The clients in other languages run the shared vectors and live tests
 # against the server binary the workspace tests just built.
 target_dir=${CARGO_TARGET_DIR:-target}
