@@ -508,6 +508,45 @@ fn content_length_with_transfer_encoding_closes_the_connection() {
 }
 
 #[test]
+fn a_get_stream_is_judged_whole_before_the_service_runs() {
+    let site = Site::new(&[]);
+    let host = site.host.as_str();
+    let head = format!(
+        "GET /a.txt HTTP/1.1\r\nDate: {}\r\n\r\n",
+        httpcrypt::proto::replay::format_date(unix_now())
+    );
+    // The inner head in a record of its own, then the FINAL record: served.
+    let s = site.sealed();
+    let mut whole = Vec::new();
+    let mut sealer = s.prepared.sealer();
+    sealer.seal(head.as_bytes(), &mut whole).unwrap();
+    sealer.finish(b"", &mut whole).unwrap();
+    let (inner, _) = s.open(&site.send(&s.get(host, &whole)));
+    assert_eq!(inner.status, 200);
+    // The same without its FINAL record: `truncated`, though the file
+    // service answering the GET never reads a body (§11.4).
+    let s = site.sealed();
+    let mut cut = Vec::new();
+    s.prepared.sealer().seal(head.as_bytes(), &mut cut).unwrap();
+    let (status, _, title) = s.open_problem(&site.send(&s.get(host, &cut)));
+    assert_eq!((status, title), (500, Error::Truncated.to_string()));
+    // A body shorter than the head's Content-Length: judged as well.
+    let s = site.sealed();
+    let long = s.stream_of(
+        format!(
+            "GET /a.txt HTTP/1.1\r\nDate: {}\r\nContent-Length: 5\r\n\r\nab",
+            httpcrypt::proto::replay::format_date(unix_now())
+        )
+        .as_bytes(),
+    );
+    let (status, _, title) = s.open_problem(&site.send(&s.get(host, &long)));
+    assert_eq!(
+        (status, title),
+        (500, Error::ContentLengthMismatch.to_string())
+    );
+}
+
+#[test]
 fn inner_errors_are_sealed_inside_a_200() {
     let site = Site::new(&[]);
     let host = site.host.as_str();

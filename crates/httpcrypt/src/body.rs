@@ -251,6 +251,19 @@ where
         drain(opener, decoder, &mut self.head, &mut self.ready)
     }
 
+    /// For a stream given whole (`outer = None`, the GET form): judges the
+    /// rest of it now, after the head (`truncated`, `trailing_data`, a body
+    /// that does not match its `Content-Length`), instead of when the
+    /// service reads the body, which it may never do. A stream still
+    /// arriving is left to be judged as it arrives.
+    pub fn complete_now(&mut self) -> Result<(), Error> {
+        if self.outer.is_some() || self.opener.is_none() {
+            return Ok(());
+        }
+        let mut parts = (self.opener.take(), self.decoder.take());
+        finish_parts(&mut parts, &mut self.head, &mut self.ready).map_err(Error::from)
+    }
+
     /// Reads until the inner head is complete and returns it.
     pub async fn head(&mut self) -> Result<H, Error> {
         loop {

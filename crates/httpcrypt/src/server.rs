@@ -833,7 +833,9 @@ where
         Some(q) => (None, q),
         None => (Some(body), Vec::new()),
     };
-    let slot: FailureSlot = Arc::new(Mutex::new(None));
+    // A stream given whole is judged before the service runs (below); only
+    // one that streams in can fail while the service reads it.
+    let slot: Option<FailureSlot> = outer_body.as_ref().map(|_| Arc::new(Mutex::new(None)));
     let opened = OpenBody::new(
         accepted.opener(&cfg.limits),
         inner::Decoder::<PackedRequestHead>::new(cfg.limits),
@@ -841,14 +843,23 @@ where
         &initial,
     );
     let mut opened = match opened {
-        Ok(o) => o
-            .with_idle_timeout(cfg.body_timeout)
-            .with_limit(cfg.limits.max_body as u64)
-            .with_failure_slot(slot.clone()),
+        Ok(o) => {
+            let o = o
+                .with_idle_timeout(cfg.body_timeout)
+                .with_limit(cfg.limits.max_body as u64);
+            match &slot {
+                Some(slot) => o.with_failure_slot(slot.clone()),
+                None => o,
+            }
+        }
         Err(Error::Protocol(e)) => return Ok(inner_problem(accepted.into_response_key(), &e, now)),
         Err(e) => return Err(Box::new(e)),
     };
-    let head = match opened.head().await {
+    let head = match opened
+        .head()
+        .await
+        .and_then(|h| opened.complete_now().map(|()| h))
+    {
         Ok(h) => h,
         Err(Error::Protocol(httpcrypt_proto::Error::BodyTooLarge)) => {
             return Ok(outer_problem(&httpcrypt_proto::Error::BodyTooLarge, &[]))
@@ -947,7 +958,9 @@ where
     let rsp = call(inner, inner_req).await;
     // A body failure is often why the service failed (a gateway's upstream
     // request dies with it): report the protocol error it really is.
-    let failure = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let failure = slot
+        .as_ref()
+        .and_then(|s| s.lock().unwrap_or_else(|p| p.into_inner()).take());
     if let Some(e) = failure {
         if e == httpcrypt_proto::Error::BodyTooLarge {
             return Ok(outer_problem(&e, &[]));

@@ -711,6 +711,16 @@ impl Sealed {
         )
     }
 
+    /// The GET form carrying `stream` in its query.
+    pub fn get(&self, host: &str, stream: &[u8]) -> Vec<u8> {
+        wire(
+            "GET",
+            &self.mount.get_target(self.prepared.n0(), stream),
+            &[("Host", host), ("Cookie", self.cookie())],
+            b"",
+        )
+    }
+
     /// Opens a sealed 200 response: the inner head and body.
     pub fn open(&self, rsp: &RawResponse) -> (ResponseHead, Vec<u8>) {
         assert_eq!(rsp.status, 200, "outer status of a sealed answer: {rsp:?}");
