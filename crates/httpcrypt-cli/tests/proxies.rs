@@ -152,14 +152,18 @@ impl Route<'_> {
         // `Connection: close`; on a loaded machine `fetch` may send its POST
         // on the connection of the certificate fetch before it sees the
         // close, and a POST is never resent on its own (RFC 9110 §9.2.2).
-        // The user's remedy is to run the command again; so does the test.
-        if self.name == "tinyproxy"
-            && !out.status.success()
-            && out
-                .stderr_text()
-                .contains("connection closed before message completed")
-        {
-            out = common::fetch(&all);
+        // The user's remedy is to run the command again; so does the test,
+        // up to twice (under a loaded test run one retry has lost the same
+        // race again).
+        for _ in 0..2 {
+            if self.name == "tinyproxy"
+                && !out.status.success()
+                && out
+                    .stderr_text()
+                    .contains("connection closed before message completed")
+            {
+                out = common::fetch(&all);
+            }
         }
         assert!(
             out.status.success(),
