@@ -65,7 +65,7 @@ STEPS = [
     ("·· X25519", r"x25519|curve25519"),
     ("·· ticket open", r"TicketKey4open"),
     ("· open the request stream (subkey, first record)", r"OpenBody\$LT\$B\$C\$H\$GT\$3new"),
-    ("· inner head parse", r"inner\.\.RequestHead\$u20\$as\$u20\$httpcrypt_proto\.\.inner\.\.Head\$GT\$5parse"),
+    ("· inner head parse", r"inner\.\.(Packed)?RequestHead\$u20\$as\$u20\$httpcrypt_proto\.\.inner\.\.Head\$GT\$5parse"),
     ("· strike register", r"StrikeStore\$GT\$(5check|9check_now)|LocalStrikes6record"),
     ("· inner request built for the service", r"server19build_inner_request"),
     ("· the wrapped service (static file)", r"StaticFiles\$u20\$as\$u20\$tower_service"),

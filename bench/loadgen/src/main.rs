@@ -7,6 +7,7 @@
 //! - `loadgen delay`: the NFQUEUE delay of the round-trip experiment.
 //!
 //! `bench/run` drives all of it; `bench/REPORT.md` explains the method.
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;

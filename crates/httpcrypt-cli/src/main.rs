@@ -1,4 +1,5 @@
 //! The `httpcrypt` command: keys, servers, a gateway, and a curl-like client.
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

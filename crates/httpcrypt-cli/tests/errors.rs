@@ -532,14 +532,14 @@ fn a_get_stream_is_judged_whole_before_the_service_runs() {
     assert_eq!((status, title), (500, Error::Truncated.to_string()));
     // A body shorter than the head's Content-Length: judged as well.
     let s = site.sealed();
-    let long = s.stream_of(
+    let short = s.stream_of(
         format!(
             "GET /a.txt HTTP/1.1\r\nDate: {}\r\nContent-Length: 5\r\n\r\nab",
             httpcrypt::proto::replay::format_date(unix_now())
         )
         .as_bytes(),
     );
-    let (status, _, title) = s.open_problem(&site.send(&s.get(host, &long)));
+    let (status, _, title) = s.open_problem(&site.send(&s.get(host, &short)));
     let p = Error::ContentLengthMismatch.problem().unwrap();
     assert_eq!(
         (status, title),

@@ -24,24 +24,25 @@ const ENGINE: GeneralPurpose = GeneralPurpose::new(
 
 /// Encodes bytes as unpadded base64url.
 pub fn encode(bytes: &[u8]) -> String {
-    DECODER.encode_to_string(bytes)
+    CODEC.encode_to_string(bytes)
 }
 
 /// Appends the unpadded base64url form of `bytes` to `out`.
 pub fn encode_to(bytes: &[u8], out: &mut String) {
-    DECODER.encode_append(bytes, out);
+    CODEC.encode_append(bytes, out);
 }
 
-/// The codec: the same strict rules as [`ENGINE`] (no `=`, only the
-/// base64url alphabet, unused trailing bits zero), 32 characters per step
+/// The codec: the strict rules of the module (no `=`, only the base64url
+/// alphabet, unused trailing bits zero; the tests hold it to the `base64`
+/// crate's engine configured that way), 32 characters per step
 /// with SIMD where the CPU has it. Requests carry their sealed stream, key
 /// and ticket in base64url and answers a new ticket, so this runs on every
 /// request.
-const DECODER: base64_simd::Base64 = base64_simd::URL_SAFE_NO_PAD;
+const CODEC: base64_simd::Base64 = base64_simd::URL_SAFE_NO_PAD;
 
 /// Decodes unpadded base64url, refusing every non-canonical form.
 pub fn decode(text: &[u8]) -> Result<Vec<u8>> {
-    DECODER.decode_to_vec(text).map_err(|_| Error::BadBase64)
+    CODEC.decode_to_vec(text).map_err(|_| Error::BadBase64)
 }
 
 /// Decodes text that must hold exactly `N` bytes.
@@ -51,7 +52,7 @@ pub fn decode_array<const N: usize>(text: &[u8]) -> Result<[u8; N]> {
     }
     let mut out = [0u8; N];
     // The length check above makes the decoded length exactly N.
-    let n = DECODER
+    let n = CODEC
         .decode(text, base64_simd::Out::from_slice(&mut out))
         .map_err(|_| Error::BadBase64)?
         .len();

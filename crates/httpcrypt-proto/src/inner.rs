@@ -206,7 +206,11 @@ fn check_fields(raw: &[httparse::Header<'_>]) -> Result<()> {
 
 fn convert_fields(raw: &[httparse::Header<'_>]) -> Result<Vec<Field>> {
     check_fields(raw)?;
-    Ok(raw.iter().map(|h| Field::new(h.name, h.value)).collect())
+    Ok(owned_fields(raw))
+}
+
+fn owned_fields(raw: &[httparse::Header<'_>]) -> Vec<Field> {
+    raw.iter().map(|h| Field::new(h.name, h.value)).collect()
 }
 
 /// Digits only, at most 19 of them (spec §11).
@@ -280,7 +284,7 @@ impl Head for RequestHead {
             Ok(RequestHead {
                 method: method.to_string(),
                 target: target.to_string(),
-                fields: raw.iter().map(|h| Field::new(h.name, h.value)).collect(),
+                fields: owned_fields(raw),
             })
         })
     }
@@ -306,9 +310,13 @@ pub struct PackedRequestHead {
 }
 
 impl PackedRequestHead {
-    fn str_at(&self, (a, b): Span) -> &str {
+    fn at(&self, (a, b): Span) -> &[u8] {
+        &self.bytes[a as usize..b as usize]
+    }
+
+    fn str_at(&self, span: Span) -> &str {
         // Spans of names, method and target come from httparse's `&str`s.
-        std::str::from_utf8(&self.bytes[a as usize..b as usize]).unwrap_or_default()
+        std::str::from_utf8(self.at(span)).unwrap_or_default()
     }
 
     /// The method token.
@@ -331,7 +339,7 @@ impl PackedRequestHead {
     pub fn fields(&self) -> impl Iterator<Item = (&str, &[u8])> + '_ {
         self.fields
             .iter()
-            .map(|&(n, (a, b))| (self.str_at(n), &self.bytes[a as usize..b as usize]))
+            .map(|&(n, v)| (self.str_at(n), self.at(v)))
     }
 
     /// The fields in order, names as bytes and values as views of the
@@ -342,10 +350,6 @@ impl PackedRequestHead {
             .map(|&(n, (a, b))| (self.at(n), self.bytes.slice(a as usize..b as usize)))
     }
 
-    fn at(&self, (a, b): Span) -> &[u8] {
-        &self.bytes[a as usize..b as usize]
-    }
-
     /// How many fields the head has.
     pub fn field_count(&self) -> usize {
         self.fields.len()
@@ -353,9 +357,7 @@ impl PackedRequestHead {
 
     /// Whether some field is named `name` (ASCII case-insensitive).
     pub fn has_field(&self, name: &str) -> bool {
-        self.fields
-            .iter()
-            .any(|&(n, _)| self.at(n).eq_ignore_ascii_case(name.as_bytes()))
+        Head::field(self, name).is_some()
     }
 
     /// The same head with owned parts.

@@ -682,6 +682,13 @@ pub fn open_all(mut opener: Opener, bytes: &[u8]) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Bytes of the stream [`seal_all`] makes of `plain` plaintext bytes in
+/// records of at most `record_size` bytes (at least one record, the FINAL one).
+pub fn sealed_len(plain: u64, record_size: usize) -> u64 {
+    let records = plain.div_ceil(record_size.max(1) as u64).max(1);
+    plain + records * RECORD_OVERHEAD as u64
+}
+
 /// Seals `plaintext` as a stream of records of at most `record_size` bytes
 /// (the last record is FINAL; an empty plaintext gives one empty FINAL record).
 pub fn seal_all(

@@ -46,7 +46,9 @@ proptest! {
         let k = SessionKey::from_bytes(key);
         let mut body = Vec::new();
         let sealer = if response { Sealer::response(ResponseKey::new(k.clone(), rn0), n0, &mut body) } else { Sealer::request(&k, n0) };
+        let prefix = body.len();
         stream::seal_all(sealer, &data, record, &mut body).unwrap();
+        prop_assert_eq!((body.len() - prefix) as u64, stream::sealed_len(data.len() as u64, record));
         let opener = if response { Opener::response(&k, rn0, 1 << 20) } else { Opener::request(&k, n0, 1 << 20) };
         prop_assert_eq!(open_chunked(opener, &chunks(&body, &cuts)).unwrap(), data);
     }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use httpcrypt_proto::inner::{Decoder, Head, InnerEvent};
-use httpcrypt_proto::stream::{Event, Opener, Sealer, RECORD_OVERHEAD};
+use httpcrypt_proto::stream::{sealed_len, Event, Opener, Sealer};
 use pin_project_lite::pin_project;
 
 use crate::error::{BoxError, Error};
@@ -40,6 +40,25 @@ pin_project! {
     }
 }
 
+impl<B> SealBody<B> {
+    /// Capacity for the `prefix` buffer of a [`SealBody`] over a head of
+    /// `head_len` bytes and a body of `exact` bytes: the prefix, and when
+    /// head and body fit one record (the whole answer is then the first
+    /// frame), that record too, so the frame goes out in this buffer.
+    pub fn first_frame_room(
+        prefix_len: usize,
+        head_len: usize,
+        exact: Option<u64>,
+        record_size: usize,
+    ) -> usize {
+        let record_size = record_size.clamp(1, httpcrypt_proto::limits::RECORD_CEILING);
+        let one_record = exact
+            .map(|body| head_len as u64 + body)
+            .filter(|&plain| plain <= record_size as u64);
+        prefix_len + one_record.map_or(0, |plain| sealed_len(plain, record_size) as usize)
+    }
+}
+
 impl<B: Body> SealBody<B> {
     /// Seals `head` followed by `inner`. `prefix` is written first (the
     /// response nonce; empty for requests).
@@ -52,11 +71,8 @@ impl<B: Body> SealBody<B> {
     ) -> Self {
         let record_size = record_size.clamp(1, httpcrypt_proto::limits::RECORD_CEILING);
         let exact = inner.size_hint().exact();
-        let total = exact.map(|body| {
-            let plain = head.len() as u64 + body;
-            let records = plain.div_ceil(record_size as u64).max(1);
-            prefix.len() as u64 + plain + records * RECORD_OVERHEAD as u64
-        });
+        let total = exact
+            .map(|body| prefix.len() as u64 + sealed_len(head.len() as u64 + body, record_size));
         let mut pending = head;
         // Room for the first record's worth of a body of known size.
         if let Some(body) = exact {
@@ -124,10 +140,10 @@ where
             // Sized for everything this frame puts out, so the frame is
             // handed on without a reallocation.
             let sealed = if ended { len } else { whole };
-            let records = sealed.div_ceil(rs).max(1);
-            // The prefix's buffer may already have the room.
+            // The prefix's buffer may already have the room
+            // (`SealBody::first_frame_room`).
             let mut out = this.prefix.take().unwrap_or_default();
-            out.reserve_exact(sealed + records * RECORD_OVERHEAD);
+            out.reserve_exact(sealed_len(sealed as u64, rs) as usize);
             let sealer = this.sealer.as_mut().expect("checked above");
             let mut at = 0;
             while at < whole {
@@ -236,9 +252,9 @@ where
         self
     }
 
-    /// Records body failures in `slot` as well as returning them.
-    pub fn with_failure_slot(mut self, slot: FailureSlot) -> Self {
-        self.failure = Some(slot);
+    /// Records body failures in `slot` (if any) as well as returning them.
+    pub fn with_failure_slot(mut self, slot: Option<FailureSlot>) -> Self {
+        self.failure = slot;
         self
     }
 

@@ -843,15 +843,10 @@ where
         &initial,
     );
     let mut opened = match opened {
-        Ok(o) => {
-            let o = o
-                .with_idle_timeout(cfg.body_timeout)
-                .with_limit(cfg.limits.max_body as u64);
-            match &slot {
-                Some(slot) => o.with_failure_slot(slot.clone()),
-                None => o,
-            }
-        }
+        Ok(o) => o
+            .with_idle_timeout(cfg.body_timeout)
+            .with_limit(cfg.limits.max_body as u64)
+            .with_failure_slot(slot.clone()),
         Err(Error::Protocol(e)) => return Ok(inner_problem(accepted.into_response_key(), &e, now)),
         Err(e) => return Err(Box::new(e)),
     };
@@ -1035,7 +1030,9 @@ fn issue_ticket(shared: &Shared, accepted: &Accepted, now: u64) -> Option<String
     })
 }
 
-/// Builds the request the wrapped service sees (spec §4.3 reconstruction).
+/// Builds the request the wrapped service sees (spec §4.3 reconstruction),
+/// and says whether the outer request carried `Httpcrypt-Split` (which is
+/// for this layer only and not passed on).
 fn build_inner_request(
     parts: &http::request::Parts,
     head: PackedRequestHead,
@@ -1055,7 +1052,7 @@ fn build_inner_request(
             .map(|v| v.as_bytes()),
     );
     let mut headers = HeaderMap::with_capacity(parts.headers.len() + head.field_count());
-    // A split proxy's request field is for this layer only (§S3).
+    // §S3.
     let mut split_asked = false;
     for (n, v) in parts.headers.iter() {
         if n.as_str() == split::SPLIT_FIELD {
@@ -1184,18 +1181,13 @@ where
     }
     let head_bytes = head.finish();
     let n0 = crate::nonce::nonce24();
-    // The nonce starts the first frame SealBody puts out; when head and body
-    // fit one record, that frame is all of the answer and goes out in this
-    // buffer.
-    let whole = exact
-        .map(|e| head_bytes.len() as u64 + e)
-        .filter(|&p| p <= record_size as u64)
-        .map_or(0, |p| p as usize + httpcrypt_proto::stream::RECORD_OVERHEAD);
-    let nonce_len = match key.profile() {
-        Profile::V1 => httpcrypt_proto::suite::NONCE_LEN,
-        Profile::Compact => httpcrypt_proto::profile::RESPONSE_RANDOM_LEN,
-    };
-    let mut prefix = Vec::with_capacity(nonce_len + whole);
+    // The nonce starts the first frame SealBody puts out, in this buffer.
+    let mut prefix = Vec::with_capacity(SealBody::<RB>::first_frame_room(
+        key.profile().response_prefix_len(),
+        head_bytes.len(),
+        exact,
+        record_size,
+    ));
     let sealer = Sealer::response(key, n0, &mut prefix);
     if let Some(plan) = split {
         return match SplitSealBody::new(
