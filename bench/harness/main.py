@@ -157,6 +157,20 @@ class Bench:
         import rtt
         return rtt.run(self, fx)
 
+    def floor(self):
+        """`loadgen floor` on the servers' core while nothing else runs: the
+        protocol's own cost per request (X25519, cryptography, sans-IO core)."""
+        argv = servers.pin("0") + [self.loadgen, "floor"]
+        if self.plan.mode == "smoke":
+            argv += ["--iters", "300", "--reps", "3"]
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            raise RuntimeError(f"loadgen floor failed: {r.stderr.strip()}")
+        d = json.loads(r.stdout)
+        self.say(f"floor: X25519 {d['x25519_us']:.1f} µs, exchange crypto {d['crypto_us']:.2f} µs, "
+                 f"protocol core {d['core_us']:.2f} µs")
+        return d
+
     def capture(self, srv):
         import capture
         return capture.run(self, srv)
@@ -250,6 +264,7 @@ def main():
             srv["nginx"] = b.start(servers.start_nginx(b.work, fx, 1, "0", "w1"))
             srv["rustls"] = b.start(servers.start_rustls(b.work, fx, b.loadgen, 1, "0", "w1"))
         b.say("servers up: " + ", ".join(f"{k}={s.proc.pid}" for k, s in srv.items()))
+        result["floor"] = b.floor()
         runs = b.matrix(srv)
         result["runs"] = runs
         result["aggregate"] = aggregate(runs)
@@ -273,6 +288,9 @@ def main():
     if args.mode == "smoke":
         bad = [f"{k}: {v['errors']} errors / {v['requests']} requests"
                for k, v in result["aggregate"].items() if v["errors"] or v["requests"] == 0]
+        fl = result.get("floor", {})
+        if not (0 < fl.get("crypto_us", 0) < fl.get("core_us", 0) and fl.get("x25519_us", 0) > 0):
+            bad.append(f"implausible floor {fl}")
         for k, v in sorted(result["aggregate"].items()):
             print(f"  {k:28} {v['rps']['median']:9.0f} req/s  {v['cpu_us']['median']:7.1f} us/req "
                   f"{v['bytes']['median']:8.0f} B/req  errors {v['errors']}")

@@ -16,6 +16,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 
 mod delay;
+mod floor;
 mod hc;
 mod http1;
 mod io;
@@ -39,6 +40,9 @@ enum Cmd {
     Run(RunArgs),
     /// The rustls TLS 1.3 baseline server (static files).
     ServeTls(server::ServeTlsArgs),
+    /// What the protocol alone costs per request on this core (X25519, the
+    /// exchange's cryptography, the sans-IO core), as JSON.
+    Floor(floor::FloorArgs),
     /// Delay NFQUEUE'd packets by a fixed time (round-trip experiment).
     Delay {
         /// Queue number of the iptables NFQUEUE rule.
@@ -124,6 +128,7 @@ fn main() {
     let r = match cli.cmd {
         Cmd::Run(a) => run(a),
         Cmd::ServeTls(a) => server::run(a),
+        Cmd::Floor(a) => floor::run(a),
         Cmd::Delay { queue, ms } => delay::run(queue, Duration::from_secs_f64(ms / 1e3)),
     };
     if let Err(e) = r {
