@@ -41,10 +41,11 @@ P = _load_profile()
 CONFIGS = {c[0]: c for c in P.CONFIGS}
 
 
-def measure(binary, bins, work, cfg, mode, duration):
-    """Server CPU µs per request of one configuration on a fresh server."""
+def measure(binary, bins, work, cfg, mode, duration, flags=()):
+    """Server CPU µs per request of one configuration on a fresh server
+    started with `serve`'s extra `flags`."""
     _, proto, keys = cfg
-    srv = P.Server(binary, work)
+    srv = P.Server(binary, work, extra=flags)
     try:
         P.loadgen(bins, srv.port, proto, keys, mode, "100b", duration=0.5)
         d = P.loadgen(bins, srv.port, proto, keys, mode, "100b", duration=duration, pid=srv.pid)
@@ -60,6 +61,8 @@ def main():
     ap.add_argument("--a-label", default="A")
     ap.add_argument("--b-label", default="B")
     ap.add_argument("--bin-dir", required=True, help="where loadgen is")
+    ap.add_argument("--a-flags", default="", help="extra `serve` options of side A")
+    ap.add_argument("--b-flags", default="", help="extra `serve` options of side B")
     ap.add_argument("--mode", choices=["full", "smoke"], default="full")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--out", default="bench/profile")
@@ -75,6 +78,7 @@ def main():
     subprocess.run([a.b, "keygen", "--dir", os.path.join(work, "keys")], check=True,
                    stdout=subprocess.DEVNULL)
     sides = {"A": a.a, "B": a.b}
+    flags = {"A": a.a_flags.split(), "B": a.b_flags.split()}
     runs = {}  # (side, mode, config) -> [µs per rep]
     try:
         for rep in range(reps):
@@ -82,7 +86,7 @@ def main():
             for mode in modes:
                 for c in configs:
                     for side in order:
-                        us = measure(sides[side], a.bin_dir, work, CONFIGS[c], mode, duration)
+                        us = measure(sides[side], a.bin_dir, work, CONFIGS[c], mode, duration, flags[side])
                         runs.setdefault(f"{side}|{mode}|{c}", []).append(us)
                         print(f"   rep {rep} {mode:9} {c:7} {side}: {us:6.1f} µs/request", flush=True)
     finally:
@@ -124,7 +128,9 @@ def main():
         "back to back (the order flips every repetition), each on a fresh `httpcrypt serve --workers 1` "
         f"pinned to CPU 0 with `loadgen` on CPU 1 for {duration:g} s after a warm-up, 100 B file. "
         "Server CPU µs per request (user + system, from /proc), medians; the ratios to the plaintext "
-        "path are taken per repetition, as in `bench/run`.",
+        "path are taken per repetition, as in `bench/run`."
+        + "".join(f" Side {side}'s server also had the `serve` options `{' '.join(f)}`."
+                  for side, f in flags.items() if f),
         "",
         f"| mode | configuration | {a.a_label} µs | {a.b_label} µs | change | "
         f"{a.a_label} / plain | {a.b_label} / plain |",

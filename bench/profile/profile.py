@@ -113,11 +113,11 @@ class Server(servers.Server):
     """`httpcrypt serve` on CPU 0 (optionally under `wrap`, e.g. strace), as
     the end-to-end benchmark starts it."""
 
-    def __init__(self, binary, work, wrap=()):
+    def __init__(self, binary, work, wrap=(), extra=()):
         self.port = servers.free_ports(1)[0]
         argv = list(wrap) + ["taskset", "-c", "0", binary, "serve", "--keys", os.path.join(work, "keys"),
                              "--root", os.path.join(work, "root"), "--listen", f"127.0.0.1:{self.port}",
-                             "--mount", "/hc", "--pass-through", "--workers", "1", "--defence", "off"]
+                             "--mount", "/hc", "--pass-through", "--workers", "1", "--defence", "off"] + list(extra)
         super().__init__("httpcrypt", argv, [self.port], os.path.join(work, "server.log"))
         self.wait()
         # taskset execs the server; strace forks it: the httpcrypt process.
