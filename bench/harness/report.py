@@ -137,8 +137,9 @@ def ratios(result):
     return out
 
 
-# Target keys and how their floor is formed: (encrypted cell, plaintext
-# configuration, X25519 counted, TLS configuration over us or None).
+# Target keys and how their floor is formed: (cell, whether the X25519 of a
+# fresh client key counts, the TLS configuration for a "TLS over us" key or
+# None); the plaintext path is always `hc-plain` in that cell.
 FLOOR_OF = {
     "keepalive_100b_cpu_httpcrypt_over_plain": ("keepalive/100b", False, None),
     "keepalive_1k_cpu_httpcrypt_over_plain": ("keepalive/1k", False, None),

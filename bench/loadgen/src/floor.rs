@@ -22,14 +22,17 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use anyhow::{ensure, Result};
-use httpcrypt_proto::inner::{Field, Head as _, RequestHead, ResponseHead};
+use anyhow::{ensure, Context as _, Result};
+use httpcrypt::ServerConfig;
+use httpcrypt_proto::inner::{Field, Head as _, ResponseHead};
 use httpcrypt_proto::outer::{self, Mount};
 use httpcrypt_proto::replay::{self, StrikeRegister};
 use httpcrypt_proto::server::{self, Accept, OuterRequest, ServerKeys};
 use httpcrypt_proto::stream::{self, ResponseKey, Sealer};
 use httpcrypt_proto::{IdentityKey, KexPublic, KexSecret, KeyCert, Limits, Opener, SessionKey};
-use rand_core::{OsRng, RngCore};
+use rand_core::OsRng;
+
+use crate::hc::{HcClient, KeyMode};
 
 /// Distinct inputs cycled through by every loop.
 const POOL: usize = 64;
@@ -45,13 +48,44 @@ pub struct FloorArgs {
     reps: usize,
 }
 
-/// One request of the pool, as `loadgen run --proto hc --keys reuse` sends it.
+/// One request of the pool, made by the generator's own client
+/// (`loadgen run --proto hc`), as the server's HTTP parser hands it over.
 struct Prepared {
     target: String,
     cookie: String,
+    /// The sealed stream carried in the target's query.
     stream: Vec<u8>,
     n0: [u8; 24],
     key: SessionKey,
+}
+
+impl Prepared {
+    /// A new GET of `path` from `client`, its outer head parsed back.
+    fn new(client: &HcClient, path: &str, limits: &Limits) -> Result<Self> {
+        let mut wire = Vec::new();
+        let pending = client.request(path, false, &mut wire)?;
+        let mut fields = [httparse::EMPTY_HEADER; 8];
+        let mut req = httparse::Request::new(&mut fields);
+        ensure!(
+            req.parse(&wire)?.is_complete(),
+            "the client's request head is incomplete"
+        );
+        let target = req.path.context("request target")?.to_string();
+        let cookie = req
+            .headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case("cookie"))
+            .map(|h| String::from_utf8_lossy(h.value).into_owned())
+            .context("Cookie field")?;
+        let query = target.split_once('?').context("a GET-form target")?.1;
+        Ok(Prepared {
+            stream: outer::decode_query(query, limits.max_body)?,
+            target,
+            cookie,
+            n0: *pending.n0(),
+            key: pending.key().clone(),
+        })
+    }
 }
 
 /// The outer request head of `p` as the server's HTTP stack hands it over.
@@ -104,8 +138,9 @@ pub fn run(a: FloorArgs) -> Result<()> {
     );
     let now = crate::hc::unix_now();
     let identity = IdentityKey::generate(&mut OsRng);
-    let secret = KexSecret::generate(&mut OsRng);
     let not_before = (now - 60) as u32;
+    let mut keys = ServerKeys::new();
+    let secret = KexSecret::generate(&mut OsRng);
     let cert = KeyCert::sign(
         &identity,
         1,
@@ -113,48 +148,30 @@ pub fn run(a: FloorArgs) -> Result<()> {
         not_before + 86_400,
         *secret.public(),
     );
-    let server_public = *secret.public();
-    let mut keys = ServerKeys::new();
-    keys.add_key(secret, cert);
+    keys.add_key(secret, cert.clone());
     let secret = &keys.keys()[0].secret;
     let mount = Mount::new("/hc")?;
     let limits = Limits::default();
     let host = "127.0.0.1:8080";
+    let path = "/100b";
 
-    // The benchmark's GET (hc.rs), each with its own client key and nonce.
-    let mut pool = Vec::with_capacity(POOL);
-    let mut clients: Vec<KexPublic> = Vec::with_capacity(POOL);
-    for _ in 0..POOL {
-        let client = KexSecret::generate(&mut OsRng);
-        let key = client.session_key(&server_public)?;
-        let mut n0 = [0u8; 24];
-        OsRng.fill_bytes(&mut n0);
-        let pad = |n: usize| "A".repeat(n);
-        let cookie =
-            outer::format_cookie(&server_public.kid(), &client.public().0, &pad(8), &pad(8))?;
-        let mut head = RequestHead::new("GET", "/100b");
-        head.fields.push(Field::new("Host", host));
-        head.fields
-            .push(Field::new("Date", replay::format_date(now)));
-        let mut plain = Vec::new();
-        head.encode(&mut plain);
-        let mut sealed = Vec::new();
-        stream::seal_all(Sealer::request(&key, n0), &plain, plain.len(), &mut sealed)?;
-        pool.push(Prepared {
-            target: mount.get_target(&n0, &sealed),
-            cookie,
-            stream: sealed,
-            n0,
-            key,
-        });
-        clients.push(*client.public());
-    }
+    // The benchmark's GETs, each with its own client key and nonce.
+    let certs = httpcrypt_proto::cert::format_cert_list(&[cert]);
+    let client = HcClient::new(certs.as_bytes(), mount.as_str(), host, KeyMode::Fresh)?;
+    let pool = (0..POOL)
+        .map(|_| Prepared::new(&client, path, &limits))
+        .collect::<Result<Vec<_>>>()?;
+    let clients: Vec<KexPublic> = (0..POOL)
+        .map(|_| *KexSecret::generate(&mut OsRng).public())
+        .collect();
     let rsp_head = answer_head();
     let body = [b'x'; 100];
     let record = 16 * 1024;
     let mut out = Vec::with_capacity(1024);
 
-    // Every part is checked once before it is timed.
+    // Every part is checked once before it is timed; the answer's
+    // plaintext, as the server seals it, comes out of the first.
+    let mut answer = Vec::new();
     for p in &pool {
         let Accept::Request(acc) =
             server::accept_with(&keys, &mount, &outer_of(p, host), &limits, now, |_, _| {
@@ -165,24 +182,27 @@ pub fn run(a: FloorArgs) -> Result<()> {
         };
         let (head, _) = server::open_request(&acc, b"", &limits)?;
         ensure!(
-            head.target == "/100b",
+            head.target == path,
             "the pool's request opens to the wrong target"
         );
+        out.clear();
+        server::seal_response(
+            acc.into_response_key(),
+            [7; 24],
+            &rsp_head,
+            &body,
+            now,
+            record,
+            &mut out,
+        )?;
+        let opener = Opener::response(&p.key, p.n0, limits.record_limit());
+        answer = stream::open_all(opener, &out)?;
     }
 
     let x25519 = time(a.reps, a.iters, |i| {
         black_box(secret.agree_raw(black_box(&clients[i % POOL])).ok());
     });
 
-    // The inner answer's plaintext, as the server seals it.
-    let mut answer = Vec::new();
-    {
-        let mut h = rsp_head.clone();
-        h.fields.push(Field::new("Date", replay::format_date(now)));
-        h.fields.push(Field::new("Content-Length", "100"));
-        h.encode(&mut answer);
-        answer.extend_from_slice(&body);
-    }
     let crypto = time(a.reps, a.iters, |i| {
         let p = &pool[i % POOL];
         let opener = Opener::request(&p.key, p.n0, limits.record_limit());
@@ -194,9 +214,11 @@ pub fn run(a: FloorArgs) -> Result<()> {
         black_box(stream::seal_all(sealer, &answer, record, &mut out).ok());
     });
 
-    // The server's default register (4 Mi entries). It holds only this
-    // loop's entries, so it stays small and in cache: a lower bound too.
-    let mut strikes = StrikeRegister::new(replay::DEFAULT_WINDOW, 1 << 22, [9; 16]);
+    // The server's default register. It holds only this loop's entries, so
+    // it stays small and in cache: a lower bound too.
+    let config = ServerConfig::default();
+    let window = config.freshness.unwrap_or(replay::DEFAULT_WINDOW);
+    let mut strikes = StrikeRegister::new(window, config.strike_capacity, [9; 16]);
     let mut serial = 0u64;
     let core = time(a.reps, a.iters, |i| {
         let p = &pool[i % POOL];
@@ -213,7 +235,7 @@ pub fn run(a: FloorArgs) -> Result<()> {
         let Ok((head, _)) = server::open_request(&acc, b"", &limits) else {
             return;
         };
-        let date = acc.check_time(head.field("date"), now, replay::DEFAULT_WINDOW);
+        let date = acc.check_time(head.field("date"), now, window);
         // The pool repeats its nonces; the register sees a new one each time.
         serial += 1;
         let mut n0 = acc.n0;

@@ -50,6 +50,18 @@ pub struct Pending {
     n0: [u8; 24],
 }
 
+impl Pending {
+    /// The session key the request was sealed under.
+    pub fn key(&self) -> &SessionKey {
+        &self.key
+    }
+
+    /// The request's nonce.
+    pub fn n0(&self) -> &[u8; 24] {
+        &self.n0
+    }
+}
+
 impl HcClient {
     /// A client for the server whose certificate list is `certs` (the body
     /// of `OPTIONS {mount}/`).

@@ -40,23 +40,21 @@ pin_project! {
     }
 }
 
-impl<B> SealBody<B> {
-    /// Capacity for the `prefix` buffer of a [`SealBody`] over a head of
-    /// `head_len` bytes and a body of `exact` bytes: the prefix, and when
-    /// head and body fit one record (the whole answer is then the first
-    /// frame), that record too, so the frame goes out in this buffer.
-    pub fn first_frame_room(
-        prefix_len: usize,
-        head_len: usize,
-        exact: Option<u64>,
-        record_size: usize,
-    ) -> usize {
-        let record_size = record_size.clamp(1, httpcrypt_proto::limits::RECORD_CEILING);
-        let one_record = exact
-            .map(|body| head_len as u64 + body)
-            .filter(|&plain| plain <= record_size as u64);
-        prefix_len + one_record.map_or(0, |plain| sealed_len(plain, record_size) as usize)
-    }
+/// Capacity for the `prefix` buffer of a [`SealBody`] over a head of
+/// `head_len` bytes and a body of `exact` bytes: the prefix, and when head
+/// and body fit one record (the whole answer is then the first frame), that
+/// record too, so the frame goes out in this buffer.
+pub fn first_frame_room(
+    prefix_len: usize,
+    head_len: usize,
+    exact: Option<u64>,
+    record_size: usize,
+) -> usize {
+    let record_size = record_size.clamp(1, httpcrypt_proto::limits::RECORD_CEILING);
+    let one_record = exact
+        .map(|body| head_len as u64 + body)
+        .filter(|&plain| plain <= record_size as u64);
+    prefix_len + one_record.map_or(0, |plain| sealed_len(plain, record_size) as usize)
 }
 
 impl<B: Body> SealBody<B> {
@@ -141,7 +139,7 @@ where
             // handed on without a reallocation.
             let sealed = if ended { len } else { whole };
             // The prefix's buffer may already have the room
-            // (`SealBody::first_frame_room`).
+            // ([`first_frame_room`]).
             let mut out = this.prefix.take().unwrap_or_default();
             out.reserve_exact(sealed_len(sealed as u64, rs) as usize);
             let sealer = this.sealer.as_mut().expect("checked above");

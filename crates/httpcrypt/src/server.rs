@@ -28,7 +28,7 @@ use httpcrypt_proto::ticket::{LastOpened, TicketContents, TicketKey, SEALED_TICK
 use httpcrypt_proto::{token, Limits, Profile};
 use rand_core::{OsRng, RngCore};
 
-use crate::body::{FailureSlot, OpenBody, SealBody, DEFAULT_RECORD};
+use crate::body::{first_frame_room, FailureSlot, OpenBody, SealBody, DEFAULT_RECORD};
 use crate::error::{BoxError, Error};
 use crate::keystore::{unix_now, LiveKeys};
 use crate::split::{ContentStore, SplitSealBody};
@@ -1182,7 +1182,7 @@ where
     let head_bytes = head.finish();
     let n0 = crate::nonce::nonce24();
     // The nonce starts the first frame SealBody puts out, in this buffer.
-    let mut prefix = Vec::with_capacity(SealBody::<RB>::first_frame_room(
+    let mut prefix = Vec::with_capacity(first_frame_room(
         key.profile().response_prefix_len(),
         head_bytes.len(),
         exact,
