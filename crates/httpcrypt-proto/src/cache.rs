@@ -7,6 +7,11 @@
 //! operations and a hard bound of `capacity` entries. Keys are hashed with
 //! SipHash-1-3 under a caller-supplied seed, so clients cannot aim for
 //! collisions. Entries die with their kid ([`SessionCache::purge`]).
+//!
+//! Each entry also remembers under which ticket key the last ticket for its
+//! session went out ([`SessionCache::note_ticket`]), so the server need not
+//! seal the same session into a new ticket on every connection of a client
+//! that reuses its key (spec §7.2, D29).
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -26,7 +31,25 @@ impl BuildHasher for Keyed {
     }
 }
 
-type Map = HashMap<(KeyId, [u8; 32]), SessionKey, Keyed>;
+/// A cached session: its key and the ticket key (`tid`) of the last ticket
+/// issued for it, if any.
+#[derive(Clone)]
+struct Entry {
+    key: SessionKey,
+    ticket: Option<KeyId>,
+}
+
+type Map = HashMap<(KeyId, [u8; 32]), Entry, Keyed>;
+
+/// A cache hit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hit {
+    /// The session key.
+    pub key: SessionKey,
+    /// The ticket-key ID of the last ticket issued for this session
+    /// ([`SessionCache::note_ticket`]).
+    pub ticket: Option<KeyId>,
+}
 
 /// A bounded cache of session keys.
 pub struct SessionCache {
@@ -83,16 +106,29 @@ impl SessionCache {
 
     /// The cached key for `(kid, client)`, refreshing its recency.
     pub fn get(&mut self, kid: &KeyId, client: &KexPublic) -> Option<SessionKey> {
+        self.lookup(kid, client).map(|h| h.key)
+    }
+
+    /// The cached session for `(kid, client)` with its ticket note,
+    /// refreshing its recency.
+    pub fn lookup(&mut self, kid: &KeyId, client: &KexPublic) -> Option<Hit> {
         let key = (*kid, client.0);
-        if let Some(k) = self.young.get(&key) {
+        if let Some(e) = self.young.get(&key) {
             self.hits += 1;
-            return Some(k.clone());
+            return Some(Hit {
+                key: e.key.clone(),
+                ticket: e.ticket,
+            });
         }
         match self.old.remove(&key) {
-            Some(k) => {
+            Some(e) => {
                 self.hits += 1;
-                self.insert_young(key, k.clone());
-                Some(k)
+                let hit = Hit {
+                    key: e.key.clone(),
+                    ticket: e.ticket,
+                };
+                self.insert_young(key, e);
+                Some(hit)
             }
             None => {
                 self.misses += 1;
@@ -101,17 +137,32 @@ impl SessionCache {
         }
     }
 
-    /// Caches `k` for `(kid, client)`.
+    /// Caches `k` for `(kid, client)` (with no ticket noted).
     pub fn insert(&mut self, kid: &KeyId, client: &KexPublic, k: SessionKey) {
-        self.insert_young((*kid, client.0), k);
+        self.insert_young(
+            (*kid, client.0),
+            Entry {
+                key: k,
+                ticket: None,
+            },
+        );
     }
 
-    fn insert_young(&mut self, key: (KeyId, [u8; 32]), k: SessionKey) {
+    /// Notes that a ticket sealed under ticket key `tid` went out for the
+    /// session `(kid, client)`; nothing happens if it is not cached.
+    pub fn note_ticket(&mut self, kid: &KeyId, client: &KexPublic, tid: KeyId) {
+        let key = (*kid, client.0);
+        if let Some(e) = self.young.get_mut(&key).or(self.old.get_mut(&key)) {
+            e.ticket = Some(tid);
+        }
+    }
+
+    fn insert_young(&mut self, key: (KeyId, [u8; 32]), e: Entry) {
         if self.young.len() >= self.half && !self.young.contains_key(&key) {
             // Dropping the old generation zeroizes its keys.
             self.old = std::mem::replace(&mut self.young, HashMap::with_hasher(self.hasher));
         }
-        self.young.insert(key, k);
+        self.young.insert(key, e);
     }
 
     /// Drops (zeroizes) every entry whose kid `keep` rejects.
@@ -167,5 +218,33 @@ mod tests {
         c.purge(|kid| *kid != KeyId([1; 10]));
         assert_eq!(c.len(), 1);
         assert!(c.get(&KeyId([1; 10]), &KexPublic([1; 32])).is_none());
+    }
+
+    #[test]
+    fn ticket_notes_follow_the_entry() {
+        let mut c = SessionCache::new(4, [1; 16]);
+        let kid = KeyId([1; 10]);
+        let (a, b) = (KexPublic([1; 32]), KexPublic([2; 32]));
+        // Not cached: nothing to note.
+        c.note_ticket(&kid, &a, KeyId([7; 10]));
+        assert_eq!(c.lookup(&kid, &a), None);
+        c.insert(&kid, &a, SessionKey::from_bytes([1; 32]));
+        assert_eq!(c.lookup(&kid, &a).unwrap().ticket, None);
+        c.note_ticket(&kid, &a, KeyId([7; 10]));
+        assert_eq!(c.lookup(&kid, &a).unwrap().ticket, Some(KeyId([7; 10])));
+        // Only that session's entry carries the note.
+        c.insert(&kid, &b, SessionKey::from_bytes([2; 32]));
+        assert_eq!(c.lookup(&kid, &b).unwrap().ticket, None);
+        // The note survives the move to the old generation and back.
+        c.insert(&kid, &KexPublic([3; 32]), SessionKey::from_bytes([3; 32])); // rollover
+        let hit = c.lookup(&kid, &a).unwrap();
+        assert_eq!(hit.key, SessionKey::from_bytes([1; 32]));
+        assert_eq!(hit.ticket, Some(KeyId([7; 10])));
+        // A later ticket under another ticket key replaces the note.
+        c.note_ticket(&kid, &a, KeyId([8; 10]));
+        assert_eq!(c.lookup(&kid, &a).unwrap().ticket, Some(KeyId([8; 10])));
+        // Caching the session again starts it without a note.
+        c.insert(&kid, &a, SessionKey::from_bytes([1; 32]));
+        assert_eq!(c.lookup(&kid, &a).unwrap().ticket, None);
     }
 }

@@ -378,20 +378,20 @@ impl Shared {
     }
 
     /// The session key for a fresh-key request: from the cache, or one X25519.
+    /// On a cache hit `held` gets the ticket-key ID of the last ticket issued
+    /// for the session ([`SessionCache::note_ticket`]).
     fn derive(
         &self,
         sk: &core::ServerKey,
         peer: &httpcrypt_proto::KexPublic,
+        held: &mut Option<httpcrypt_proto::KeyId>,
     ) -> Result<httpcrypt_proto::SessionKey, httpcrypt_proto::Error> {
         let Some(cache) = &self.cache else {
             return sk.secret.session_key(peer);
         };
-        if let Some(k) = cache
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&sk.kid, peer)
-        {
-            return Ok(k);
+        if let Some(hit) = self.cached(sk, peer) {
+            *held = hit.ticket;
+            return Ok(hit.key);
         }
         let k = sk.secret.session_key(peer)?;
         cache
@@ -399,6 +399,18 @@ impl Shared {
             .unwrap_or_else(|p| p.into_inner())
             .insert(&sk.kid, peer, k.clone());
         Ok(k)
+    }
+
+    fn cached(
+        &self,
+        sk: &core::ServerKey,
+        peer: &httpcrypt_proto::KexPublic,
+    ) -> Option<httpcrypt_proto::cache::Hit> {
+        self.cache
+            .as_ref()?
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .lookup(&sk.kid, peer)
     }
 
     /// [`Shared::derive`] behind the defence (spec §14): a cache hit goes
@@ -412,19 +424,15 @@ impl Shared {
         addr: std::net::IpAddr,
         cookies: &[&[u8]],
         refused: &mut Option<httpcrypt_proto::admission::Verdict>,
+        held: &mut Option<httpcrypt_proto::KeyId>,
     ) -> Result<httpcrypt_proto::SessionKey, httpcrypt_proto::Error> {
         use httpcrypt_proto::admission::Verdict;
         let Some(defence) = &self.defence else {
-            return self.derive(sk, peer);
+            return self.derive(sk, peer, held);
         };
-        if let Some(cache) = &self.cache {
-            if let Some(k) = cache
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(&sk.kid, peer)
-            {
-                return Ok(k);
-            }
+        if let Some(hit) = self.cached(sk, peer) {
+            *held = hit.ticket;
+            return Ok(hit.key);
         }
         // The admission echo is looked for only when the defence judges.
         let echo = httpcrypt_proto::admission::find_echo(cookies.iter().copied());
@@ -449,6 +457,21 @@ impl Shared {
                 })
             }
         }
+    }
+
+    /// Notes in the session cache that a ticket under `tid` went out for the
+    /// session of `accepted`, when its client sent its public key.
+    fn note_ticket(&self, accepted: &Accepted, tid: httpcrypt_proto::KeyId) {
+        let (Some(cache), outer::Credential::Key { client_public, .. }) =
+            (&self.cache, &accepted.credential)
+        else {
+            return;
+        };
+        cache.lock().unwrap_or_else(|p| p.into_inner()).note_ticket(
+            &accepted.kid,
+            client_public,
+            tid,
+        );
     }
 
     /// Drops cached keys of expired kids (at most every few seconds), so a
@@ -729,6 +752,8 @@ where
     };
     let addr = crate::defence::peer_ip(&parts.extensions);
     let mut refused = None;
+    // The ticket key of the last ticket this session got, on a cache hit.
+    let mut held = None;
     let conn = parts.extensions.get::<ConnState>();
     let decision = shared.keys.with(|keys| {
         core::accept_resuming(
@@ -738,7 +763,15 @@ where
             &cfg.limits,
             now,
             |sk, peer, n0| {
-                shared.derive_admitted(sk, peer, n0, addr, &outer_req.cookies, &mut refused)
+                shared.derive_admitted(
+                    sk,
+                    peer,
+                    n0,
+                    addr,
+                    &outer_req.cookies,
+                    &mut refused,
+                    &mut held,
+                )
             },
             |tk, sealed| match conn {
                 Some(c) => c.open_ticket(tk, sealed, now),
@@ -806,7 +839,16 @@ where
             conn.note(u64::from(not_after));
         }
     }
-    serve_sealed(shared.clone(), inner, parts, body, accepted, now).await
+    Box::pin(serve_sealed(
+        shared.clone(),
+        inner,
+        parts,
+        body,
+        accepted,
+        held,
+        now,
+    ))
+    .await
 }
 
 async fn serve_sealed<S, B, RB>(
@@ -815,6 +857,7 @@ async fn serve_sealed<S, B, RB>(
     parts: http::request::Parts,
     body: B,
     accepted: Accepted,
+    held: Option<httpcrypt_proto::KeyId>,
     now: u64,
 ) -> Result<Response<HcBody>, BoxError>
 where
@@ -888,15 +931,23 @@ where
         .map(token::parse_client_random);
     // Extra inner response fields: a ticket and the token.
     let mut extra = Vec::new();
-    // The connection to tell once the ticket has gone out in an answer.
-    let mut ticket_on: Option<(ConnState, u64)> = None;
-    if cfg.tickets {
+    // The ticket that goes out, if any: its ticket key, and the connection
+    // to tell once it has gone out in an answer.
+    let mut ticket_out: Option<TicketOut> = None;
+    // A session resumed from the cache that got a ticket under the current
+    // ticket key on an earlier connection gets none (spec §7.2, D29): its
+    // client reuses its key pair, so it is linkable by that anyway, and a new
+    // ticket would differ from the one it holds only in its nonce.
+    if cfg.tickets && (held.is_none() || held != shared.keys.with(|k| current_tid(k, now))) {
         let conn = parts.extensions.get::<ConnState>();
         let session = conn.map(|_| shared.session_id(&accepted.kid, accepted.session_key()));
         if conn.zip(session).is_none_or(|(c, s)| c.wants_ticket(s)) {
-            if let Some(t) = issue_ticket(&shared, &accepted, now) {
+            if let Some((t, tid)) = issue_ticket(&shared, &accepted, now) {
                 extra.push(Field::new(httpcrypt_proto::ticket::TICKET_FIELD, t));
-                ticket_on = conn.cloned().zip(session);
+                ticket_out = Some(TicketOut {
+                    tid,
+                    conn: conn.cloned().zip(session),
+                });
             }
         }
     }
@@ -912,8 +963,8 @@ where
                 .is_some_and(|v| token::verify_random(&secret, accepted.session_key(), v).is_ok())
         });
         if !valid {
-            if let Some((c, session)) = &ticket_on {
-                c.ticket_issued(*session);
+            if let Some(t) = &ticket_out {
+                t.gone_out(&shared, &accepted);
             }
             return Ok(inner_problem_with(
                 accepted.into_response_key(),
@@ -984,8 +1035,8 @@ where
             };
         }
     };
-    if let Some((c, session)) = &ticket_on {
-        c.ticket_issued(*session);
+    if let Some(t) = &ticket_out {
+        t.gone_out(&shared, &accepted);
     }
     Ok(seal_response(
         cfg.record_size,
@@ -1013,7 +1064,18 @@ fn is_safe(method: &str) -> bool {
     matches!(method, "GET" | "HEAD" | "OPTIONS" | "TRACE")
 }
 
-fn issue_ticket(shared: &Shared, accepted: &Accepted, now: u64) -> Option<String> {
+/// The ID of the ticket key new tickets are sealed under.
+fn current_tid(keys: &core::ServerKeys, now: u64) -> Option<httpcrypt_proto::KeyId> {
+    keys.ticket_key(now).map(|t| t.tid())
+}
+
+/// A ticket for the session of `accepted`, and the ID of the ticket key that
+/// sealed it.
+fn issue_ticket(
+    shared: &Shared,
+    accepted: &Accepted,
+    now: u64,
+) -> Option<(String, httpcrypt_proto::KeyId)> {
     shared.keys.with(|keys| {
         let tk = keys.ticket_key(now)?;
         let expiry = keys.key(&accepted.kid, now)?.cert.not_after;
@@ -1026,8 +1088,27 @@ fn issue_ticket(shared: &Shared, accepted: &Accepted, now: u64) -> Option<String
             },
             n,
         );
-        Some(t.to_field())
+        Some((t.to_field(), tk.tid()))
     })
+}
+
+/// A ticket put in an answer (spec §7.2, D29).
+struct TicketOut {
+    /// The ticket key that sealed it.
+    tid: httpcrypt_proto::KeyId,
+    /// The connection and session it went out on.
+    conn: Option<(ConnState, u64)>,
+}
+
+impl TicketOut {
+    /// Records, once the answer carrying it is made, that the ticket went
+    /// out: on its connection, and in the session cache.
+    fn gone_out(&self, shared: &Shared, accepted: &Accepted) {
+        if let Some((c, session)) = &self.conn {
+            c.ticket_issued(*session);
+        }
+        shared.note_ticket(accepted, self.tid);
+    }
 }
 
 /// Builds the request the wrapped service sees (spec §4.3 reconstruction),

@@ -3,15 +3,17 @@
 //! connection that carries several sessions gets one whenever the session
 //! changes, and a new connection gets one again. The ticket presented over
 //! and over on one connection (opened once, then remembered) keeps working.
+//! A client that reuses its key pair gets one ticket per session and ticket
+//! key, not one per connection.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use httpcrypt::keystore::unix_now;
+use httpcrypt::keystore::{unix_now, Epoch};
 use httpcrypt::ServerConfig;
 use httpcrypt_proto::client::{ClientCredential, PreparedRequest};
 use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
 use httpcrypt_proto::outer::{Form, Mount};
-use httpcrypt_proto::ticket::{Ticket, TICKET_FIELD};
-use httpcrypt_proto::{replay, KexSecret, Limits, SessionKey};
+use httpcrypt_proto::ticket::{Ticket, TicketKey, TICKET_FIELD};
+use httpcrypt_proto::{replay, KexSecret, KeyCert, KeyId, Limits, SessionKey};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -172,4 +174,99 @@ async fn a_remembered_ticket_is_still_checked() {
     );
     // The genuine one still works after that on the same connection.
     let (_, _) = fetch(&mut tcp, &srv, ClientCredential::Ticket(&t, &key), 4).await;
+}
+
+#[tokio::test]
+async fn a_reused_key_gets_one_ticket_per_ticket_key() {
+    let srv = server().await;
+    let alice = KexSecret::from_bytes([6; 32]);
+    let fresh_conn = || async { TcpStream::connect(srv.addr).await.unwrap() };
+
+    // The session's first answer carries a ticket (the X25519 fills the cache).
+    let (h, key) = fetch(
+        &mut fresh_conn().await,
+        &srv,
+        ClientCredential::Key(&alice),
+        1,
+    )
+    .await;
+    let t1 = ticket_of(&h).expect("a new session gets a ticket");
+    // The same key pair on later connections (session-cache hits): the
+    // ticket it got is still good, so no new one.
+    for n0 in 2..4 {
+        let (h, k) = fetch(
+            &mut fresh_conn().await,
+            &srv,
+            ClientCredential::Key(&alice),
+            n0,
+        )
+        .await;
+        assert_eq!(k, key);
+        assert!(
+            ticket_of(&h).is_none(),
+            "connection {n0}: a second ticket for a reused key"
+        );
+    }
+    // The ticket itself, on a new connection, still gets a new one (unlinkable
+    // connections for the client that uses its tickets).
+    let (h, _) = fetch(
+        &mut fresh_conn().await,
+        &srv,
+        ClientCredential::Ticket(&t1, &key),
+        4,
+    )
+    .await;
+    let t2 = ticket_of(&h).expect("a ticket on a new connection gets a new one");
+    assert_ne!(t2, t1);
+    let (h, _) = fetch(
+        &mut fresh_conn().await,
+        &srv,
+        ClientCredential::Key(&alice),
+        5,
+    )
+    .await;
+    assert!(ticket_of(&h).is_none());
+
+    // A new epoch brings a new ticket key: the reused key gets one ticket
+    // under it, on its next connection, and then none again.
+    let now = unix_now();
+    let secret = KexSecret::from_bytes([40; 32]);
+    let cert = KeyCert::sign(
+        &srv.identity,
+        2,
+        (now - 10) as u32,
+        (now + 3600) as u32,
+        *secret.public(),
+    );
+    srv.live.add(Epoch {
+        secret,
+        cert,
+        ticket: TicketKey::new(KeyId([9; 10]), [10; 32]),
+    });
+    let (h, _) = fetch(
+        &mut fresh_conn().await,
+        &srv,
+        ClientCredential::Key(&alice),
+        6,
+    )
+    .await;
+    let t3 = ticket_of(&h).expect("a new ticket key: a new ticket");
+    assert_eq!(&t3.0[..10], &[9; 10], "sealed under the new ticket key");
+    let (h, _) = fetch(
+        &mut fresh_conn().await,
+        &srv,
+        ClientCredential::Key(&alice),
+        7,
+    )
+    .await;
+    assert!(ticket_of(&h).is_none());
+    // And that ticket works.
+    let (_, k) = fetch(
+        &mut fresh_conn().await,
+        &srv,
+        ClientCredential::Ticket(&t3, &key),
+        8,
+    )
+    .await;
+    assert_eq!(k, key);
 }

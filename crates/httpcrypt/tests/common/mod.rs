@@ -14,6 +14,8 @@ pub struct OneKey {
     pub addr: SocketAddr,
     pub identity: IdentityKey,
     pub cert: KeyCert,
+    /// The server's keys (a test may add an epoch).
+    pub live: LiveKeys,
 }
 
 /// Serves this crate's directory with the default configuration under one
@@ -36,7 +38,7 @@ pub async fn serve_one_key(seed: u8, valid_for: u64) -> OneKey {
         cert: cert.clone(),
         ticket: TicketKey::new(KeyId([1; 10]), [2; 32]),
     });
-    let layer = HttpCryptLayer::new(live, ServerConfig::default());
+    let layer = HttpCryptLayer::new(live.clone(), ServerConfig::default());
     let svc = tower::Layer::layer(
         &layer,
         httpcrypt::runtime::static_files(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))),
@@ -53,5 +55,6 @@ pub async fn serve_one_key(seed: u8, valid_for: u64) -> OneKey {
         addr,
         identity,
         cert,
+        live,
     }
 }
