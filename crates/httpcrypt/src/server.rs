@@ -839,6 +839,9 @@ where
             conn.note(u64::from(not_after));
         }
     }
+    // Boxed: the sealed path's state is large, and held inline it would
+    // grow this future, the connection task around it and every move of
+    // them, the plaintext path's included.
     Box::pin(serve_sealed(
         shared.clone(),
         inner,
