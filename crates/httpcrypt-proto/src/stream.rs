@@ -533,6 +533,18 @@ impl Opener {
         Ok(())
     }
 
+    /// [`Opener::receive`] of bytes the caller gives away (a GET query's
+    /// decoded stream, say): an opener with nothing left buffered takes the
+    /// vector as its buffer instead of copying it.
+    pub fn receive_vec(&mut self, bytes: Vec<u8>) -> Result<()> {
+        if self.pos == self.buf.len() && matches!(self.state, State::Nonce | State::Records) {
+            self.buf = bytes;
+            self.pos = 0;
+            return Ok(());
+        }
+        self.receive(&bytes)
+    }
+
     /// The next event, or `Ok(None)` when more input is needed (or after `End`).
     pub fn next_event(&mut self) -> Result<Option<Event<'_>>> {
         loop {

@@ -24,10 +24,20 @@ fn chunks(data: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
     out
 }
 
-fn open_chunked(mut o: Opener, parts: &[Vec<u8>]) -> Result<Vec<u8>, Error> {
+fn open_chunked(o: Opener, parts: &[Vec<u8>]) -> Result<Vec<u8>, Error> {
+    open_chunked_given(o, parts, 0)
+}
+
+/// [`open_chunked`], with part `i` given away (`Opener::receive_vec`) when
+/// bit `i % 8` of `given` is set.
+fn open_chunked_given(mut o: Opener, parts: &[Vec<u8>], given: u8) -> Result<Vec<u8>, Error> {
     let mut out = Vec::new();
-    for p in parts {
-        o.receive(p)?;
+    for (i, p) in parts.iter().enumerate() {
+        if given & (1 << (i % 8)) != 0 {
+            o.receive_vec(p.clone())?;
+        } else {
+            o.receive(p)?;
+        }
         while let Some(ev) = o.next_event()? {
             if let Event::Data { plaintext, .. } = ev {
                 out.extend_from_slice(plaintext);
@@ -42,15 +52,23 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
 
     #[test]
-    fn stream_round_trip(data in proptest::collection::vec(any::<u8>(), 0..3000), record in 1usize..700, cuts in proptest::collection::vec(any::<usize>(), 0..6), key in any::<[u8; 32]>(), n0 in any::<[u8; 24]>(), rn0 in any::<[u8; 24]>(), response in any::<bool>()) {
+    fn stream_round_trip(data in proptest::collection::vec(any::<u8>(), 0..3000), record in 1usize..700, cuts in proptest::collection::vec(any::<usize>(), 0..6), key in any::<[u8; 32]>(), n0 in any::<[u8; 24]>(), rn0 in any::<[u8; 24]>(), response in any::<bool>(), given in any::<u8>()) {
         let k = SessionKey::from_bytes(key);
         let mut body = Vec::new();
         let sealer = if response { Sealer::response(ResponseKey::new(k.clone(), rn0), n0, &mut body) } else { Sealer::request(&k, n0) };
         let prefix = body.len();
         stream::seal_all(sealer, &data, record, &mut body).unwrap();
         prop_assert_eq!((body.len() - prefix) as u64, stream::sealed_len(data.len() as u64, record));
-        let opener = if response { Opener::response(&k, rn0, 1 << 20) } else { Opener::request(&k, n0, 1 << 20) };
-        prop_assert_eq!(open_chunked(opener, &chunks(&body, &cuts)).unwrap(), data);
+        let opener = || if response { Opener::response(&k, rn0, 1 << 20) } else { Opener::request(&k, n0, 1 << 20) };
+        prop_assert_eq!(open_chunked(opener(), &chunks(&body, &cuts)).unwrap(), data.clone());
+        // Bytes given away (taken as the buffer when nothing is left in it)
+        // open the same, in any mix with borrowed ones.
+        prop_assert_eq!(open_chunked_given(opener(), &chunks(&body, &cuts), given).unwrap(), data.clone());
+        prop_assert_eq!(open_chunked_given(opener(), std::slice::from_ref(&body), 1).unwrap(), data.clone());
+        // Anything after the end is refused the same way.
+        let mut more = chunks(&body, &cuts);
+        more.push(vec![0]);
+        prop_assert_eq!(open_chunked_given(opener(), &more, given), open_chunked(opener(), &more));
     }
 
     #[test]
@@ -59,6 +77,7 @@ proptest! {
         let mk = || if response { Opener::response(&k, [2; 24], 1 << 14) } else { Opener::request(&k, [2; 24], 1 << 14) };
         let whole = open_chunked(mk(), std::slice::from_ref(&data));
         prop_assert_eq!(open_chunked(mk(), &chunks(&data, &cuts)), whole.clone());
+        prop_assert_eq!(open_chunked_given(mk(), &chunks(&data, &cuts), 0b1010_0101), whole.clone());
         // Random bytes never verify.
         prop_assert!(whole.is_err());
     }

@@ -217,7 +217,7 @@ where
         opener: Opener,
         decoder: Decoder<H>,
         outer: Option<B>,
-        initial: &[u8],
+        initial: Vec<u8>,
     ) -> Result<Self, Error> {
         let mut this = OpenBody {
             outer: outer.map(Box::pin),
@@ -256,12 +256,13 @@ where
         self
     }
 
-    /// Feeds outer bytes through the opener and the decoder.
-    fn push(&mut self, bytes: &[u8]) -> Result<(), httpcrypt_proto::Error> {
+    /// Feeds outer bytes through the opener (which keeps the vector as its
+    /// buffer) and the decoder.
+    fn push(&mut self, bytes: Vec<u8>) -> Result<(), httpcrypt_proto::Error> {
         let (Some(opener), Some(decoder)) = (self.opener.as_mut(), self.decoder.as_mut()) else {
             return Ok(());
         };
-        opener.receive(bytes)?;
+        opener.receive_vec(bytes)?;
         drain(opener, decoder, &mut self.head, &mut self.ready)
     }
 

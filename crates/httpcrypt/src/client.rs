@@ -844,7 +844,7 @@ impl Client {
             opener,
             inner::ResponseDecoder::new(self.config.limits),
             Some(rbody),
-            &[],
+            Vec::new(),
         )?;
         let inner_head: ResponseHead = opened.head().await?;
 

@@ -886,7 +886,7 @@ where
         accepted.opener(&cfg.limits),
         inner::Decoder::<PackedRequestHead>::new(cfg.limits),
         outer_body,
-        &initial,
+        initial,
     );
     let mut opened = match opened {
         Ok(o) => o
@@ -988,7 +988,7 @@ where
         }),
         _ => None,
     };
-    let inner_req = match build_inner_request(&parts, head, opened.boxed_unsync()) {
+    let inner_req = match build_inner_request(&mut parts, head, opened.boxed_unsync()) {
         Ok((mut r, split_asked)) => {
             if let Some(plan) = split.as_mut() {
                 plan.asked = split_asked;
@@ -1118,7 +1118,7 @@ impl TicketOut {
 /// and says whether the outer request carried `Httpcrypt-Split` (which is
 /// for this layer only and not passed on).
 fn build_inner_request(
-    parts: &http::request::Parts,
+    parts: &mut http::request::Parts,
     head: PackedRequestHead,
     body: HcBody,
 ) -> Result<(Request<HcBody>, bool), httpcrypt_proto::Error> {
@@ -1126,24 +1126,31 @@ fn build_inner_request(
     let method = Method::from_bytes(head.method().as_bytes()).map_err(|_| MalformedInner)?;
     // Target and field values are views of the inner head's bytes, not copies.
     let uri = Uri::from_maybe_shared(head.target_bytes()).map_err(|_| MalformedInner)?;
-    // inner::reconstruct (spec §4.3) straight from the outer header map:
-    // kept outer fields are shared with it, not copied.
+    // inner::reconstruct (spec §4.3) in the outer header map itself: the
+    // kept outer fields are set aside (shared with it, not copied), the map
+    // is cleared with its room kept, and refilled in the same order, the
+    // kept outer fields first.
+    let mut headers = std::mem::take(&mut parts.headers);
     let connection_named = inner::connection_tokens(
-        parts
-            .headers
+        headers
             .get_all(header::CONNECTION)
             .iter()
             .map(|v| v.as_bytes()),
     );
-    let mut headers = HeaderMap::with_capacity(parts.headers.len() + head.field_count());
     // §S3.
     let mut split_asked = false;
-    for (n, v) in parts.headers.iter() {
+    let mut kept = Vec::new();
+    for (n, v) in headers.iter() {
         if n.as_str() == split::SPLIT_FIELD {
             split_asked = true;
         } else if inner::keeps_outer_with(n.as_str(), &connection_named, |f| head.has_field(f)) {
-            headers.append(n.clone(), v.clone());
+            kept.push((n.clone(), v.clone()));
         }
+    }
+    headers.clear();
+    headers.reserve(kept.len() + head.field_count());
+    for (n, v) in kept {
+        headers.append(n, v);
     }
     for (name, value) in head.shared_fields() {
         let name = HeaderName::from_bytes(name).map_err(|_| MalformedInner)?;
@@ -1388,7 +1395,12 @@ mod tests {
             .header("Pragma", "no-cache")
             .body(())
             .unwrap();
-        let (parts, ()) = outer.into_parts();
+        let (mut parts, ()) = outer.into_parts();
+        let outer_fields: Vec<Field> = parts
+            .headers
+            .iter()
+            .map(|(n, v)| Field::new(n.as_str(), v.as_bytes()))
+            .collect();
         let mut head = httpcrypt_proto::inner::RequestHead::new("POST", "/api?q=1");
         head.fields.push(Field::new("Accept", "text/plain"));
         head.fields
@@ -1397,7 +1409,7 @@ mod tests {
         let mut encoded = Vec::new();
         head.encode(&mut encoded);
         let packed = PackedRequestHead::parse(&encoded, &Limits::default()).unwrap();
-        let (req, split_asked) = build_inner_request(&parts, packed, full(Vec::new())).unwrap();
+        let (req, split_asked) = build_inner_request(&mut parts, packed, full(Vec::new())).unwrap();
         assert!(!split_asked);
         assert_eq!(req.method(), Method::POST);
         assert_eq!(req.uri(), "/api?q=1");
@@ -1405,11 +1417,6 @@ mod tests {
             .headers()
             .iter()
             .map(|(n, v)| (n.as_str().to_owned(), v.as_bytes().to_vec()))
-            .collect();
-        let outer_fields: Vec<Field> = parts
-            .headers
-            .iter()
-            .map(|(n, v)| Field::new(n.as_str(), v.as_bytes()))
             .collect();
         let want: Vec<(String, Vec<u8>)> = inner::reconstruct(&outer_fields, &head.fields)
             .into_iter()
