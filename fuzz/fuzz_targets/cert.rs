@@ -24,10 +24,11 @@ fuzz_target!(|data: &[u8]| {
 
     let c = KeyCert::decode(data);
     assert_errors(&c, &[Error::BadCertificate]);
+    // Version 1, or 2 for request profile 2 (spec §4.5, D28); suite 1.
     assert_eq!(
         c.is_ok(),
-        data.len() == CERT_LEN && data[..2] == [1, 1],
-        "decode accepts exactly version 1 suite 1"
+        data.len() == CERT_LEN && matches!(data[..2], [1 | 2, 1]),
+        "decode accepts exactly versions 1 and 2, suite 1"
     );
     if let Ok(c) = &c {
         assert_eq!(c.encode()[..], data[..], "decode/encode");
