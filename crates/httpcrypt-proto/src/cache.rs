@@ -31,17 +31,7 @@ impl BuildHasher for Keyed {
     }
 }
 
-/// A cached session: its key and the ticket key (`tid`) of the last ticket
-/// issued for it, if any.
-#[derive(Clone)]
-struct Entry {
-    key: SessionKey,
-    ticket: Option<KeyId>,
-}
-
-type Map = HashMap<(KeyId, [u8; 32]), Entry, Keyed>;
-
-/// A cache hit.
+/// A cached session, as a lookup returns it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hit {
     /// The session key.
@@ -50,6 +40,8 @@ pub struct Hit {
     /// ([`SessionCache::note_ticket`]).
     pub ticket: Option<KeyId>,
 }
+
+type Map = HashMap<(KeyId, [u8; 32]), Hit, Keyed>;
 
 /// A bounded cache of session keys.
 pub struct SessionCache {
@@ -115,20 +107,13 @@ impl SessionCache {
         let key = (*kid, client.0);
         if let Some(e) = self.young.get(&key) {
             self.hits += 1;
-            return Some(Hit {
-                key: e.key.clone(),
-                ticket: e.ticket,
-            });
+            return Some(e.clone());
         }
         match self.old.remove(&key) {
             Some(e) => {
                 self.hits += 1;
-                let hit = Hit {
-                    key: e.key.clone(),
-                    ticket: e.ticket,
-                };
-                self.insert_young(key, e);
-                Some(hit)
+                self.insert_young(key, e.clone());
+                Some(e)
             }
             None => {
                 self.misses += 1;
@@ -141,7 +126,7 @@ impl SessionCache {
     pub fn insert(&mut self, kid: &KeyId, client: &KexPublic, k: SessionKey) {
         self.insert_young(
             (*kid, client.0),
-            Entry {
+            Hit {
                 key: k,
                 ticket: None,
             },
@@ -157,7 +142,7 @@ impl SessionCache {
         }
     }
 
-    fn insert_young(&mut self, key: (KeyId, [u8; 32]), e: Entry) {
+    fn insert_young(&mut self, key: (KeyId, [u8; 32]), e: Hit) {
         if self.young.len() >= self.half && !self.young.contains_key(&key) {
             // Dropping the old generation zeroizes its keys.
             self.old = std::mem::replace(&mut self.young, HashMap::with_hasher(self.hasher));

@@ -386,31 +386,44 @@ impl Shared {
         peer: &httpcrypt_proto::KexPublic,
         held: &mut Option<httpcrypt_proto::KeyId>,
     ) -> Result<httpcrypt_proto::SessionKey, httpcrypt_proto::Error> {
-        let Some(cache) = &self.cache else {
-            return sk.secret.session_key(peer);
-        };
-        if let Some(hit) = self.cached(sk, peer) {
-            *held = hit.ticket;
-            return Ok(hit.key);
+        match self.cached(sk, peer, held) {
+            Some(k) => Ok(k),
+            None => self.agree(sk, peer),
         }
-        let k = sk.secret.session_key(peer)?;
-        cache
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(&sk.kid, peer, k.clone());
-        Ok(k)
     }
 
+    /// The cached key of the session `(sk.kid, peer)`, if any; `held` gets
+    /// the ticket-key ID noted with it.
     fn cached(
         &self,
         sk: &core::ServerKey,
         peer: &httpcrypt_proto::KexPublic,
-    ) -> Option<httpcrypt_proto::cache::Hit> {
-        self.cache
+        held: &mut Option<httpcrypt_proto::KeyId>,
+    ) -> Option<httpcrypt_proto::SessionKey> {
+        let hit = self
+            .cache
             .as_ref()?
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .lookup(&sk.kid, peer)
+            .lookup(&sk.kid, peer)?;
+        *held = hit.ticket;
+        Some(hit.key)
+    }
+
+    /// One X25519; its key goes into the cache, if there is one.
+    fn agree(
+        &self,
+        sk: &core::ServerKey,
+        peer: &httpcrypt_proto::KexPublic,
+    ) -> Result<httpcrypt_proto::SessionKey, httpcrypt_proto::Error> {
+        let k = sk.secret.session_key(peer)?;
+        if let Some(cache) = &self.cache {
+            cache
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(&sk.kid, peer, k.clone());
+        }
+        Ok(k)
     }
 
     /// [`Shared::derive`] behind the defence (spec §14): a cache hit goes
@@ -430,25 +443,14 @@ impl Shared {
         let Some(defence) = &self.defence else {
             return self.derive(sk, peer, held);
         };
-        if let Some(hit) = self.cached(sk, peer) {
-            *held = hit.ticket;
-            return Ok(hit.key);
+        if let Some(k) = self.cached(sk, peer, held) {
+            return Ok(k);
         }
         // The admission echo is looked for only when the defence judges.
         let echo = httpcrypt_proto::admission::find_echo(cookies.iter().copied());
         match defence.judge(addr, n0, echo) {
-            Verdict::Admit => {
-                // The cache was asked just above: go straight to the X25519.
-                let k = sk.secret.session_key(peer)?;
-                if let Some(cache) = &self.cache {
-                    cache.lock().unwrap_or_else(|p| p.into_inner()).insert(
-                        &sk.kid,
-                        peer,
-                        k.clone(),
-                    );
-                }
-                Ok(k)
-            }
+            // The cache was asked just above: go straight to the X25519.
+            Verdict::Admit => self.agree(sk, peer),
             v => {
                 *refused = Some(v);
                 Err(match v {

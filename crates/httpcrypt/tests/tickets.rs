@@ -7,18 +7,18 @@
 //! key, not one per connection.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use httpcrypt::keystore::{unix_now, Epoch};
+use httpcrypt::keystore::unix_now;
 use httpcrypt::ServerConfig;
 use httpcrypt_proto::client::{ClientCredential, PreparedRequest};
 use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
 use httpcrypt_proto::outer::{Form, Mount};
-use httpcrypt_proto::ticket::{Ticket, TicketKey, TICKET_FIELD};
-use httpcrypt_proto::{replay, KexSecret, KeyCert, KeyId, Limits, SessionKey};
+use httpcrypt_proto::ticket::{Ticket, TICKET_FIELD};
+use httpcrypt_proto::{replay, KexSecret, KeyId, Limits, SessionKey};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 mod common;
-use common::{serve_one_key, OneKey as Server};
+use common::{epoch, serve_one_key, OneKey as Server};
 
 async fn server() -> Server {
     assert!(ServerConfig::default().tickets, "tickets are on by default");
@@ -86,6 +86,16 @@ async fn fetch(
     assert_eq!(inner_head.status, 200);
     assert!(String::from_utf8_lossy(&inner_body).contains("[package]"));
     (inner_head, prepared.session_key().clone())
+}
+
+/// [`fetch`] on a connection of its own.
+async fn fetch_on_new(
+    srv: &Server,
+    credential: ClientCredential<'_>,
+    n0: u8,
+) -> (ResponseHead, SessionKey) {
+    let mut tcp = TcpStream::connect(srv.addr).await.unwrap();
+    fetch(&mut tcp, srv, credential, n0).await
 }
 
 fn ticket_of(head: &ResponseHead) -> Option<Ticket> {
@@ -180,27 +190,14 @@ async fn a_remembered_ticket_is_still_checked() {
 async fn a_reused_key_gets_one_ticket_per_ticket_key() {
     let srv = server().await;
     let alice = KexSecret::from_bytes([6; 32]);
-    let fresh_conn = || async { TcpStream::connect(srv.addr).await.unwrap() };
 
     // The session's first answer carries a ticket (the X25519 fills the cache).
-    let (h, key) = fetch(
-        &mut fresh_conn().await,
-        &srv,
-        ClientCredential::Key(&alice),
-        1,
-    )
-    .await;
+    let (h, key) = fetch_on_new(&srv, ClientCredential::Key(&alice), 1).await;
     let t1 = ticket_of(&h).expect("a new session gets a ticket");
     // The same key pair on later connections (session-cache hits): the
     // ticket it got is still good, so no new one.
     for n0 in 2..4 {
-        let (h, k) = fetch(
-            &mut fresh_conn().await,
-            &srv,
-            ClientCredential::Key(&alice),
-            n0,
-        )
-        .await;
+        let (h, k) = fetch_on_new(&srv, ClientCredential::Key(&alice), n0).await;
         assert_eq!(k, key);
         assert!(
             ticket_of(&h).is_none(),
@@ -209,64 +206,22 @@ async fn a_reused_key_gets_one_ticket_per_ticket_key() {
     }
     // The ticket itself, on a new connection, still gets a new one (unlinkable
     // connections for the client that uses its tickets).
-    let (h, _) = fetch(
-        &mut fresh_conn().await,
-        &srv,
-        ClientCredential::Ticket(&t1, &key),
-        4,
-    )
-    .await;
+    let (h, _) = fetch_on_new(&srv, ClientCredential::Ticket(&t1, &key), 4).await;
     let t2 = ticket_of(&h).expect("a ticket on a new connection gets a new one");
     assert_ne!(t2, t1);
-    let (h, _) = fetch(
-        &mut fresh_conn().await,
-        &srv,
-        ClientCredential::Key(&alice),
-        5,
-    )
-    .await;
+    let (h, _) = fetch_on_new(&srv, ClientCredential::Key(&alice), 5).await;
     assert!(ticket_of(&h).is_none());
 
     // A new epoch brings a new ticket key: the reused key gets one ticket
     // under it, on its next connection, and then none again.
-    let now = unix_now();
-    let secret = KexSecret::from_bytes([40; 32]);
-    let cert = KeyCert::sign(
-        &srv.identity,
-        2,
-        (now - 10) as u32,
-        (now + 3600) as u32,
-        *secret.public(),
-    );
-    srv.live.add(Epoch {
-        secret,
-        cert,
-        ticket: TicketKey::new(KeyId([9; 10]), [10; 32]),
-    });
-    let (h, _) = fetch(
-        &mut fresh_conn().await,
-        &srv,
-        ClientCredential::Key(&alice),
-        6,
-    )
-    .await;
+    srv.live
+        .add(epoch(&srv.identity, 2, 40, 3600, KeyId([9; 10])));
+    let (h, _) = fetch_on_new(&srv, ClientCredential::Key(&alice), 6).await;
     let t3 = ticket_of(&h).expect("a new ticket key: a new ticket");
     assert_eq!(&t3.0[..10], &[9; 10], "sealed under the new ticket key");
-    let (h, _) = fetch(
-        &mut fresh_conn().await,
-        &srv,
-        ClientCredential::Key(&alice),
-        7,
-    )
-    .await;
+    let (h, _) = fetch_on_new(&srv, ClientCredential::Key(&alice), 7).await;
     assert!(ticket_of(&h).is_none());
     // And that ticket works.
-    let (_, k) = fetch(
-        &mut fresh_conn().await,
-        &srv,
-        ClientCredential::Ticket(&t3, &key),
-        8,
-    )
-    .await;
+    let (_, k) = fetch_on_new(&srv, ClientCredential::Ticket(&t3, &key), 8).await;
     assert_eq!(k, key);
 }

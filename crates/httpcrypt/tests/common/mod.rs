@@ -23,21 +23,16 @@ pub struct OneKey {
 /// `seed` tells the identity and key of one test from another's.
 pub async fn serve_one_key(seed: u8, valid_for: u64) -> OneKey {
     let identity = IdentityKey::from_seed([seed; 32]);
-    let secret = KexSecret::from_bytes([seed.wrapping_add(1); 32]);
-    let now = unix_now();
-    let cert = KeyCert::sign(
+    let first = epoch(
         &identity,
         1,
-        (now - 10) as u32,
-        (now + valid_for) as u32,
-        *secret.public(),
+        seed.wrapping_add(1),
+        valid_for,
+        KeyId([1; 10]),
     );
+    let cert = first.cert.clone();
     let live = LiveKeys::new();
-    live.add(Epoch {
-        secret,
-        cert: cert.clone(),
-        ticket: TicketKey::new(KeyId([1; 10]), [2; 32]),
-    });
+    live.add(first);
     let layer = HttpCryptLayer::new(live.clone(), ServerConfig::default());
     let svc = tower::Layer::layer(
         &layer,
@@ -56,5 +51,31 @@ pub async fn serve_one_key(seed: u8, valid_for: u64) -> OneKey {
         identity,
         cert,
         live,
+    }
+}
+
+/// An epoch under `identity`: key certificate `serial` for the kex key
+/// `[key_seed; 32]`, valid from 10 s ago for `valid_for` seconds, with the
+/// ticket key `tid`.
+pub fn epoch(
+    identity: &IdentityKey,
+    serial: u32,
+    key_seed: u8,
+    valid_for: u64,
+    tid: KeyId,
+) -> Epoch {
+    let secret = KexSecret::from_bytes([key_seed; 32]);
+    let now = unix_now();
+    let cert = KeyCert::sign(
+        identity,
+        serial,
+        (now - 10) as u32,
+        (now + valid_for) as u32,
+        *secret.public(),
+    );
+    Epoch {
+        secret,
+        cert,
+        ticket: TicketKey::new(tid, [2; 32]),
     }
 }
