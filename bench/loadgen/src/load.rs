@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-use crate::hc::HcClient;
+use crate::hc::{HcClient, Pending};
 use crate::http1::{self, Buffers, CountSink, Reply};
 use crate::io::{Counters, Counting};
 
@@ -302,6 +302,25 @@ fn plain_request(s: &Settings, close: bool, out: &mut Vec<u8>) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// A request written out and ready to send, and what reads its answer.
+enum Prepared {
+    Plain,
+    Hc(Pending),
+}
+
+/// Writes the protocol's request into `req`: for HTTPCrypt, sealed (with
+/// the X25519 of a fresh key), the way `httpcrypt::Client` seals it before
+/// its connection is open.
+fn prepare(proto: &Proto, s: &Settings, close: bool, req: &mut Vec<u8>) -> Result<Prepared> {
+    Ok(match proto {
+        Proto::Plain | Proto::Tls(_) => {
+            plain_request(s, close, req);
+            Prepared::Plain
+        }
+        Proto::Hc(c) => Prepared::Hc(c.request(&s.path, close, req)?),
+    })
+}
+
 /// One request/response on `io`, with the protocol's request and sink.
 async fn request_on<S>(
     io: &mut S,
@@ -314,13 +333,24 @@ async fn request_on<S>(
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    let reply = match proto {
-        Proto::Plain | Proto::Tls(_) => {
-            plain_request(s, close, req);
-            http1::exchange(io, req, bufs, &mut CountSink::default()).await?
-        }
-        Proto::Hc(c) => {
-            let pending = c.request(&s.path, close, req)?;
+    let prepared = prepare(proto, s, close, req)?;
+    send_on(io, proto, s, prepared, bufs, req).await
+}
+
+/// Sends a prepared request on `io` and reads its answer.
+async fn send_on<S>(
+    io: &mut S,
+    proto: &Proto,
+    s: &Settings,
+    prepared: Prepared,
+    bufs: &mut Buffers,
+    req: &[u8],
+) -> Result<(Reply, u64)>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let reply = match (proto, prepared) {
+        (Proto::Hc(c), Prepared::Hc(pending)) => {
             let mut sink = c.sink(pending);
             let r = http1::exchange(io, req, bufs, &mut sink).await?;
             if sink.inner_status() != Some(200) {
@@ -328,6 +358,8 @@ where
             }
             r
         }
+        (Proto::Hc(_), Prepared::Plain) => bail!("an HTTPCrypt request was not sealed"),
+        _ => http1::exchange(io, req, bufs, &mut CountSink::default()).await?,
     };
     let payload = reply.payload;
     if reply.status != 200 {
@@ -361,6 +393,11 @@ async fn one_new_conn(
     req: &mut Vec<u8>,
     st: &mut Stats,
 ) -> Result<Outcome> {
+    // The request is ready before the connection opens, as with a real
+    // client: an HTTPCrypt client needs nothing from the server to seal it,
+    // and a server that finds the request waiting when it accepts does not
+    // go back to epoll for it.
+    let prepared = prepare(proto, s, true, req)?;
     let mut io = connect(s.addr).await?;
     match proto {
         Proto::Tls(connector) => {
@@ -368,13 +405,13 @@ async fn one_new_conn(
                 .connect(crate::tls::server_name(), io)
                 .await
                 .context("TLS handshake")?;
-            let (reply, payload) = request_on(&mut tls, proto, s, true, bufs, req).await?;
+            let (reply, payload) = send_on(&mut tls, proto, s, prepared, bufs, req).await?;
             http1::drain_to_close(&mut tls, bufs).await;
             note_tls(st, tls.get_ref().1);
             Ok((reply, tls.get_ref().0.counters(), payload))
         }
         _ => {
-            let (reply, payload) = request_on(&mut io, proto, s, true, bufs, req).await?;
+            let (reply, payload) = send_on(&mut io, proto, s, prepared, bufs, req).await?;
             http1::drain_to_close(&mut io, bufs).await;
             Ok((reply, io.counters(), payload))
         }

@@ -21,6 +21,7 @@ mod hc;
 mod http1;
 mod io;
 mod load;
+mod requests;
 mod server;
 mod tls;
 
@@ -43,6 +44,9 @@ enum Cmd {
     /// What the protocol alone costs per request on this core (X25519, the
     /// exchange's cryptography, the sans-IO core), as JSON.
     Floor(floor::FloorArgs),
+    /// Seal requests ahead of time and write them as raw HTTP/1.1, for
+    /// another load generator to send (`bench/crosscheck`); prints JSON.
+    Requests(requests::RequestsArgs),
     /// Delay NFQUEUE'd packets by a fixed time (round-trip experiment).
     Delay {
         /// Queue number of the iptables NFQUEUE rule.
@@ -74,6 +78,16 @@ enum KeyArg {
     Fresh,
     Reuse,
     Ticket,
+}
+
+impl KeyArg {
+    fn mode(self) -> hc::KeyMode {
+        match self {
+            KeyArg::Fresh => hc::KeyMode::Fresh,
+            KeyArg::Reuse => hc::KeyMode::Reuse,
+            KeyArg::Ticket => hc::KeyMode::Ticket,
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -129,6 +143,7 @@ fn main() {
         Cmd::Run(a) => run(a),
         Cmd::ServeTls(a) => server::run(a),
         Cmd::Floor(a) => floor::run(a),
+        Cmd::Requests(a) => requests::run(a),
         Cmd::Delay { queue, ms } => delay::run(queue, Duration::from_secs_f64(ms / 1e3)),
     };
     if let Err(e) = r {
@@ -162,12 +177,12 @@ async fn run_async(a: &RunArgs) -> Result<serde_json::Value> {
         )?)),
         ProtoArg::Hc => {
             let certs = fetch_certs(a.addr, &host, &a.mount).await?;
-            let mode = match a.keys {
-                KeyArg::Fresh => hc::KeyMode::Fresh,
-                KeyArg::Reuse => hc::KeyMode::Reuse,
-                KeyArg::Ticket => hc::KeyMode::Ticket,
-            };
-            load::Proto::Hc(Arc::new(hc::HcClient::new(&certs, &a.mount, &host, mode)?))
+            load::Proto::Hc(Arc::new(hc::HcClient::new(
+                &certs,
+                &a.mount,
+                &host,
+                a.keys.mode(),
+            )?))
         }
     };
     let settings = load::Settings {
