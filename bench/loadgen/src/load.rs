@@ -40,6 +40,9 @@ pub struct Settings {
     pub duration: Duration,
     pub count: Option<u64>,
     pub cpu_pids: Vec<u32>,
+    /// Requests per second, all connections together; `None`: each
+    /// connection sends its next request as soon as the last is answered.
+    pub rate: Option<f64>,
 }
 
 const WARMUP: u8 = 0;
@@ -47,6 +50,10 @@ const MEASURE: u8 = 1;
 const DONE: u8 = 2;
 
 struct Shared {
+    /// Open loop (`Settings::rate`): when the schedule started and the
+    /// number of the next request in it.
+    pace: Option<(Instant, f64)>,
+    slots: AtomicU64,
     phase: AtomicU8,
     counted: AtomicU64,
     stop: AtomicBool,
@@ -148,6 +155,8 @@ const TICK_US: f64 = 10_000.0;
 /// Runs the load and returns the result document.
 pub async fn run(proto: Proto, s: Settings) -> Result<Value> {
     let shared = Arc::new(Shared {
+        pace: s.rate.map(|r| (Instant::now(), r)),
+        slots: AtomicU64::new(0),
         phase: AtomicU8::new(if s.count.is_some() { MEASURE } else { WARMUP }),
         counted: AtomicU64::new(0),
         stop: AtomicBool::new(false),
@@ -250,6 +259,16 @@ async fn task(proto: Proto, s: Settings, shared: Arc<Shared>) -> Stats {
     let mut req = Vec::with_capacity(2048);
     let mut conn: Option<Conn> = None;
     while !shared.stop.load(Ordering::Relaxed) {
+        if let Some((start, rate)) = shared.pace {
+            // Request k of the schedule starts at start + k / rate, on
+            // whichever connection is free then; a late one starts at once.
+            let k = shared.slots.fetch_add(1, Ordering::Relaxed);
+            let at = start + Duration::from_secs_f64(k as f64 / rate);
+            tokio::time::sleep_until(at.into()).await;
+            if shared.stop.load(Ordering::Relaxed) {
+                break;
+            }
+        }
         let t0 = Instant::now();
         let r = if s.new_conn {
             one_new_conn(&proto, &s, &mut bufs, &mut req, &mut st).await

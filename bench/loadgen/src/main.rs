@@ -120,6 +120,11 @@ struct RunArgs {
     /// Stop after this many requests instead (no warm-up).
     #[arg(long)]
     count: Option<u64>,
+    /// Start requests at this rate (per second, all connections together,
+    /// at most --conns in flight) instead of each connection's next request
+    /// as soon as its last is answered: every configuration at one load.
+    #[arg(long, value_parser = positive)]
+    rate: Option<f64>,
     /// TLS: resume sessions (tickets or IDs, whatever the server offers).
     #[arg(long)]
     tls_resume: bool,
@@ -196,6 +201,7 @@ async fn run_async(a: &RunArgs) -> Result<serde_json::Value> {
         duration: Duration::from_secs_f64(a.duration),
         count: a.count,
         cpu_pids: a.cpu_pids.clone(),
+        rate: a.rate,
     };
     let mut out = load::run(proto, settings).await?;
     if let Some(o) = out.as_object_mut() {
@@ -210,9 +216,17 @@ async fn run_async(a: &RunArgs) -> Result<serde_json::Value> {
             .into(),
         );
         o.insert("conns".into(), a.conns.into());
+        o.insert("offered_rate".into(), a.rate.into());
         o.insert("path".into(), a.path.clone().into());
     }
     Ok(out)
+}
+
+fn positive(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!("{s}: not a positive number")),
+    }
 }
 
 /// `OPTIONS {mount}/` over plain HTTP: the server's certificate list (what

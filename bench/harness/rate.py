@@ -1,0 +1,226 @@
+"""Server CPU per request with every configuration held at the same offered
+request rate (bench/rate).
+
+`bench/run` drives each configuration as hard as its generator can, so a
+cell's load is whatever its protocol lets the generator reach, and a
+server's CPU time per request moves with its load (a busier server finds
+more ready connections per wake-up). Here the generator starts new
+connections at a fixed rate (`loadgen run --rate`) that every configuration
+in the group can sustain, so the ratios compare the servers at one load.
+Servers, files, pinning (server on CPU 0, generator on CPU 1) and the
+generator's client code are those of `bench/run`; a run whose achieved rate
+falls more than 3 % short of the offered one is reported as not held and
+left out of the ratios.
+
+Called by bench/rate."""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import servers  # noqa: E402
+from configs import CONFIGS  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.dirname(HERE)
+
+# Offered rates (new connections per second, 100 B) and the configurations
+# run at each: the slowest one bounds the rate of its group.
+GROUPS = [
+    (2000, ["nginx-plain", "hc-plain", "hc-cached", "hc-fresh", "nginx-tls12", "rustls-tls13"]),
+    (8000, ["nginx-plain", "hc-plain", "hc-cached", "hc-fresh"]),
+]
+
+# (a, b): the ratio a / b of server CPU per request, at every rate where
+# both ran; named like the keys of bench/results/summary.json.
+RATIOS = {
+    "newconn_100b_cpu_httpcrypt_fresh_over_plain": ("hc-fresh", "hc-plain"),
+    "newconn_100b_cpu_httpcrypt_cached_over_plain": ("hc-cached", "hc-plain"),
+    "newconn_100b_cpu_httpcrypt_plain_over_nginx_plain": ("hc-plain", "nginx-plain"),
+    "newconn_100b_cpu_nginx_tls12_over_httpcrypt": ("nginx-tls12", "hc-fresh"),
+    "newconn_100b_cpu_rustls_tls13_over_httpcrypt": ("rustls-tls13", "hc-fresh"),
+}
+
+
+class Plan:
+    def __init__(self, mode):
+        self.mode = mode
+        if mode == "full":
+            self.groups, self.reps, self.duration, self.warmup = GROUPS, 3, 3.0, 0.5
+        else:  # smoke: the paced generator against every server, briefly
+            self.groups = [(200, GROUPS[0][1])]
+            self.reps, self.duration, self.warmup = 1, 0.5, 0.1
+        self.conns = 50
+
+
+class Rate:
+    def __init__(self, args):
+        self.plan = Plan(args.mode)
+        self.bin = args.bin_dir
+        self.loadgen = os.path.join(self.bin, "loadgen")
+        self.httpcrypt = os.path.join(self.bin, "httpcrypt")
+        self.work = tempfile.mkdtemp(prefix="httpcrypt-rate-")
+        self.servers = []
+        self.runs = []
+
+    def say(self, msg):
+        print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+    def start(self, s):
+        self.servers.append(s)
+        s.wait()
+        return s
+
+    def one(self, srv, name, rate, rep):
+        server_key, addr_key, extra = CONFIGS[name]
+        server = srv[server_key]
+        argv = servers.pin("1") + [
+            self.loadgen, "run", "--addr", f"127.0.0.1:{server.addr[addr_key]}",
+            "--path", "/100b", "--expect-len", "100", "--mode", "newconn",
+            "--conns", str(self.plan.conns), "--rate", str(rate),
+            "--duration", str(self.plan.duration), "--warmup", str(self.plan.warmup),
+        ] + list(extra)
+        for pid in server.pids():
+            argv += ["--cpu-pid", str(pid)]
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            raise RuntimeError(f"loadgen failed ({' '.join(argv)}):\n{r.stderr}")
+        out = json.loads(r.stdout)
+        held = out["rps"] >= 0.97 * rate and out["errors"] == 0
+        row = {"config": name, "rate": rate, "rep": rep, "held": held,
+               "server_cpu_us_per_req": out["server_cpu_us_per_req"], "rps": out["rps"],
+               "server_cpu_util": out["server_cpu_util"], "errors": out["errors"],
+               "first_error": out["first_error"], "requests": out["requests"],
+               "client_cpu_us_per_req": out["client_cpu_us_per_req"]}
+        self.runs.append(row)
+        self.say(f"{name:13s} {rate:6d}/s rep {rep}: {row['server_cpu_us_per_req']:7.2f} µs/req, "
+                 f"achieved {row['rps']:8.0f}/s, server CPU {row['server_cpu_util'] * 100:3.0f} %"
+                 + ("" if held else "  (rate not held)"))
+
+    def run(self):
+        self.started = datetime.datetime.now(datetime.timezone.utc)
+        fx = servers.make_fixtures(self.work, self.httpcrypt)
+        srv = {
+            "nginx": self.start(servers.start_nginx(self.work, fx, 1, "0", "r")),
+            "rustls": self.start(servers.start_rustls(self.work, fx, self.loadgen, 1, "0", "r")),
+            "hc": self.start(servers.start_httpcrypt(self.work, fx, self.httpcrypt, 1, "0", "r",
+                                                     tickets=False)),
+        }
+        try:
+            for rate, names in self.plan.groups:
+                for rep in range(1, self.plan.reps + 1):
+                    k = (rep - 1) % len(names)
+                    for name in names[k:] + names[:k]:
+                        self.one(srv, name, rate, rep)
+        finally:
+            for s in reversed(self.servers):
+                s.stop()
+        return self.result()
+
+    def result(self):
+        held = [r for r in self.runs if r["held"]]
+        agg = {}
+        for r in held:
+            agg.setdefault(f"{r['config']}|{r['rate']}", []).append(r)
+        aggregate = {k: {"cpu_us": statistics.median(x["server_cpu_us_per_req"] for x in rows),
+                         "util": statistics.median(x["server_cpu_util"] for x in rows),
+                         "n": len(rows)} for k, rows in agg.items()}
+        ratios = {}
+        for key, (a, b) in RATIOS.items():
+            for rate, names in self.plan.groups:
+                if a not in names or b not in names:
+                    continue
+                pick = lambda n: {r["rep"]: r for r in held if r["config"] == n and r["rate"] == rate}
+                ra, rb = pick(a), pick(b)
+                vals = [ra[k]["server_cpu_us_per_req"] / rb[k]["server_cpu_us_per_req"]
+                        for k in sorted(ra) if k in rb and rb[k]["server_cpu_us_per_req"] > 0]
+                if vals:
+                    ratios[f"{key}@{rate}"] = {"value": statistics.median(vals), "min": min(vals),
+                                               "max": max(vals), "n": len(vals)}
+        return {"started": self.started.isoformat(timespec="seconds"), "mode": self.plan.mode,
+                "host": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release(),
+                "conns": self.plan.conns, "runs": self.runs, "aggregate": aggregate,
+                "ratios": ratios, "not_held": [(r["config"], r["rate"], r["rep"], r["rps"])
+                                               for r in self.runs if not r["held"]]}
+
+
+def tables(res, summary):
+    out = ["| key | offered rate | ratio (median, range) | `bench/run` (as hard as it goes) |",
+           "|---|---:|---|---:|"]
+    for k, v in res["ratios"].items():
+        key, rate = k.split("@")
+        sv = (summary or {}).get(key, {}).get("value")
+        out.append(f"| `{key}` | {rate}/s | {v['value']:.2f} ({v['min']:.2f}–{v['max']:.2f}, n={v['n']}) | "
+                   + (f"{sv:.2f}" if isinstance(sv, (int, float)) else "–") + " |")
+    out += ["", "| configuration | offered rate | server CPU µs/request | server CPU use | runs |",
+            "|---|---:|---:|---:|---:|"]
+    for k, a in sorted(res["aggregate"].items(), key=lambda kv: (int(kv[0].split("|")[1]), kv[0])):
+        name, rate = k.split("|")
+        out.append(f"| {name} | {rate}/s | {a['cpu_us']:.2f} | {a['util'] * 100:.0f} % | {a['n']} |")
+    return "\n".join(out)
+
+
+def report(res, summary, when):
+    return f"""# Server CPU at one offered rate
+
+Written by `bash bench/rate` on {res['started']} ({res['cpus']} CPUs, kernel {res['kernel']}).
+
+`bench/run` drives every configuration as hard as its generator can, so
+each cell runs at whatever load its protocol lets the generator reach, and
+a server's CPU time per request moves with its load: a busier server finds
+more ready connections per wake-up and shares the cost of waiting. Here the
+generator (`loadgen run --rate`, the client code of `bench/run`) starts new
+connections at a fixed rate that every configuration of a group sustains,
+{res['conns']} at most in flight, so each ratio compares the servers at one
+load: new connection per request, 100 B file, server on CPU 0, generator on
+CPU 1, configurations interleaved in an order rotated each repetition; a
+ratio is the median over repetitions of the ratio within one repetition. A
+run whose achieved rate falls more than 3 % short is left out (not held:
+{len(res['not_held'])}). The last column is the key of the same name in
+`bench/results/summary.json` (`bench/run` of {when or '–'}), for comparison.
+
+{tables(res, summary)}
+"""
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", choices=["full", "smoke"], default="full")
+    ap.add_argument("--bin-dir", required=True)
+    args = ap.parse_args()
+    r = Rate(args)
+    res = r.run()
+    summary, when = None, None
+    path = os.path.join(BENCH, "results", "summary.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            s = json.load(f)
+        summary, when = s.get("ratios", {}), s.get("date")
+    print()
+    print(tables(res, summary))
+    if args.mode == "smoke":
+        bad = [x for x in res["runs"] if x["errors"] or x["requests"] == 0]
+        if bad:
+            print(f"rate smoke: failed runs {bad}", file=sys.stderr)
+            sys.exit(1)
+        return
+    stamp = r.started.strftime("%Y-%m-%dT%H%M%SZ")
+    out = os.path.join(BENCH, "results", f"{stamp}-rate.json")
+    with open(out, "w") as f:
+        json.dump(res, f, indent=1)
+    with open(os.path.join(BENCH, "RATE.md"), "w") as f:
+        f.write(report(res, summary, when))
+    print(f"\nwrote {os.path.relpath(out, BENCH)} and RATE.md")
+
+
+if __name__ == "__main__":
+    main()
