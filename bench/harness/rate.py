@@ -1,12 +1,12 @@
 """Server CPU per request with every configuration held at the same offered
-request rate (bench/rate).
+request rate (bench/rate), on new connections and on kept-alive ones.
 
 `bench/run` drives each configuration as hard as its generator can, so a
 cell's load is whatever its protocol lets the generator reach, and a
 server's CPU time per request moves with its load (a busier server finds
-more ready connections per wake-up). Here the generator starts new
-connections at a fixed rate (`loadgen run --rate`) that every configuration
-in the group can sustain, so the ratios compare the servers at one load.
+more ready connections per wake-up). Here the generator starts requests at
+a fixed rate (`loadgen run --rate`) that every configuration in the group
+can sustain, so the ratios compare the servers at one load.
 Servers, files, pinning (server on CPU 0, generator on CPU 1) and the
 generator's client code are those of `bench/run`; a run whose achieved rate
 falls more than 3 % short of the offered one is reported as not held and
@@ -33,21 +33,34 @@ from configs import CONFIGS  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.dirname(HERE)
 
-# Offered rates (new connections per second, 100 B) and the configurations
-# run at each: the slowest one bounds the rate of its group.
+# (mode, file, offered rate in requests per second, configurations run at
+# it): the slowest configuration bounds the rate of its group.
 GROUPS = [
-    (2000, ["nginx-plain", "hc-plain", "hc-cached", "hc-fresh", "nginx-tls12", "rustls-tls13"]),
-    (8000, ["nginx-plain", "hc-plain", "hc-cached", "hc-fresh"]),
+    ("newconn", "100b", 2000,
+     ["nginx-plain", "hc-plain", "hc-cached", "hc-fresh", "nginx-tls12", "rustls-tls13"]),
+    ("newconn", "100b", 8000, ["nginx-plain", "hc-plain", "hc-cached", "hc-fresh"]),
+    ("keepalive", "100b", 20000, ["nginx-plain", "hc-plain", "hc-cached", "hc-ticket"]),
+    ("keepalive", "100b", 40000, ["nginx-plain", "hc-plain", "hc-cached", "hc-ticket"]),
+    ("keepalive", "1k", 20000, ["hc-plain", "hc-ticket"]),
 ]
 
-# (a, b): the ratio a / b of server CPU per request, at every rate where
-# both ran; named like the keys of bench/results/summary.json.
+# key -> (a, b, mode, file): the ratio a / b of server CPU per request in
+# every group of that mode and file where both ran; named like the keys of
+# bench/results/summary.json.
 RATIOS = {
-    "newconn_100b_cpu_httpcrypt_fresh_over_plain": ("hc-fresh", "hc-plain"),
-    "newconn_100b_cpu_httpcrypt_cached_over_plain": ("hc-cached", "hc-plain"),
-    "newconn_100b_cpu_httpcrypt_plain_over_nginx_plain": ("hc-plain", "nginx-plain"),
-    "newconn_100b_cpu_nginx_tls12_over_httpcrypt": ("nginx-tls12", "hc-fresh"),
-    "newconn_100b_cpu_rustls_tls13_over_httpcrypt": ("rustls-tls13", "hc-fresh"),
+    "newconn_100b_cpu_httpcrypt_fresh_over_plain": ("hc-fresh", "hc-plain", "newconn", "100b"),
+    "newconn_100b_cpu_httpcrypt_cached_over_plain": ("hc-cached", "hc-plain", "newconn", "100b"),
+    "newconn_100b_cpu_httpcrypt_plain_over_nginx_plain": ("hc-plain", "nginx-plain", "newconn",
+                                                          "100b"),
+    "newconn_100b_cpu_nginx_tls12_over_httpcrypt": ("nginx-tls12", "hc-fresh", "newconn", "100b"),
+    "newconn_100b_cpu_rustls_tls13_over_httpcrypt": ("rustls-tls13", "hc-fresh", "newconn",
+                                                     "100b"),
+    "keepalive_100b_cpu_httpcrypt_over_plain": ("hc-ticket", "hc-plain", "keepalive", "100b"),
+    "keepalive_1k_cpu_httpcrypt_over_plain": ("hc-ticket", "hc-plain", "keepalive", "1k"),
+    "keepalive_100b_cpu_httpcrypt_plain_over_nginx_plain": ("hc-plain", "nginx-plain",
+                                                            "keepalive", "100b"),
+    "keepalive_100b_cpu_httpcrypt_cached_over_plain": ("hc-cached", "hc-plain", "keepalive",
+                                                       "100b"),
 }
 
 
@@ -57,7 +70,8 @@ class Plan:
         if mode == "full":
             self.groups, self.reps, self.duration, self.warmup = GROUPS, 3, 3.0, 0.5
         else:  # smoke: the paced generator against every server, briefly
-            self.groups = [(200, GROUPS[0][1])]
+            self.groups = [("newconn", "100b", 200, GROUPS[0][3]),
+                           ("keepalive", "100b", 1000, GROUPS[2][3])]
             self.reps, self.duration, self.warmup = 1, 0.5, 0.1
         self.conns = 50
 
@@ -80,12 +94,13 @@ class Rate:
         s.wait()
         return s
 
-    def one(self, srv, name, rate, rep):
+    def one(self, srv, name, group, rep):
+        mode, size, rate, _ = group
         server_key, addr_key, extra = CONFIGS[name]
         server = srv[server_key]
         argv = servers.pin("1") + [
             self.loadgen, "run", "--addr", f"127.0.0.1:{server.addr[addr_key]}",
-            "--path", "/100b", "--expect-len", "100", "--mode", "newconn",
+            "--path", f"/{size}", "--expect-len", str(dict(servers.SIZES)[size]), "--mode", mode,
             "--conns", str(self.plan.conns), "--rate", str(rate),
             "--duration", str(self.plan.duration), "--warmup", str(self.plan.warmup),
         ] + list(extra)
@@ -96,13 +111,13 @@ class Rate:
             raise RuntimeError(f"loadgen failed ({' '.join(argv)}):\n{r.stderr}")
         out = json.loads(r.stdout)
         held = out["rps"] >= 0.97 * rate and out["errors"] == 0
-        row = {"config": name, "rate": rate, "rep": rep, "held": held,
+        row = {"config": name, "cell": f"{mode}/{size}", "rate": rate, "rep": rep, "held": held,
                "server_cpu_us_per_req": out["server_cpu_us_per_req"], "rps": out["rps"],
                "server_cpu_util": out["server_cpu_util"], "errors": out["errors"],
                "first_error": out["first_error"], "requests": out["requests"],
                "client_cpu_us_per_req": out["client_cpu_us_per_req"]}
         self.runs.append(row)
-        self.say(f"{name:13s} {rate:6d}/s rep {rep}: {row['server_cpu_us_per_req']:7.2f} µs/req, "
+        self.say(f"{name:13s} {mode:9s} {size:4s} {rate:6d}/s rep {rep}: {row['server_cpu_us_per_req']:7.2f} µs/req, "
                  f"achieved {row['rps']:8.0f}/s, server CPU {row['server_cpu_util'] * 100:3.0f} %"
                  + ("" if held else "  (rate not held)"))
 
@@ -114,13 +129,16 @@ class Rate:
             "rustls": self.start(servers.start_rustls(self.work, fx, self.loadgen, 1, "0", "r")),
             "hc": self.start(servers.start_httpcrypt(self.work, fx, self.httpcrypt, 1, "0", "r",
                                                      tickets=False)),
+            "hct": self.start(servers.start_httpcrypt(self.work, fx, self.httpcrypt, 1, "0", "rt",
+                                                      tickets=True)),
         }
         try:
-            for rate, names in self.plan.groups:
+            for group in self.plan.groups:
+                names = group[3]
                 for rep in range(1, self.plan.reps + 1):
                     k = (rep - 1) % len(names)
                     for name in names[k:] + names[:k]:
-                        self.one(srv, name, rate, rep)
+                        self.one(srv, name, group, rep)
         finally:
             for s in reversed(self.servers):
                 s.stop()
@@ -130,16 +148,18 @@ class Rate:
         held = [r for r in self.runs if r["held"]]
         agg = {}
         for r in held:
-            agg.setdefault(f"{r['config']}|{r['rate']}", []).append(r)
+            agg.setdefault(f"{r['config']}|{r['cell']}|{r['rate']}", []).append(r)
         aggregate = {k: {"cpu_us": statistics.median(x["server_cpu_us_per_req"] for x in rows),
                          "util": statistics.median(x["server_cpu_util"] for x in rows),
                          "n": len(rows)} for k, rows in agg.items()}
         ratios = {}
-        for key, (a, b) in RATIOS.items():
-            for rate, names in self.plan.groups:
-                if a not in names or b not in names:
+        for key, (a, b, mode, size) in RATIOS.items():
+            for g_mode, g_size, rate, names in self.plan.groups:
+                if (g_mode, g_size) != (mode, size) or a not in names or b not in names:
                     continue
-                pick = lambda n: {r["rep"]: r for r in held if r["config"] == n and r["rate"] == rate}
+                cell = f"{mode}/{size}"
+                pick = lambda n: {r["rep"]: r for r in held
+                                  if r["config"] == n and r["rate"] == rate and r["cell"] == cell}
                 ra, rb = pick(a), pick(b)
                 vals = [ra[k]["server_cpu_us_per_req"] / rb[k]["server_cpu_us_per_req"]
                         for k in sorted(ra) if k in rb and rb[k]["server_cpu_us_per_req"] > 0]
@@ -161,11 +181,13 @@ def tables(res, summary):
         sv = (summary or {}).get(key, {}).get("value")
         out.append(f"| `{key}` | {rate}/s | {v['value']:.2f} ({v['min']:.2f}–{v['max']:.2f}, n={v['n']}) | "
                    + (f"{sv:.2f}" if isinstance(sv, (int, float)) else "–") + " |")
-    out += ["", "| configuration | offered rate | server CPU µs/request | server CPU use | runs |",
-            "|---|---:|---:|---:|---:|"]
-    for k, a in sorted(res["aggregate"].items(), key=lambda kv: (int(kv[0].split("|")[1]), kv[0])):
-        name, rate = k.split("|")
-        out.append(f"| {name} | {rate}/s | {a['cpu_us']:.2f} | {a['util'] * 100:.0f} % | {a['n']} |")
+    out += ["", "| configuration | cell | offered rate | server CPU µs/request | server CPU use | runs |",
+            "|---|---|---:|---:|---:|---:|"]
+    for k, a in sorted(res["aggregate"].items(),
+                       key=lambda kv: (kv[0].split("|")[1], int(kv[0].split("|")[2]), kv[0])):
+        name, cell, rate = k.split("|")
+        out.append(f"| {name} | {cell} | {rate}/s | {a['cpu_us']:.2f} | {a['util'] * 100:.0f} % "
+                   f"| {a['n']} |")
     return "\n".join(out)
 
 
@@ -178,11 +200,11 @@ Written by `bash bench/rate` on {res['started']} ({res['cpus']} CPUs, kernel {re
 each cell runs at whatever load its protocol lets the generator reach, and
 a server's CPU time per request moves with its load: a busier server finds
 more ready connections per wake-up and shares the cost of waiting. Here the
-generator (`loadgen run --rate`, the client code of `bench/run`) starts new
-connections at a fixed rate that every configuration of a group sustains,
-{res['conns']} at most in flight, so each ratio compares the servers at one
-load: new connection per request, 100 B file, server on CPU 0, generator on
-CPU 1, configurations interleaved in an order rotated each repetition; a
+generator (`loadgen run --rate`, the client code of `bench/run`) starts
+requests at a fixed rate that every configuration of a group sustains,
+{res['conns']} connections at most in flight, so each ratio compares the
+servers at one load: a new connection per request or kept-alive connections,
+server on CPU 0, generator on CPU 1, configurations interleaved in an order rotated each repetition; a
 ratio is the median over repetitions of the ratio within one repetition. A
 run whose achieved rate falls more than 3 % short is left out (not held:
 {len(res['not_held'])}). The last column is the key of the same name in
