@@ -28,28 +28,27 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import report  # noqa: E402
 import servers  # noqa: E402
+from configs import CONFIGS  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.dirname(HERE)
 LUA = os.path.join(BENCH, "crosscheck.lua")
 TICK_US = 1e6 / os.sysconf("SC_CLK_TCK")
 
-# name -> (server, scheme, loadgen `requests --keys`, or None for a plain GET)
-CONFIGS = {
-    "nginx-plain": ("nginx", "plain", None),
-    "nginx-tls12": ("nginx", "tls12", None),
-    "rustls-tls13": ("rustls", "tls13", None),
-    "hc-plain": ("hc", "http", None),
-    "hc-fresh": ("hc", "http", "fresh"),
-    "hc-cached": ("hc", "http", "reuse"),
-    "hc-ticket": ("hct", "http", "ticket"),
-}
+
+def config(name):
+    """A configuration of bench/run as (server, address key, the `--keys` of
+    `loadgen requests`, or None where wrk sends a plain GET)."""
+    server, scheme, args = CONFIGS[name]
+    keys = args[args.index("--keys") + 1] if "--keys" in args else None
+    return server, scheme, keys
+
 
 # (mode, size) -> configurations run in that cell
 CELLS = {
@@ -92,8 +91,8 @@ class Plan:
         self.conns = 50
 
     def requests(self, name, mode):
-        return self.count.get(name) if mode == "newconn" and name in self.count \
-            else self.count[mode]
+        """Requests per run: by configuration on new connections, else by mode."""
+        return self.count.get(name, self.count[mode]) if mode == "newconn" else self.count[mode]
 
 
 def cpu_ticks(pids):
@@ -108,41 +107,14 @@ def cpu_ticks(pids):
     return total
 
 
-class Crosscheck:
+class Crosscheck(servers.Harness):
     def __init__(self, args):
+        super().__init__(args.bin_dir, "httpcrypt-crosscheck-")
         self.plan = Plan(args.mode)
-        self.bin = args.bin_dir
-        self.loadgen = os.path.join(self.bin, "loadgen")
-        self.httpcrypt = os.path.join(self.bin, "httpcrypt")
-        self.work = tempfile.mkdtemp(prefix="httpcrypt-crosscheck-")
-        self.servers = []
         self.runs = []
 
-    def say(self, msg):
-        print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-    def start(self, s):
-        self.servers.append(s)
-        s.wait()
-        return s
-
-    def start_all(self):
-        fx = servers.make_fixtures(self.work, self.httpcrypt)
-        self.srv = {
-            "nginx": self.start(servers.start_nginx(self.work, fx, 1, "0", "x")),
-            "rustls": self.start(servers.start_rustls(self.work, fx, self.loadgen, 1, "0", "x")),
-            "hc": self.start(servers.start_httpcrypt(self.work, fx, self.httpcrypt, 1, "0", "x",
-                                                     tickets=False)),
-            "hct": self.start(servers.start_httpcrypt(self.work, fx, self.httpcrypt, 1, "0", "xt",
-                                                      tickets=True)),
-        }
-
-    def stop_all(self):
-        for s in reversed(self.servers):
-            s.stop()
-
     def write_requests(self, name, mode, size, n, path):
-        server, scheme, keys = CONFIGS[name]
+        server, scheme, keys = config(name)
         port = self.srv[server].addr[scheme]
         close = mode == "newconn"
         if keys is None:
@@ -160,7 +132,7 @@ class Crosscheck:
 
     def one(self, rep, name, cell):
         mode, size = cell
-        server, scheme, _ = CONFIGS[name]
+        server, scheme, _ = config(name)
         srv = self.srv[server]
         n = self.plan.requests(name, mode)
         path = os.path.join(self.work, "requests")
@@ -241,17 +213,15 @@ class Crosscheck:
 
     def run(self):
         self.started = datetime.datetime.now(datetime.timezone.utc)
-        self.start_all()
         try:
+            self.srv = self.start_baselines(servers.make_fixtures(self.work, self.httpcrypt), "x")
             for rep in range(1, self.plan.reps + 1):
                 for cell, names in CELLS.items():
-                    # Rotate the order each repetition so no configuration is
-                    # always first after a pause.
-                    k = (rep - 1) % len(names)
-                    for name in names[k:] + names[:k]:
+                    for name in servers.rotated(names, rep - 1):
                         self.one(rep, name, cell)
         finally:
             self.stop_all()
+            self.remove_work()
         return self.result()
 
     def result(self):
@@ -266,15 +236,11 @@ class Crosscheck:
                 "n": len(rows)}
             for k, rows in agg.items()}
         ratios = {}
-        for key, (a, b, cell) in KEYS.items():
-            c = f"{cell[0]}/{cell[1]}"
-            ra = {r["rep"]: r for r in self.runs if r["config"] == a and r["cell"] == c}
-            rb = {r["rep"]: r for r in self.runs if r["config"] == b and r["cell"] == c}
-            vals = [ra[k]["server_cpu_us_per_req"] / rb[k]["server_cpu_us_per_req"]
-                    for k in sorted(ra) if k in rb and rb[k]["server_cpu_us_per_req"] > 0]
-            if vals:
-                ratios[key] = {"value": statistics.median(vals), "min": min(vals),
-                               "max": max(vals), "n": len(vals)}
+        for key, (a, b, (mode, size)) in KEYS.items():
+            v = report.paired_ratio(self.runs, a, b, lambda r: r["server_cpu_us_per_req"],
+                                    lambda r: r["cell"] == f"{mode}/{size}")
+            if v:
+                ratios[key] = v
         return {
             "started": self.started.isoformat(timespec="seconds"),
             "mode": self.plan.mode, "host": platform.node(), "cpus": os.cpu_count(),
@@ -288,14 +254,16 @@ class Crosscheck:
 
 def wrk_version():
     out = subprocess.run(["wrk", "-v"], capture_output=True, text=True)
-    return (out.stdout or out.stderr).splitlines()[0].strip() if (out.stdout or out.stderr) else ""
+    first = (out.stdout or out.stderr or "\n").splitlines()[0]
+    # "wrk 4.1.0 [epoll] Copyright (C) 2012 Will Glozer": the version part.
+    return first.split(" Copyright")[0].strip()
 
 
 def table(res, summary):
     lines = ["| key | wrk (median, range) | bench/run (loadgen) |", "|---|---|---|"]
     for key in KEYS:
         v = res["ratios"].get(key)
-        s = (summary or {}).get(key, {})
+        s = summary.get(key, {})
         sv = s.get("value")
         lines.append(
             f"| `{key}` | "
@@ -315,7 +283,7 @@ def cpu_table(res):
     return "\n".join(lines)
 
 
-def report(res, summary, summary_when):
+def markdown(res, summary, summary_when):
     return f"""# Cross-check with wrk
 
 An independent re-measurement of the server-CPU ratios of `bench/run`: the
@@ -380,12 +348,7 @@ def main():
     args = ap.parse_args()
     cc = Crosscheck(args)
     res = cc.run()
-    summary_path = os.path.join(BENCH, "results", "summary.json")
-    summary, when = None, None
-    if os.path.exists(summary_path):
-        with open(summary_path) as f:
-            s = json.load(f)
-        summary, when = s.get("ratios", {}), s.get("date")
+    summary, when = report.published(BENCH)
     print()
     print(table(res, summary))
     print()
@@ -399,7 +362,7 @@ def main():
         with open(out, "w") as f:
             json.dump(res, f, indent=1)
         with open(os.path.join(BENCH, "CROSSCHECK.md"), "w") as f:
-            f.write(report(res, summary, when))
+            f.write(markdown(res, summary, when))
         print(f"\nwrote {os.path.relpath(out, BENCH)} and CROSSCHECK.md")
 
 

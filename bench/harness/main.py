@@ -8,11 +8,9 @@ import datetime
 import json
 import os
 import platform
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -48,29 +46,11 @@ def size_of(name):
     return dict(SIZES)[name]
 
 
-class Bench:
+class Bench(servers.Harness):
     def __init__(self, args):
+        super().__init__(args.bin_dir, "httpcrypt-bench-")
         self.args = args
-        self.bin = args.bin_dir
-        self.loadgen = os.path.join(self.bin, "loadgen")
-        self.httpcrypt = os.path.join(self.bin, "httpcrypt")
         self.plan = Plan(args.mode)
-        self.work = tempfile.mkdtemp(prefix="httpcrypt-bench-")
-        self.servers = []
-        self.log = []
-
-    def say(self, msg):
-        print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-    def start(self, s):
-        self.servers.append(s)
-        s.wait()
-        return s
-
-    def stop_all(self):
-        for s in reversed(self.servers):
-            s.stop()
-        self.servers = []
 
     def loadgen_run(self, server, addr_key, extra, cell, netns=None, cpus="1", more=()):
         mode, size = cell
@@ -97,8 +77,7 @@ class Bench:
         k = 0
         for cell in p.cells:
             for rep in range(p.reps):
-                order = p.configs[rep % len(p.configs):] + p.configs[:rep % len(p.configs)]
-                for name in order:
+                for name in servers.rotated(p.configs, rep):
                     server_key, addr_key, extra = CONFIGS[name]
                     r = self.loadgen_run(srv[server_key], addr_key, extra, cell, more=[
                         "--conns", str(p.conns), "--duration", str(p.duration),
@@ -294,7 +273,7 @@ def main():
         for k, v in sorted(result["aggregate"].items()):
             print(f"  {k:28} {v['rps']['median']:9.0f} req/s  {v['cpu_us']['median']:7.1f} us/req "
                   f"{v['bytes']['median']:8.0f} B/req  errors {v['errors']}")
-        shutil.rmtree(b.work, ignore_errors=True)
+        b.remove_work()
         if bad:
             print("smoke run FAILED:\n  " + "\n  ".join(bad))
             sys.exit(1)
@@ -302,7 +281,7 @@ def main():
         return
     import report
     paths = report.write(result, os.path.abspath(args.out))
-    shutil.rmtree(b.work, ignore_errors=True)
+    b.remove_work()
     b.say(f"done in {result['meta']['wall_s']} s: " + ", ".join(paths))
 
 

@@ -22,11 +22,10 @@ import platform
 import statistics
 import subprocess
 import sys
-import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import report  # noqa: E402
 import servers  # noqa: E402
 from configs import CONFIGS  # noqa: E402
 
@@ -76,23 +75,11 @@ class Plan:
         self.conns = 50
 
 
-class Rate:
+class Rate(servers.Harness):
     def __init__(self, args):
+        super().__init__(args.bin_dir, "httpcrypt-rate-")
         self.plan = Plan(args.mode)
-        self.bin = args.bin_dir
-        self.loadgen = os.path.join(self.bin, "loadgen")
-        self.httpcrypt = os.path.join(self.bin, "httpcrypt")
-        self.work = tempfile.mkdtemp(prefix="httpcrypt-rate-")
-        self.servers = []
         self.runs = []
-
-    def say(self, msg):
-        print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-    def start(self, s):
-        self.servers.append(s)
-        s.wait()
-        return s
 
     def one(self, srv, name, group, rep):
         mode, size, rate, _ = group
@@ -123,25 +110,15 @@ class Rate:
 
     def run(self):
         self.started = datetime.datetime.now(datetime.timezone.utc)
-        fx = servers.make_fixtures(self.work, self.httpcrypt)
-        srv = {
-            "nginx": self.start(servers.start_nginx(self.work, fx, 1, "0", "r")),
-            "rustls": self.start(servers.start_rustls(self.work, fx, self.loadgen, 1, "0", "r")),
-            "hc": self.start(servers.start_httpcrypt(self.work, fx, self.httpcrypt, 1, "0", "r",
-                                                     tickets=False)),
-            "hct": self.start(servers.start_httpcrypt(self.work, fx, self.httpcrypt, 1, "0", "rt",
-                                                      tickets=True)),
-        }
         try:
+            srv = self.start_baselines(servers.make_fixtures(self.work, self.httpcrypt), "r")
             for group in self.plan.groups:
-                names = group[3]
                 for rep in range(1, self.plan.reps + 1):
-                    k = (rep - 1) % len(names)
-                    for name in names[k:] + names[:k]:
+                    for name in servers.rotated(group[3], rep - 1):
                         self.one(srv, name, group, rep)
         finally:
-            for s in reversed(self.servers):
-                s.stop()
+            self.stop_all()
+            self.remove_work()
         return self.result()
 
     def result(self):
@@ -158,14 +135,10 @@ class Rate:
                 if (g_mode, g_size) != (mode, size) or a not in names or b not in names:
                     continue
                 cell = f"{mode}/{size}"
-                pick = lambda n: {r["rep"]: r for r in held
-                                  if r["config"] == n and r["rate"] == rate and r["cell"] == cell}
-                ra, rb = pick(a), pick(b)
-                vals = [ra[k]["server_cpu_us_per_req"] / rb[k]["server_cpu_us_per_req"]
-                        for k in sorted(ra) if k in rb and rb[k]["server_cpu_us_per_req"] > 0]
-                if vals:
-                    ratios[f"{key}@{rate}"] = {"value": statistics.median(vals), "min": min(vals),
-                                               "max": max(vals), "n": len(vals)}
+                v = report.paired_ratio(held, a, b, lambda r: r["server_cpu_us_per_req"],
+                                        lambda r: r["rate"] == rate and r["cell"] == cell)
+                if v:
+                    ratios[f"{key}@{rate}"] = v
         return {"started": self.started.isoformat(timespec="seconds"), "mode": self.plan.mode,
                 "host": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release(),
                 "conns": self.plan.conns, "runs": self.runs, "aggregate": aggregate,
@@ -178,7 +151,7 @@ def tables(res, summary):
            "|---|---:|---|---:|"]
     for k, v in res["ratios"].items():
         key, rate = k.split("@")
-        sv = (summary or {}).get(key, {}).get("value")
+        sv = summary.get(key, {}).get("value")
         out.append(f"| `{key}` | {rate}/s | {v['value']:.2f} ({v['min']:.2f}–{v['max']:.2f}, n={v['n']}) | "
                    + (f"{sv:.2f}" if isinstance(sv, (int, float)) else "–") + " |")
     out += ["", "| configuration | cell | offered rate | server CPU µs/request | server CPU use | runs |",
@@ -191,7 +164,7 @@ def tables(res, summary):
     return "\n".join(out)
 
 
-def report(res, summary, when):
+def markdown(res, summary, when):
     return f"""# Server CPU at one offered rate
 
 Written by `bash bench/rate` on {res['started']} ({res['cpus']} CPUs, kernel {res['kernel']}).
@@ -221,12 +194,7 @@ def main():
     args = ap.parse_args()
     r = Rate(args)
     res = r.run()
-    summary, when = None, None
-    path = os.path.join(BENCH, "results", "summary.json")
-    if os.path.exists(path):
-        with open(path) as f:
-            s = json.load(f)
-        summary, when = s.get("ratios", {}), s.get("date")
+    summary, when = report.published(BENCH)
     print()
     print(tables(res, summary))
     if args.mode == "smoke":
@@ -240,7 +208,7 @@ def main():
     with open(out, "w") as f:
         json.dump(res, f, indent=1)
     with open(os.path.join(BENCH, "RATE.md"), "w") as f:
-        f.write(report(res, summary, when))
+        f.write(markdown(res, summary, when))
     print(f"\nwrote {os.path.relpath(out, BENCH)} and RATE.md")
 
 

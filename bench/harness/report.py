@@ -16,17 +16,32 @@ PLAIN_OF = {
     "hc2-fresh": "hc-plain", "hc2-ticket": "hc-plain",
 }
 
-# name: (definition, target text, predicate or None, value function)
-def _paired(result, a, b, cell, field):
-    """Ratio a/b from runs of the same repetition (adjacent in time), with
-    the median and range over repetitions."""
-    runs = result.get("runs", [])
-    pick = lambda name: {r["rep"]: r for r in runs if r["config"] == name and r["cell"] == cell}
+def paired_ratio(runs, a, b, field, same=lambda r: True):
+    """Ratio a/b of `field` from runs of the same repetition (adjacent in
+    time), with the median and range over repetitions; `same` picks the
+    runs that belong together (a cell, a rate). None without a pair."""
+    pick = lambda name: {r["rep"]: r for r in runs if r["config"] == name and same(r)}
     ra, rb = pick(a), pick(b)
     vals = [field(ra[k]) / field(rb[k]) for k in sorted(ra) if k in rb and field(rb[k]) > 0]
     if not vals:
         return None
     return {"value": statistics.median(vals), "min": min(vals), "max": max(vals), "n": len(vals)}
+
+
+def published(bench_dir):
+    """The ratios of bench/results/summary.json and the date of the
+    `bench/run` they come from, or ({}, None) before the first run."""
+    try:
+        with open(os.path.join(bench_dir, "results", "summary.json")) as f:
+            s = json.load(f)
+    except (OSError, ValueError):
+        return {}, None
+    return s.get("ratios", {}), s.get("date")
+
+
+# name: (definition, target text, predicate or None, value function)
+def _paired(result, a, b, cell, field):
+    return paired_ratio(result.get("runs", []), a, b, field, lambda r: r["cell"] == cell)
 
 
 def _agg(result, name, cell, key):
@@ -426,9 +441,11 @@ METHOD = """## Method
   `Sealer`, `Opener`, inner decoder), as `httpcrypt::Client` builds them but without its hyper
   client, so the HTTP code is the same as for plain and TLS. Every response is checked: status 200
   (inner 200 for HTTPCrypt) and exactly the file's length after decryption.
-- **New connection per request**: connect, handshake, request with `Connection: close`, response,
-  then read to the server's close (so every byte the server sends is counted); latency runs from
-  before `connect` to the last body byte. **Keep-alive**: one connection per task, requests back
+- **New connection per request**: the request is written first (an HTTPCrypt one sealed, with the
+  client's X25519 for a fresh key, as `httpcrypt::Client` seals it before its connection opens),
+  then connect, handshake, request with `Connection: close`, response, then read to the server's
+  close (so every byte the server sends is counted); latency runs from before the request is
+  written to the last body byte. **Keep-alive**: one connection per task, requests back
   to back.
 - **Server CPU per request**: utime + stime of all server processes and threads
   (`/proc/PID/stat`, nginx master and workers included) over the measurement window, divided by

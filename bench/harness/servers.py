@@ -3,9 +3,11 @@ rustls baseline and `httpcrypt serve`, each started pinned with taskset and
 stopped by its own process id."""
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 
 SIZES = [("100b", 100), ("1k", 1024), ("10k", 10 * 1024), ("100k", 100 * 1024), ("1m", 1024 * 1024)]
@@ -223,3 +225,50 @@ def start_httpcrypt(work, fx, httpcrypt, workers, cpus, tag, tickets, netns=None
     s = Server(f"httpcrypt-{tag}", argv, [port], os.path.join(work, f"httpcrypt-{tag}.log"), netns)
     s.addr = {"http": port}
     return s
+
+
+class Harness:
+    """What every benchmark of bench/harness keeps: the binaries, a work
+    directory, the servers it started (stopped in reverse order)."""
+
+    def __init__(self, bin_dir, prefix):
+        self.bin = bin_dir
+        self.loadgen = os.path.join(bin_dir, "loadgen")
+        self.httpcrypt = os.path.join(bin_dir, "httpcrypt")
+        self.work = tempfile.mkdtemp(prefix=prefix)
+        self.servers = []
+
+    def say(self, msg):
+        print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+    def start(self, s):
+        self.servers.append(s)
+        s.wait()
+        return s
+
+    def start_baselines(self, fx, tag):
+        """nginx and the rustls server, `httpcrypt serve` without tickets
+        ("hc") and with them ("hct"): one worker each, on CPU 0."""
+        return {
+            "nginx": self.start(start_nginx(self.work, fx, 1, "0", tag)),
+            "rustls": self.start(start_rustls(self.work, fx, self.loadgen, 1, "0", tag)),
+            "hc": self.start(start_httpcrypt(self.work, fx, self.httpcrypt, 1, "0", tag,
+                                             tickets=False)),
+            "hct": self.start(start_httpcrypt(self.work, fx, self.httpcrypt, 1, "0", tag + "t",
+                                              tickets=True)),
+        }
+
+    def stop_all(self):
+        for s in reversed(self.servers):
+            s.stop()
+        self.servers = []
+
+    def remove_work(self):
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+def rotated(names, rep):
+    """`names` in the order of repetition `rep` (from 0): rotated by one each
+    repetition, so no configuration always runs first after a pause."""
+    k = rep % len(names)
+    return names[k:] + names[:k]

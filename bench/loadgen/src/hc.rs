@@ -16,7 +16,7 @@ use httpcrypt_proto::ticket::{Ticket, TICKET_FIELD};
 use httpcrypt_proto::{KexPublic, KexSecret, KeyCert, KeyId, Limits, SessionKey};
 use rand_core::OsRng;
 
-use crate::http1::BodySink;
+use crate::http1::{self, BodySink, Buffers, Reply};
 
 /// How the client keys its requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,8 +149,29 @@ impl HcClient {
         Ok(Pending { key, n0 })
     }
 
+    /// Sends `req`, sealed for `pending`, on `io` and opens the answer,
+    /// which must be an inner 200. Returns the reply and the length of the
+    /// outer (sealed) body.
+    pub async fn exchange<S>(
+        &self,
+        io: &mut S,
+        req: &[u8],
+        bufs: &mut Buffers,
+        pending: Pending,
+    ) -> Result<(Reply, u64)>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
+        let mut sink = self.sink(pending);
+        let reply = http1::exchange(io, req, bufs, &mut sink).await?;
+        if sink.status != Some(200) {
+            bail!("inner status {:?}", sink.status);
+        }
+        Ok((reply, sink.received))
+    }
+
     /// The sink that opens the response to `pending`.
-    pub fn sink(&self, pending: Pending) -> HcSink<'_> {
+    fn sink(&self, pending: Pending) -> HcSink<'_> {
         HcSink {
             client: self,
             opener: Opener::response_for(
@@ -161,6 +182,7 @@ impl HcClient {
             ),
             decoder: Some(ResponseDecoder::new(self.limits)),
             status: None,
+            received: 0,
             body: 0,
             ended: false,
             key: pending.key,
@@ -175,20 +197,16 @@ pub struct HcSink<'a> {
     opener: Opener,
     decoder: Option<ResponseDecoder>,
     status: Option<u16>,
+    /// Sealed body bytes received.
+    received: u64,
     body: u64,
     ended: bool,
     key: SessionKey,
 }
 
-impl HcSink<'_> {
-    /// The inner status (after `end`).
-    pub fn inner_status(&self) -> Option<u16> {
-        self.status
-    }
-}
-
 impl BodySink for HcSink<'_> {
     fn data(&mut self, bytes: &[u8]) -> Result<()> {
+        self.received += bytes.len() as u64;
         self.opener.receive(bytes)?;
         let decoder = self.decoder.as_mut().context("data after the end")?;
         while let Some(ev) = self.opener.next_event()? {

@@ -322,21 +322,26 @@ fn plain_request(s: &Settings, close: bool, out: &mut Vec<u8>) {
 }
 
 /// A request written out and ready to send, and what reads its answer.
-enum Prepared {
+enum Prepared<'a> {
     Plain,
-    Hc(Pending),
+    Hc(&'a HcClient, Pending),
 }
 
 /// Writes the protocol's request into `req`: for HTTPCrypt, sealed (with
 /// the X25519 of a fresh key), the way `httpcrypt::Client` seals it before
 /// its connection is open.
-fn prepare(proto: &Proto, s: &Settings, close: bool, req: &mut Vec<u8>) -> Result<Prepared> {
+fn prepare<'a>(
+    proto: &'a Proto,
+    s: &Settings,
+    close: bool,
+    req: &mut Vec<u8>,
+) -> Result<Prepared<'a>> {
     Ok(match proto {
         Proto::Plain | Proto::Tls(_) => {
             plain_request(s, close, req);
             Prepared::Plain
         }
-        Proto::Hc(c) => Prepared::Hc(c.request(&s.path, close, req)?),
+        Proto::Hc(c) => Prepared::Hc(c, c.request(&s.path, close, req)?),
     })
 }
 
@@ -353,32 +358,23 @@ where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     let prepared = prepare(proto, s, close, req)?;
-    send_on(io, proto, s, prepared, bufs, req).await
+    send_on(io, s, prepared, bufs, req).await
 }
 
 /// Sends a prepared request on `io` and reads its answer.
 async fn send_on<S>(
     io: &mut S,
-    proto: &Proto,
     s: &Settings,
-    prepared: Prepared,
+    prepared: Prepared<'_>,
     bufs: &mut Buffers,
     req: &[u8],
 ) -> Result<(Reply, u64)>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    let reply = match (proto, prepared) {
-        (Proto::Hc(c), Prepared::Hc(pending)) => {
-            let mut sink = c.sink(pending);
-            let r = http1::exchange(io, req, bufs, &mut sink).await?;
-            if sink.inner_status() != Some(200) {
-                bail!("inner status {:?}", sink.inner_status());
-            }
-            r
-        }
-        (Proto::Hc(_), Prepared::Plain) => bail!("an HTTPCrypt request was not sealed"),
-        _ => http1::exchange(io, req, bufs, &mut CountSink::default()).await?,
+    let reply = match prepared {
+        Prepared::Hc(c, pending) => c.exchange(io, req, bufs, pending).await?.0,
+        Prepared::Plain => http1::exchange(io, req, bufs, &mut CountSink::default()).await?,
     };
     let payload = reply.payload;
     if reply.status != 200 {
@@ -424,13 +420,13 @@ async fn one_new_conn(
                 .connect(crate::tls::server_name(), io)
                 .await
                 .context("TLS handshake")?;
-            let (reply, payload) = send_on(&mut tls, proto, s, prepared, bufs, req).await?;
+            let (reply, payload) = send_on(&mut tls, s, prepared, bufs, req).await?;
             http1::drain_to_close(&mut tls, bufs).await;
             note_tls(st, tls.get_ref().1);
             Ok((reply, tls.get_ref().0.counters(), payload))
         }
         _ => {
-            let (reply, payload) = send_on(&mut io, proto, s, prepared, bufs, req).await?;
+            let (reply, payload) = send_on(&mut io, s, prepared, bufs, req).await?;
             http1::drain_to_close(&mut io, bufs).await;
             Ok((reply, io.counters(), payload))
         }

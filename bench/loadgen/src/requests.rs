@@ -19,7 +19,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::json;
 
 use crate::hc::{HcClient, KeyMode};
-use crate::http1::{self, BodySink, Buffers};
+use crate::http1::Buffers;
 
 #[derive(clap::Args)]
 pub struct RequestsArgs {
@@ -47,45 +47,22 @@ pub struct RequestsArgs {
     out: std::path::PathBuf,
 }
 
-/// Counts the outer body bytes and hands them on to the opening sink.
-struct Outer<'a, K> {
-    inner: &'a mut K,
-    bytes: u64,
-}
-
-impl<K: BodySink> BodySink for Outer<'_, K> {
-    fn data(&mut self, bytes: &[u8]) -> Result<()> {
-        self.bytes += bytes.len() as u64;
-        self.inner.data(bytes)
-    }
-    fn end(&mut self) -> Result<u64> {
-        self.inner.end()
-    }
-}
-
-/// One verified exchange on `io`: the inner status must be 200. Returns
-/// the outer body length and the payload length.
+/// One verified exchange on `io`: outer and inner status 200. Returns the
+/// outer body length and the payload length.
 async fn verified<S>(io: &mut S, c: &HcClient, path: &str, close: bool) -> Result<(u64, u64)>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     let mut req = Vec::new();
     let pending = c.request(path, close, &mut req)?;
-    let mut sink = c.sink(pending);
-    let mut outer = Outer {
-        inner: &mut sink,
-        bytes: 0,
-    };
-    let reply = http1::exchange(io, &req, &mut Buffers::default(), &mut outer).await?;
-    let bytes = outer.bytes;
-    if reply.status != 200 || sink.inner_status() != Some(200) {
-        bail!(
-            "verification request: outer {} inner {:?}",
-            reply.status,
-            sink.inner_status()
-        );
+    let (reply, outer) = c
+        .exchange(io, &req, &mut Buffers::default(), pending)
+        .await
+        .context("verification request")?;
+    if reply.status != 200 {
+        bail!("verification request: outer status {}", reply.status);
     }
-    Ok((bytes, reply.payload))
+    Ok((outer, reply.payload))
 }
 
 /// Writes the requests and prints what the answers will look like.
