@@ -1,13 +1,19 @@
 //! Replay defence (spec §8): the freshness check on the inner `Date` and a
 //! strike register of `(kid, n0)` whose memory is bounded by rate × window.
 //!
-//! The register keeps a 64-bit keyed fingerprint per request in one hash
-//! set (a single probe per request) and lists each in a time bucket keyed
-//! by when it may be forgotten (`date + W`: after that a replay fails the
-//! freshness check anyway). As time passes, whole buckets expire and their
-//! entries leave the set.
+//! The register keeps a 64-bit keyed fingerprint per request, with the
+//! index of the time bucket it may be forgotten in (`date + W`: after that
+//! a replay fails the freshness check anyway). The fingerprints are spread
+//! over [`SHARDS`] hash maps by their top byte, so one check probes one
+//! map once. Per bucket only a count is kept: a bucket whose time has
+//! passed leaves the count of live entries at once, and its entries are
+//! judged by their bucket index from then on; they are swept out of the
+//! maps one map per check, in a sequential pass, instead of one random
+//! removal each. No check ever sweeps more than one map, so no request
+//! waits while a whole bucket (hundreds of thousands of entries at high
+//! rates) is dropped.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use siphasher::sip::SipHasher13;
@@ -74,11 +80,14 @@ pub fn format_date(unix: u64) -> String {
     httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_secs(unix))
 }
 
-/// The fingerprints are already keyed random values: hash them as they are.
+/// The fingerprints are already keyed random values: they are hashed as
+/// they are, turned so that neither the table's slot (low bits) nor its
+/// control byte (top 7 bits) comes from the top byte, which picks the shard
+/// and is the same for every entry of one map.
 #[derive(Default)]
-struct PassThrough(u64);
+struct Turned(u64);
 
-impl Hasher for PassThrough {
+impl Hasher for Turned {
     fn finish(&self) -> u64 {
         self.0
     }
@@ -86,29 +95,46 @@ impl Hasher for PassThrough {
         for b in bytes {
             self.0 = (self.0 << 8) | u64::from(*b);
         }
+        self.0 = self.0.rotate_right(8);
     }
     fn write_u64(&mut self, n: u64) {
-        self.0 = n;
+        self.0 = n.rotate_right(8);
     }
 }
 
-struct Bucket {
-    /// Entries here may be forgotten once `now > until`.
-    until: u64,
-    fingerprints: Vec<u64>,
+/// Number of fingerprint maps (one per value of the top byte).
+pub const SHARDS: usize = 256;
+
+/// Fingerprint → index (`until / g`, wrapping) of the bucket it is in.
+type Shard = HashMap<u64, u32, BuildHasherDefault<Turned>>;
+
+/// Whether bucket index `tag` is at or after the oldest live bucket `cut`.
+/// Indices are kept modulo 2^32; live and swept-late entries lie within
+/// 2^31 buckets of `cut` (more than 68 years at `g` = 1 s).
+fn is_live(tag: u32, cut: u32) -> bool {
+    tag.wrapping_sub(cut) < 1 << 31
 }
 
-/// A bounded set of `(kid, n0)` seen within the window: one hash set
-/// answers "seen?" with a single probe, and the entries are also listed in
-/// buckets ordered by when they may be forgotten, so expiry removes exactly
-/// the entries whose time has passed.
+/// A bounded set of `(kid, n0)` seen within the window: a fingerprint map
+/// answers "seen?" with a single probe, and the buckets, ordered by when
+/// their entries may be forgotten, say how many entries are live and which
+/// bucket indices are.
 pub struct StrikeRegister {
     window: u64,
     granularity: u64,
     capacity: usize,
     key: (u64, u64),
-    seen: HashSet<u64, BuildHasherDefault<PassThrough>>,
-    buckets: VecDeque<Bucket>,
+    shards: Vec<Shard>,
+    /// The `cut` each map was last swept at.
+    swept: Vec<u32>,
+    /// The next map to sweep; [`SHARDS`] when all are swept.
+    next_sweep: usize,
+    /// Index of the oldest live bucket.
+    cut: u32,
+    /// `(until, entries)` per live bucket, ordered by `until`.
+    buckets: VecDeque<(u64, usize)>,
+    /// Entries in live buckets.
+    live: usize,
 }
 
 impl core::fmt::Debug for StrikeRegister {
@@ -132,28 +158,76 @@ impl StrikeRegister {
             granularity: (window / 8).max(1),
             capacity,
             key: (k0, k1),
-            seen: HashSet::default(),
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+            swept: vec![0; SHARDS],
+            next_sweep: SHARDS,
+            cut: 0,
             buckets: VecDeque::new(),
+            live: 0,
         }
     }
 
-    /// Entries currently held.
+    /// Entries currently held (live: their bucket's time has not passed).
     pub fn len(&self) -> usize {
-        self.seen.len()
+        self.live
     }
 
     /// Whether the register is empty.
     pub fn is_empty(&self) -> bool {
-        self.seen.is_empty()
+        self.live == 0
     }
 
-    /// Drops the entries that can no longer be replayed at `now`.
+    /// Entries still in the maps, live or waiting to be swept.
+    pub fn stored(&self) -> usize {
+        self.shards.iter().map(HashMap::len).sum()
+    }
+
+    fn index(&self, until: u64) -> u32 {
+        // Wrapping on purpose: indices are compared modulo 2^32.
+        (until / self.granularity) as u32
+    }
+
+    /// Forgets the entries that can no longer be replayed at `now`: their
+    /// buckets leave the live count at once, and their fingerprints are
+    /// swept from the maps over the next [`SHARDS`] checks.
     pub fn expire(&mut self, now: u64) {
-        while self.buckets.front().is_some_and(|b| b.until < now) {
-            if let Some(b) = self.buckets.pop_front() {
-                for fp in &b.fingerprints {
-                    self.seen.remove(fp);
+        let mut dropped = false;
+        while let Some(&(until, n)) = self.buckets.front() {
+            if until >= now {
+                break;
+            }
+            self.buckets.pop_front();
+            self.live -= n;
+            dropped = true;
+        }
+        if !dropped {
+            return;
+        }
+        match self.buckets.front() {
+            // Nothing is live: empty every map now (their rooms are kept).
+            None => {
+                for s in &mut self.shards {
+                    s.clear();
                 }
+                self.next_sweep = SHARDS;
+            }
+            Some(&(until, _)) => {
+                self.cut = self.index(until);
+                self.next_sweep = 0;
+            }
+        }
+    }
+
+    /// Sweeps the next map not yet swept at the current cut, if any.
+    fn sweep_one(&mut self) {
+        let cut = self.cut;
+        while self.next_sweep < SHARDS {
+            let i = self.next_sweep;
+            self.next_sweep += 1;
+            if self.swept[i] != cut {
+                self.shards[i].retain(|_, tag| is_live(*tag, cut));
+                self.swept[i] = cut;
+                return;
             }
         }
     }
@@ -167,16 +241,23 @@ impl StrikeRegister {
 
     /// Records `(kid, n0)` for a request whose `Date` passed the freshness
     /// check; `replay` if it was seen, `overloaded` if the register is full.
+    /// A `date` beyond `now + W` (which that check refuses) is kept as if it
+    /// were `now + W`.
     pub fn check(&mut self, kid: &KeyId, n0: &[u8; NONCE_LEN], date: u64, now: u64) -> Result<()> {
         self.expire(now);
+        self.sweep_one();
         let fp = self.fingerprint(kid, n0);
-        if self.seen.contains(&fp) {
+        let cut = self.cut;
+        let shard = &self.shards[(fp >> 56) as usize];
+        if shard.get(&fp).is_some_and(|&tag| is_live(tag, cut)) {
             return Err(Error::Replay);
         }
-        if self.seen.len() >= self.capacity {
+        if self.live >= self.capacity {
             return Err(Error::Overloaded);
         }
-        let forget_after = date.saturating_add(self.window);
+        let forget_after = date
+            .min(now.saturating_add(self.window))
+            .saturating_add(self.window);
         // Saturating: a date near the end of time must not wrap to an early expiry.
         let until = (forget_after / self.granularity)
             .saturating_add(1)
@@ -185,36 +266,33 @@ impl StrikeRegister {
         let at = self
             .buckets
             .iter()
-            .rposition(|b| b.until <= until)
+            .rposition(|b| b.0 <= until)
             .map_or(0, |i| i + 1);
-        let idx = if at > 0 && self.buckets[at - 1].until == until {
-            at - 1
+        if at > 0 && self.buckets[at - 1].0 == until {
+            self.buckets[at - 1].1 += 1;
         } else {
-            self.buckets.insert(
-                at,
-                Bucket {
-                    until,
-                    fingerprints: Vec::new(),
-                },
-            );
-            at
-        };
-        self.buckets[idx].fingerprints.push(fp);
-        self.seen.insert(fp);
+            self.buckets.insert(at, (until, 1));
+            if at == 0 {
+                // An older bucket than any live one (the clock went back).
+                self.cut = self.index(until);
+            }
+        }
+        let tag = self.index(until);
+        // A stale entry of the same fingerprint, not yet swept, is replaced.
+        self.shards[(fp >> 56) as usize].insert(fp, tag);
+        self.live += 1;
         Ok(())
     }
 
     /// Approximate heap bytes held (for benchmarks and limits).
     pub fn memory_bytes(&self) -> usize {
-        self.seen.capacity() * (core::mem::size_of::<u64>() + 1)
-            + self
-                .buckets
-                .iter()
-                .map(|b| {
-                    b.fingerprints.capacity() * core::mem::size_of::<u64>()
-                        + core::mem::size_of::<Bucket>()
-                })
-                .sum::<usize>()
+        self.shards
+            .iter()
+            .map(|s| s.capacity() * (core::mem::size_of::<(u64, u32)>() + 1))
+            .sum::<usize>()
+            + self.shards.capacity() * core::mem::size_of::<Shard>()
+            + self.swept.capacity() * core::mem::size_of::<u32>()
+            + self.buckets.capacity() * core::mem::size_of::<(u64, usize)>()
     }
 }
 
@@ -267,6 +345,59 @@ mod tests {
         r.expire(1000 + 60 + 8);
         assert_eq!(r.len(), 0);
         r.check(&kid, &[1; 24], 1070, 1070).unwrap();
+    }
+
+    #[test]
+    fn expired_entries_are_swept_a_map_per_check() {
+        let mut r = StrikeRegister::new(60, 1 << 20, [5; 16]);
+        let kid = KeyId([3; 10]);
+        let mut n0 = [0u8; 24];
+        for i in 0u32..20_000 {
+            n0[..4].copy_from_slice(&i.to_le_bytes());
+            r.check(&kid, &n0, 1000, 1000).unwrap();
+        }
+        // One entry that outlives the others keeps the register from
+        // emptying at once (which clears every map in one go).
+        r.check(&kid, &[0xff; 24], 1060, 1060).unwrap();
+        assert_eq!((r.len(), r.stored()), (20_001, 20_001));
+        // The first bucket's time has passed: it leaves the count at once,
+        // and its fingerprints leave the maps over the next SHARDS checks.
+        let now = 1000 + 60 + 8;
+        r.expire(now);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r.stored(), 20_001);
+        for i in 0..SHARDS as u32 {
+            n0[..4].copy_from_slice(&(1_000_000 + i).to_le_bytes());
+            r.check(&kid, &n0, now, now).unwrap();
+        }
+        assert_eq!(r.len(), 1 + SHARDS);
+        assert_eq!(r.stored(), r.len());
+        // A swept pair is new again (its Date would fail §8.1 anyway).
+        n0[..4].copy_from_slice(&7u32.to_le_bytes());
+        r.check(&kid, &n0, now, now).unwrap();
+        // Not yet swept: a stale entry neither refuses nor counts.
+        let mut r = StrikeRegister::new(60, 2, [5; 16]);
+        r.check(&kid, &[1; 24], 1000, 1000).unwrap();
+        r.check(&kid, &[2; 24], 1060, 1060).unwrap();
+        r.expire(now);
+        assert_eq!((r.len(), r.stored()), (1, 2));
+        r.check(&kid, &[1; 24], now, now).unwrap();
+        assert_eq!(r.check(&kid, &[1; 24], now, now), Err(Error::Replay));
+        assert_eq!(r.check(&kid, &[3; 24], now, now), Err(Error::Overloaded));
+    }
+
+    #[test]
+    fn a_date_beyond_the_window_is_kept_as_its_edge() {
+        let mut r = StrikeRegister::new(60, 10, [5; 16]);
+        let kid = KeyId([3; 10]);
+        r.check(&kid, &[1; 24], 1_000_000, 1000).unwrap();
+        // Kept until now + 2W (rounded up to the bucket), not date + W.
+        assert_eq!(
+            r.check(&kid, &[1; 24], 1000, 1000 + 120),
+            Err(Error::Replay)
+        );
+        r.expire(1000 + 120 + 8);
+        assert!(r.is_empty());
     }
 
     #[test]

@@ -190,6 +190,30 @@ proptest! {
         }
     }
 
+    /// With a clock that also goes back, the register may refuse more than
+    /// the list (an entry not yet swept counts again once an older bucket
+    /// is live), never less: a pair the list holds is always a replay.
+    #[test]
+    fn strike_register_never_forgets_a_live_pair(ops in proptest::collection::vec((0u8..40, 0u64..120, 0u64..40), 1..400), cap in 1usize..60) {
+        let window = 60;
+        let granularity = window / 8;
+        let mut r = StrikeRegister::new(window, cap, [4; 16]);
+        let mut model: Vec<(u8, u64)> = Vec::new();
+        let mut now: u64 = 10_000;
+        for (n, date_off, step) in ops {
+            now = now + step - 15;
+            let date = now + date_off - window;
+            model.retain(|&(_, until)| until >= now);
+            let got = r.check(&KeyId([1; 10]), &[n; 24], date, now);
+            if model.iter().any(|&(m, _)| m == n) {
+                prop_assert_eq!(got, Err(Error::Replay));
+            } else if got.is_ok() {
+                model.push((n, ((date + window) / granularity + 1) * granularity));
+            }
+            prop_assert!(r.len() <= cap);
+        }
+    }
+
     #[test]
     fn strike_register_is_bounded(ops in proptest::collection::vec((any::<u8>(), 0u64..200, 0u64..200), 1..300), cap in 1usize..50) {
         let mut r = StrikeRegister::new(60, cap, [9; 16]);
