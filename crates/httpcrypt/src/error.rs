@@ -49,9 +49,14 @@ pub enum Error {
     #[error("dns: {0}")]
     Dns(String),
     /// Authenticated mode without a pinned identity, and no identity
-    /// validated with DNSSEC was found (spec §6.4).
-    #[error("authenticated mode: no pinned identity and no DNSSEC-validated _httpcrypt-id record")]
-    NoIdentity,
+    /// validated with DNSSEC was found (spec §6.4). Holds what discovery
+    /// found instead (a timeout, `SERVFAIL`, a record without the AD bit,
+    /// …), empty when it did not run.
+    #[error(
+        "authenticated mode: no pinned identity and no DNSSEC-validated _httpcrypt-id record{}",
+        if .0.is_empty() { String::new() } else { format!(" ({})", .0) }
+    )]
+    NoIdentity(String),
     /// The key store or configuration is unusable.
     #[error("configuration: {0}")]
     Config(String),
