@@ -18,7 +18,6 @@ another length and fails the run.
 
 Called by bench/crosscheck."""
 
-import argparse
 import datetime
 import json
 import os
@@ -342,10 +341,7 @@ Problems: {len(res['problems'])} {'(none)' if not res['problems'] else json.dump
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=["full", "smoke"], default="full")
-    ap.add_argument("--bin-dir", required=True)
-    args = ap.parse_args()
+    args = servers.Harness.args()
     cc = Crosscheck(args)
     res = cc.run()
     summary, when = report.published(BENCH)
@@ -357,13 +353,8 @@ def main():
         print(f"\ncrosscheck: {len(res['problems'])} problem(s): {res['problems']}", file=sys.stderr)
         sys.exit(1)
     if args.mode == "full":
-        stamp = cc.started.strftime("%Y-%m-%dT%H%M%SZ")
-        out = os.path.join(BENCH, "results", f"{stamp}-crosscheck.json")
-        with open(out, "w") as f:
-            json.dump(res, f, indent=1)
-        with open(os.path.join(BENCH, "CROSSCHECK.md"), "w") as f:
-            f.write(markdown(res, summary, when))
-        print(f"\nwrote {os.path.relpath(out, BENCH)} and CROSSCHECK.md")
+        report.save(BENCH, cc.started, "crosscheck", res, "CROSSCHECK.md",
+                    markdown(res, summary, when))
 
 
 if __name__ == "__main__":

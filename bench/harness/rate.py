@@ -14,7 +14,6 @@ left out of the ratios.
 
 Called by bench/rate."""
 
-import argparse
 import datetime
 import json
 import os
@@ -188,10 +187,7 @@ run whose achieved rate falls more than 3 % short is left out (not held:
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=["full", "smoke"], default="full")
-    ap.add_argument("--bin-dir", required=True)
-    args = ap.parse_args()
+    args = servers.Harness.args()
     r = Rate(args)
     res = r.run()
     summary, when = report.published(BENCH)
@@ -203,13 +199,7 @@ def main():
             print(f"rate smoke: failed runs {bad}", file=sys.stderr)
             sys.exit(1)
         return
-    stamp = r.started.strftime("%Y-%m-%dT%H%M%SZ")
-    out = os.path.join(BENCH, "results", f"{stamp}-rate.json")
-    with open(out, "w") as f:
-        json.dump(res, f, indent=1)
-    with open(os.path.join(BENCH, "RATE.md"), "w") as f:
-        f.write(markdown(res, summary, when))
-    print(f"\nwrote {os.path.relpath(out, BENCH)} and RATE.md")
+    report.save(BENCH, r.started, "rate", res, "RATE.md", markdown(res, summary, when))
 
 
 if __name__ == "__main__":

@@ -39,6 +39,19 @@ def published(bench_dir):
     return s.get("ratios", {}), s.get("date")
 
 
+def save(bench_dir, started, kind, res, md_name, md_text):
+    """Writes one run of a side benchmark: `res` as
+    bench/results/<started>-<kind>.json and `md_text` as bench/<md_name>;
+    prints what it wrote."""
+    stamp = started.strftime("%Y-%m-%dT%H%M%SZ")
+    out = os.path.join(bench_dir, "results", f"{stamp}-{kind}.json")
+    with open(out, "w") as f:
+        json.dump(res, f, indent=1)
+    with open(os.path.join(bench_dir, md_name), "w") as f:
+        f.write(md_text)
+    print(f"\nwrote {os.path.relpath(out, bench_dir)} and {md_name}")
+
+
 # name: (definition, target text, predicate or None, value function)
 def _paired(result, a, b, cell, field):
     return paired_ratio(result.get("runs", []), a, b, field, lambda r: r["cell"] == cell)

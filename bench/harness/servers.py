@@ -2,6 +2,7 @@
 rustls baseline and `httpcrypt serve`, each started pinned with taskset and
 stopped by its own process id."""
 
+import argparse
 import os
 import shutil
 import signal
@@ -230,6 +231,14 @@ def start_httpcrypt(work, fx, httpcrypt, workers, cpus, tag, tickets, netns=None
 class Harness:
     """What every benchmark of bench/harness keeps: the binaries, a work
     directory, the servers it started (stopped in reverse order)."""
+
+    @staticmethod
+    def args():
+        """The command line of a side benchmark: --mode full|smoke, --bin-dir."""
+        ap = argparse.ArgumentParser()
+        ap.add_argument("--mode", choices=["full", "smoke"], default="full")
+        ap.add_argument("--bin-dir", required=True)
+        return ap.parse_args()
 
     def __init__(self, bin_dir, prefix):
         self.bin = bin_dir

@@ -205,90 +205,102 @@ fn dig(tool: &str, server: u16, name: &str, rtype: &str, tcp: bool) -> Vec<Strin
         .collect()
 }
 
+/// dig's whole answer to a query (header, flags and sections), with `extra`
+/// options.
+fn dig_full(server: u16, name: &str, rtype: &str, extra: &[&str]) -> String {
+    let server = server.to_string();
+    let mut args = vec![
+        "@127.0.0.1",
+        "-p",
+        &server,
+        name,
+        rtype,
+        "+time=2",
+        "+retry=1",
+    ];
+    args.extend_from_slice(extra);
+    text(&run(Command::new("dig").args(args), Duration::from_secs(20)).stdout)
+}
+
 /// The response status of a query (`NOERROR`, `NXDOMAIN`, …).
 fn dig_status(server: u16, name: &str, rtype: &str) -> String {
-    let o = run(
-        Command::new("dig").args([
-            "@127.0.0.1",
-            "-p",
-            &server.to_string(),
-            name,
-            rtype,
-            "+time=2",
-            "+retry=1",
-        ]),
-        Duration::from_secs(20),
-    );
-    let t = text(&o.stdout);
-    t.split("status: ")
+    dig_full(server, name, rtype, &[])
+        .split("status: ")
         .nth(1)
         .and_then(|s| s.split(',').next())
         .unwrap_or("none")
         .to_string()
 }
 
-/// Waits until `server` answers `name` `rtype` with at least one record.
-fn wait_dns(d: &mut Daemon, server: u16, name: &str, rtype: &str) {
+/// The header flags of a DNSSEC query (`qr rd ra ad`, …).
+fn dig_flags(server: u16, name: &str, rtype: &str) -> String {
+    dig_full(server, name, rtype, &["+dnssec"])
+        .lines()
+        .find_map(|l| {
+            Some(
+                l.split(";; flags:")
+                    .nth(1)?
+                    .split(';')
+                    .next()?
+                    .trim()
+                    .to_string(),
+            )
+        })
+        .unwrap_or_default()
+}
+
+/// Polls `ready` (every `pause`, for 30 s at most) until it holds, checking
+/// that `d` is still running; `ready` says what it saw when it does not.
+fn wait_until(
+    d: &mut Daemon,
+    what: &str,
+    pause: Duration,
+    mut ready: impl FnMut() -> Result<(), String>,
+) {
     let deadline = Instant::now() + Duration::from_secs(30);
-    while dig("dig", server, name, rtype, false).is_empty() {
+    while let Err(saw) = ready() {
         d.assert_running();
         assert!(
             Instant::now() < deadline,
-            "{} never answered {name} {rtype}:\n{}",
+            "{} never {what} ({saw}):\n{}",
             d.name,
             d.log()
         );
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(pause);
     }
+}
+
+/// Waits until `server` answers `name` `rtype` with at least one record.
+fn wait_dns(d: &mut Daemon, server: u16, name: &str, rtype: &str) {
+    let what = format!("answered {name} {rtype}");
+    wait_until(d, &what, Duration::from_millis(100), || {
+        if dig("dig", server, name, rtype, false).is_empty() {
+            Err("no record".into())
+        } else {
+            Ok(())
+        }
+    });
 }
 
 /// Waits until `server` answers `name` `rtype` with the AD bit set.
 fn wait_validated(d: &mut Daemon, server: u16, name: &str, rtype: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let o = run(
-            Command::new("dig").args([
-                "@127.0.0.1",
-                "-p",
-                &server.to_string(),
-                name,
-                rtype,
-                "+dnssec",
-                "+time=2",
-                "+retry=1",
-            ]),
-            Duration::from_secs(20),
-        );
-        let flags = text(&o.stdout)
-            .lines()
-            .find_map(|l| Some(l.split(";; flags:").nth(1)?.split(';').next()?.to_string()))
-            .unwrap_or_default();
+    let what = format!("validated {name} {rtype}");
+    wait_until(d, &what, Duration::from_millis(200), || {
+        let flags = dig_flags(server, name, rtype);
         if flags.split_whitespace().any(|f| f == "ad") {
-            return;
+            Ok(())
+        } else {
+            Err(format!("flags: {flags:?}"))
         }
-        d.assert_running();
-        assert!(
-            Instant::now() < deadline,
-            "{} never validated {name} {rtype} (flags: {flags:?}):\n{}",
-            d.name,
-            d.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    });
 }
 
 fn wait_tcp(d: &mut Daemon, port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect_timeout(&addr(port), Duration::from_millis(200)).is_err() {
-        d.assert_running();
-        assert!(
-            Instant::now() < deadline,
-            "{} never listened:\n{}",
-            d.name,
-            d.log()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(d, "listened", Duration::from_millis(50), || {
+        TcpStream::connect_timeout(&addr(port), Duration::from_millis(200))
+            .map(drop)
+            .map_err(|e| e.to_string())
+    });
 }
 
 /// A key directory (returns the identity) and a site with `index.html`.

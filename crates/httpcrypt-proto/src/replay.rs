@@ -80,10 +80,21 @@ pub fn format_date(unix: u64) -> String {
     httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_secs(unix))
 }
 
+/// Bits of a fingerprint (its top ones) that pick its map.
+const SHARD_BITS: u32 = 8;
+
+/// Number of fingerprint maps.
+pub const SHARDS: usize = 1 << SHARD_BITS;
+
+/// The map of fingerprint `fp`.
+fn shard_of(fp: u64) -> usize {
+    (fp >> (u64::BITS - SHARD_BITS)) as usize
+}
+
 /// The fingerprints are already keyed random values: they are hashed as
 /// they are, turned so that neither the table's slot (low bits) nor its
-/// control byte (top 7 bits) comes from the top byte, which picks the shard
-/// and is the same for every entry of one map.
+/// control byte (top 7 bits) comes from the top bits, which pick the map
+/// and are the same for every entry of one map.
 #[derive(Default)]
 struct Turned(u64);
 
@@ -91,19 +102,16 @@ impl Hasher for Turned {
     fn finish(&self) -> u64 {
         self.0
     }
+    // Only `u64` keys are hashed here (`write_u64`); bytes would be read
+    // as one big-endian number.
     fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 << 8) | u64::from(*b);
-        }
-        self.0 = self.0.rotate_right(8);
+        let n = bytes.iter().fold(0u64, |n, b| n << 8 | u64::from(*b));
+        self.write_u64(n);
     }
     fn write_u64(&mut self, n: u64) {
-        self.0 = n.rotate_right(8);
+        self.0 = n.rotate_right(SHARD_BITS);
     }
 }
-
-/// Number of fingerprint maps (one per value of the top byte).
-pub const SHARDS: usize = 256;
 
 /// Fingerprint → index (`until / g`, wrapping) of the bucket it is in.
 type Shard = HashMap<u64, u32, BuildHasherDefault<Turned>>;
@@ -125,16 +133,11 @@ pub struct StrikeRegister {
     capacity: usize,
     key: (u64, u64),
     shards: Vec<Shard>,
-    /// The `cut` each map was last swept at.
-    swept: Vec<u32>,
-    /// The next map to sweep; [`SHARDS`] when all are swept.
+    /// The next map to sweep since buckets last expired; [`SHARDS`] when
+    /// all are swept.
     next_sweep: usize,
-    /// Index of the oldest live bucket.
-    cut: u32,
     /// `(until, entries)` per live bucket, ordered by `until`.
     buckets: VecDeque<(u64, usize)>,
-    /// Entries in live buckets.
-    live: usize,
 }
 
 impl core::fmt::Debug for StrikeRegister {
@@ -159,26 +162,24 @@ impl StrikeRegister {
             capacity,
             key: (k0, k1),
             shards: (0..SHARDS).map(|_| Shard::default()).collect(),
-            swept: vec![0; SHARDS],
             next_sweep: SHARDS,
-            cut: 0,
             buckets: VecDeque::new(),
-            live: 0,
         }
     }
 
     /// Entries currently held (live: their bucket's time has not passed).
     pub fn len(&self) -> usize {
-        self.live
+        self.buckets.iter().map(|b| b.1).sum()
     }
 
     /// Whether the register is empty.
     pub fn is_empty(&self) -> bool {
-        self.live == 0
+        self.buckets.is_empty()
     }
 
     /// Entries still in the maps, live or waiting to be swept.
-    pub fn stored(&self) -> usize {
+    #[cfg(test)]
+    fn stored(&self) -> usize {
         self.shards.iter().map(HashMap::len).sum()
     }
 
@@ -187,48 +188,39 @@ impl StrikeRegister {
         (until / self.granularity) as u32
     }
 
+    /// Index of the oldest live bucket (entries below it are stale).
+    fn cut(&self) -> u32 {
+        self.buckets.front().map_or(0, |b| self.index(b.0))
+    }
+
     /// Forgets the entries that can no longer be replayed at `now`: their
     /// buckets leave the live count at once, and their fingerprints are
     /// swept from the maps over the next [`SHARDS`] checks.
     pub fn expire(&mut self, now: u64) {
-        let mut dropped = false;
-        while let Some(&(until, n)) = self.buckets.front() {
-            if until >= now {
-                break;
-            }
+        let before = self.buckets.len();
+        while self.buckets.front().is_some_and(|b| b.0 < now) {
             self.buckets.pop_front();
-            self.live -= n;
-            dropped = true;
         }
-        if !dropped {
+        if self.buckets.len() == before {
             return;
         }
-        match self.buckets.front() {
+        if self.buckets.is_empty() {
             // Nothing is live: empty every map now (their rooms are kept).
-            None => {
-                for s in &mut self.shards {
-                    s.clear();
-                }
-                self.next_sweep = SHARDS;
+            for s in &mut self.shards {
+                s.clear();
             }
-            Some(&(until, _)) => {
-                self.cut = self.index(until);
-                self.next_sweep = 0;
-            }
+            self.next_sweep = SHARDS;
+        } else {
+            self.next_sweep = 0;
         }
     }
 
-    /// Sweeps the next map not yet swept at the current cut, if any.
+    /// Sweeps the next map, if any is left since buckets last expired.
     fn sweep_one(&mut self) {
-        let cut = self.cut;
-        while self.next_sweep < SHARDS {
-            let i = self.next_sweep;
+        if self.next_sweep < SHARDS {
+            let cut = self.cut();
+            self.shards[self.next_sweep].retain(|_, tag| is_live(*tag, cut));
             self.next_sweep += 1;
-            if self.swept[i] != cut {
-                self.shards[i].retain(|_, tag| is_live(*tag, cut));
-                self.swept[i] = cut;
-                return;
-            }
         }
     }
 
@@ -247,12 +239,14 @@ impl StrikeRegister {
         self.expire(now);
         self.sweep_one();
         let fp = self.fingerprint(kid, n0);
-        let cut = self.cut;
-        let shard = &self.shards[(fp >> 56) as usize];
-        if shard.get(&fp).is_some_and(|&tag| is_live(tag, cut)) {
+        let cut = self.cut();
+        if self.shards[shard_of(fp)]
+            .get(&fp)
+            .is_some_and(|&tag| is_live(tag, cut))
+        {
             return Err(Error::Replay);
         }
-        if self.live >= self.capacity {
+        if self.len() >= self.capacity {
             return Err(Error::Overloaded);
         }
         let forget_after = date
@@ -271,16 +265,13 @@ impl StrikeRegister {
         if at > 0 && self.buckets[at - 1].0 == until {
             self.buckets[at - 1].1 += 1;
         } else {
+            // At the front when the clock went back: an older bucket than
+            // any live one, which lowers the cut.
             self.buckets.insert(at, (until, 1));
-            if at == 0 {
-                // An older bucket than any live one (the clock went back).
-                self.cut = self.index(until);
-            }
         }
-        let tag = self.index(until);
         // A stale entry of the same fingerprint, not yet swept, is replaced.
-        self.shards[(fp >> 56) as usize].insert(fp, tag);
-        self.live += 1;
+        let tag = self.index(until);
+        self.shards[shard_of(fp)].insert(fp, tag);
         Ok(())
     }
 
@@ -291,7 +282,6 @@ impl StrikeRegister {
             .map(|s| s.capacity() * (core::mem::size_of::<(u64, u32)>() + 1))
             .sum::<usize>()
             + self.shards.capacity() * core::mem::size_of::<Shard>()
-            + self.swept.capacity() * core::mem::size_of::<u32>()
             + self.buckets.capacity() * core::mem::size_of::<(u64, usize)>()
     }
 }

@@ -48,6 +48,36 @@ fn open_chunked_given(mut o: Opener, parts: &[Vec<u8>], given: u8) -> Result<Vec
     Ok(out)
 }
 
+/// What a strike register must hold, as a plain list of `(nonce byte,
+/// forget time)` with the register's bucket rounding (spec §8.2).
+struct StrikeModel {
+    window: u64,
+    entries: Vec<(u8, u64)>,
+}
+
+impl StrikeModel {
+    fn new(window: u64) -> Self {
+        StrikeModel {
+            window,
+            entries: Vec::new(),
+        }
+    }
+
+    /// Drops what may be forgotten at `now`.
+    fn at(&mut self, now: u64) {
+        self.entries.retain(|&(_, until)| until >= now);
+    }
+
+    fn holds(&self, n: u8) -> bool {
+        self.entries.iter().any(|&(m, _)| m == n)
+    }
+
+    fn record(&mut self, n: u8, date: u64) {
+        let g = self.window / 8;
+        self.entries.push((n, ((date + self.window) / g + 1) * g));
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
 
@@ -169,24 +199,23 @@ proptest! {
     #[test]
     fn strike_register_matches_a_list(ops in proptest::collection::vec((0u8..40, 0u64..120, 0u64..20), 1..400), cap in 1usize..60) {
         let window = 60;
-        let granularity = window / 8;
         let mut r = StrikeRegister::new(window, cap, [3; 16]);
-        let mut model: Vec<(u8, u64)> = Vec::new();
+        let mut model = StrikeModel::new(window);
         let mut now = 10_000;
         for (n, date_off, advance) in ops {
             now += advance;
             let date = now + date_off - window;
-            model.retain(|&(_, until)| until >= now);
-            let want = if model.iter().any(|&(m, _)| m == n) {
+            model.at(now);
+            let want = if model.holds(n) {
                 Err(Error::Replay)
-            } else if model.len() >= cap {
+            } else if model.entries.len() >= cap {
                 Err(Error::Overloaded)
             } else {
-                model.push((n, ((date + window) / granularity + 1) * granularity));
+                model.record(n, date);
                 Ok(())
             };
             prop_assert_eq!(r.check(&KeyId([1; 10]), &[n; 24], date, now), want);
-            prop_assert_eq!(r.len(), model.len());
+            prop_assert_eq!(r.len(), model.entries.len());
         }
     }
 
@@ -196,19 +225,18 @@ proptest! {
     #[test]
     fn strike_register_never_forgets_a_live_pair(ops in proptest::collection::vec((0u8..40, 0u64..120, 0u64..40), 1..400), cap in 1usize..60) {
         let window = 60;
-        let granularity = window / 8;
         let mut r = StrikeRegister::new(window, cap, [4; 16]);
-        let mut model: Vec<(u8, u64)> = Vec::new();
+        let mut model = StrikeModel::new(window);
         let mut now: u64 = 10_000;
         for (n, date_off, step) in ops {
             now = now + step - 15;
             let date = now + date_off - window;
-            model.retain(|&(_, until)| until >= now);
+            model.at(now);
             let got = r.check(&KeyId([1; 10]), &[n; 24], date, now);
-            if model.iter().any(|&(m, _)| m == n) {
+            if model.holds(n) {
                 prop_assert_eq!(got, Err(Error::Replay));
             } else if got.is_ok() {
-                model.push((n, ((date + window) / granularity + 1) * granularity));
+                model.record(n, date);
             }
             prop_assert!(r.len() <= cap);
         }
