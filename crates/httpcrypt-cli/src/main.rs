@@ -309,7 +309,7 @@ async fn run(cmd: Cmd) -> Result<i32> {
                 rspamd::serve(&a.server, svc).await?;
                 return Ok(0);
             }
-            serve(&a.server, svc).await?;
+            serve(&a.server, svc, false).await?;
             Ok(0)
         }
         Cmd::Gateway(a) => {
@@ -321,7 +321,7 @@ async fn run(cmd: Cmd) -> Result<i32> {
                 rspamd::serve(&a.server, upstream).await?;
                 return Ok(0);
             }
-            serve(&a.server, upstream).await?;
+            serve(&a.server, upstream, true).await?;
             Ok(0)
         }
         Cmd::Fetch(a) if a.profile == rspamd::Profile::Rspamd => rspamd::fetch(&a).await,
@@ -383,8 +383,10 @@ async fn split_proxy(a: SplitProxyArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// Builds the layer for `opts` and runs the listener until Ctrl-C.
-async fn serve<S>(opts: &ServerOpts, svc: S) -> Result<()>
+/// Builds the layer for `opts` and runs the listener until Ctrl-C;
+/// `abandon_on_hangup`: see [`httpcrypt::runtime::ListenOptions`] (yes for a
+/// gateway, no for static files).
+async fn serve<S>(opts: &ServerOpts, svc: S, abandon_on_hangup: bool) -> Result<()>
 where
     S: tower::Service<
             http::Request<httpcrypt::server::HcBody>,
@@ -402,6 +404,7 @@ where
         max_connections: opts.max_connections,
         header_timeout: Duration::from_secs(opts.header_timeout.max(1)),
         gate,
+        abandon_on_hangup,
         ..Default::default()
     };
     httpcrypt::runtime::run(listener, svc, listen, async {

@@ -36,6 +36,15 @@ pub struct ListenOptions {
     /// ASAP: checks connections whose first data came with the SYN before
     /// anything reads it (spec/asap.md §4).
     pub gate: Option<Arc<crate::asap::Gate>>,
+    /// Whether a request is abandoned as soon as its client closes its end
+    /// of the connection before the answer is complete. While an answer is
+    /// being produced, hyper then keeps a read pending on the connection,
+    /// with a fresh 8 KiB buffer for it. A gateway wants the watch, so that
+    /// its upstream request stops with the client; a static-file server
+    /// answers at once and does without it (a client that left meets a
+    /// reset on the answer's write instead). hyper's `half_close` is the
+    /// opposite of this setting.
+    pub abandon_on_hangup: bool,
 }
 
 impl Default for ListenOptions {
@@ -45,6 +54,7 @@ impl Default for ListenOptions {
             header_timeout: Duration::from_secs(10),
             max_head: 16 * 1024 + 64 * 1024 + 1024,
             gate: None,
+            abandon_on_hangup: true,
         }
     }
 }
@@ -179,6 +189,7 @@ where
                 .timer(TokioTimer::new())
                 .header_read_timeout(opts.header_timeout)
                 .keep_alive(true)
+                .half_close(!opts.abandon_on_hangup)
                 .max_header_size(opts.max_head)
                 .max_buf_size(opts.max_head.max(8192));
             let conn = builder.serve_connection(
@@ -770,6 +781,60 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         assert!(refused, "the listener should close once run is dropped");
+    }
+
+    /// A client that closes its end right after its request: with
+    /// `abandon_on_hangup` the service's answer is dropped unsent (the
+    /// gateway's setting, which stops the upstream request); without it the
+    /// answer still goes out (static files).
+    #[tokio::test]
+    async fn a_hangup_abandons_the_request_only_when_asked() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        for abandon in [true, false] {
+            let listener = bind("127.0.0.1:0".parse().expect("an address"))
+                .await
+                .expect("bind");
+            let addr = listener.local_addr().expect("local address");
+            let (done_tx, done_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+            let svc = tower::service_fn(move |_req: Request<Incoming>| {
+                let done = done_tx.clone();
+                async move {
+                    // Long enough for the hang-up to arrive first.
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    let _ = done.send(());
+                    Ok::<_, std::convert::Infallible>(Response::new(crate::server::full(
+                        &b"answer"[..],
+                    )))
+                }
+            });
+            let opts = ListenOptions {
+                abandon_on_hangup: abandon,
+                ..Default::default()
+            };
+            let server = tokio::spawn(run(listener, svc, opts, std::future::pending()));
+            let mut tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+            tcp.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+                .await
+                .expect("send");
+            tcp.shutdown().await.expect("half-close");
+            let mut got = Vec::new();
+            let read = tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut got))
+                .await
+                .expect("the connection ends");
+            let text = String::from_utf8_lossy(&got);
+            if abandon {
+                assert!(got.is_empty(), "answered a client that hung up: {text}");
+                // The service future was dropped before it finished.
+                let mut done = done_rx;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                assert!(done.try_recv().is_err(), "the abandoned service ran on");
+            } else {
+                read.expect("read");
+                assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+                assert!(text.ends_with("answer"), "{text}");
+            }
+            server.abort();
+        }
     }
 
     /// hyper's keep-alive rule, which decides whether an answer is corked.
