@@ -18,6 +18,8 @@
 //!   session key (a session-cache hit): outer checks, cookie scan, query
 //!   decode, open, inner parse, `Date` window and strike register, inner
 //!   answer head and seal (`httpcrypt_proto::server`).
+//! - `crypto_1k_us`, `core_1k_us`: the same two with a 1 KiB answer, for the
+//!   benchmark's 1 KiB cells.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -165,103 +167,115 @@ pub fn run(a: FloorArgs) -> Result<()> {
         .map(|_| *KexSecret::generate(&mut OsRng).public())
         .collect();
     let rsp_head = answer_head();
-    let body = [b'x'; 100];
     let record = 16 * 1024;
-    let mut out = Vec::with_capacity(1024);
-
-    // Every part is checked once before it is timed; the answer's
-    // plaintext, as the server seals it, comes out of the first.
-    let mut answer = Vec::new();
-    for p in &pool {
-        let Accept::Request(acc) =
-            server::accept_with(&keys, &mount, &outer_of(p, host), &limits, now, |_, _| {
-                Ok(p.key.clone())
-            })?
-        else {
-            anyhow::bail!("the pool's request was not taken as HTTPCrypt");
-        };
-        let (head, _) = server::open_request(&acc, b"", &limits)?;
-        ensure!(
-            head.target == path,
-            "the pool's request opens to the wrong target"
-        );
-        out.clear();
-        server::seal_response(
-            acc.into_response_key(),
-            [7; 24],
-            &rsp_head,
-            &body,
-            now,
-            record,
-            &mut out,
-        )?;
-        let opener = Opener::response(&p.key, p.n0, limits.record_limit());
-        answer = stream::open_all(opener, &out)?;
-    }
-
-    let x25519 = time(a.reps, a.iters, |i| {
-        black_box(secret.agree_raw(black_box(&clients[i % POOL])).ok());
-    });
-
-    let crypto = time(a.reps, a.iters, |i| {
-        let p = &pool[i % POOL];
-        let opener = Opener::request(&p.key, p.n0, limits.record_limit());
-        black_box(stream::open_all(opener, black_box(&p.stream)).ok());
-        let mut fresh = p.n0;
-        fresh[0] ^= 0xa5;
-        out.clear();
-        let sealer = Sealer::response(ResponseKey::new(p.key.clone(), p.n0), fresh, &mut out);
-        black_box(stream::seal_all(sealer, &answer, record, &mut out).ok());
-    });
-
+    let mut out = Vec::with_capacity(2048);
     // The server's default register. It holds only this loop's entries, so
     // it stays small and in cache: a lower bound too.
     let config = ServerConfig::default();
     let window = config.freshness.unwrap_or(replay::DEFAULT_WINDOW);
     let mut strikes = StrikeRegister::new(window, config.strike_capacity, [9; 16]);
     let mut serial = 0u64;
-    let core = time(a.reps, a.iters, |i| {
-        let p = &pool[i % POOL];
-        let Ok(Accept::Request(acc)) = server::accept_with(
-            &keys,
-            &mount,
-            black_box(&outer_of(p, host)),
-            &limits,
-            now,
-            |_, _| Ok(p.key.clone()),
-        ) else {
-            return;
-        };
-        let Ok((head, _)) = server::open_request(&acc, b"", &limits) else {
-            return;
-        };
-        let date = acc.check_time(head.field("date"), now, window);
-        // The pool repeats its nonces; the register sees a new one each time.
-        serial += 1;
-        let mut n0 = acc.n0;
-        n0[..8].copy_from_slice(&serial.to_le_bytes());
-        black_box(date.and_then(|d| strikes.check(&acc.kid, &n0, d, now)).ok());
-        let mut fresh = p.n0;
-        fresh[0] ^= 0x5a;
-        out.clear();
-        black_box(
+
+    let x25519 = time(a.reps, a.iters, |i| {
+        black_box(secret.agree_raw(black_box(&clients[i % POOL])).ok());
+    });
+
+    // The cryptography and the core with an answer of `len` bytes.
+    let mut answer_of = |len: usize| -> Result<(f64, f64)> {
+        let body = vec![b'x'; len];
+        // Every part is checked once before it is timed; the answer's
+        // plaintext, as the server seals it, comes out of the first.
+        let mut answer = Vec::new();
+        for p in &pool {
+            let Accept::Request(acc) =
+                server::accept_with(&keys, &mount, &outer_of(p, host), &limits, now, |_, _| {
+                    Ok(p.key.clone())
+                })?
+            else {
+                anyhow::bail!("the pool's request was not taken as HTTPCrypt");
+            };
+            let (head, _) = server::open_request(&acc, b"", &limits)?;
+            ensure!(
+                head.target == path,
+                "the pool's request opens to the wrong target"
+            );
+            out.clear();
             server::seal_response(
                 acc.into_response_key(),
-                fresh,
+                [7; 24],
                 &rsp_head,
                 &body,
                 now,
                 record,
                 &mut out,
-            )
-            .ok(),
+            )?;
+            let opener = Opener::response(&p.key, p.n0, limits.record_limit());
+            answer = stream::open_all(opener, &out)?;
+        }
+        ensure!(
+            answer.ends_with(&body),
+            "the sealed answer does not carry the body"
         );
-    });
+
+        let crypto = time(a.reps, a.iters, |i| {
+            let p = &pool[i % POOL];
+            let opener = Opener::request(&p.key, p.n0, limits.record_limit());
+            black_box(stream::open_all(opener, black_box(&p.stream)).ok());
+            let mut fresh = p.n0;
+            fresh[0] ^= 0xa5;
+            out.clear();
+            let sealer = Sealer::response(ResponseKey::new(p.key.clone(), p.n0), fresh, &mut out);
+            black_box(stream::seal_all(sealer, &answer, record, &mut out).ok());
+        });
+
+        let core = time(a.reps, a.iters, |i| {
+            let p = &pool[i % POOL];
+            let Ok(Accept::Request(acc)) = server::accept_with(
+                &keys,
+                &mount,
+                black_box(&outer_of(p, host)),
+                &limits,
+                now,
+                |_, _| Ok(p.key.clone()),
+            ) else {
+                return;
+            };
+            let Ok((head, _)) = server::open_request(&acc, b"", &limits) else {
+                return;
+            };
+            let date = acc.check_time(head.field("date"), now, window);
+            // The pool repeats its nonces; the register sees a new one each time.
+            serial += 1;
+            let mut n0 = acc.n0;
+            n0[..8].copy_from_slice(&serial.to_le_bytes());
+            black_box(date.and_then(|d| strikes.check(&acc.kid, &n0, d, now)).ok());
+            let mut fresh = p.n0;
+            fresh[0] ^= 0x5a;
+            out.clear();
+            black_box(
+                server::seal_response(
+                    acc.into_response_key(),
+                    fresh,
+                    &rsp_head,
+                    &body,
+                    now,
+                    record,
+                    &mut out,
+                )
+                .ok(),
+            );
+        });
+        Ok((crypto, core))
+    };
+    let (crypto, core) = answer_of(100)?;
+    let (crypto_1k, core_1k) = answer_of(1024)?;
 
     let doc = serde_json::json!({
         "x25519_us": x25519,
         "crypto_us": crypto,
         "core_us": core,
+        "crypto_1k_us": crypto_1k,
+        "core_1k_us": core_1k,
         "iters": a.iters,
         "reps": a.reps,
     });
