@@ -180,8 +180,8 @@ pub fn run(a: FloorArgs) -> Result<()> {
         black_box(secret.agree_raw(black_box(&clients[i % POOL])).ok());
     });
 
-    // The cryptography and the core with an answer of `len` bytes.
-    let mut answer_of = |len: usize| -> Result<(f64, f64)> {
+    // Times the cryptography and the core with an answer of `len` bytes.
+    let mut time_with_answer = |len: usize| -> Result<(f64, f64)> {
         let body = vec![b'x'; len];
         // Every part is checked once before it is timed; the answer's
         // plaintext, as the server seals it, comes out of the first.
@@ -267,8 +267,8 @@ pub fn run(a: FloorArgs) -> Result<()> {
         });
         Ok((crypto, core))
     };
-    let (crypto, core) = answer_of(100)?;
-    let (crypto_1k, core_1k) = answer_of(1024)?;
+    let (crypto, core) = time_with_answer(100)?;
+    let (crypto_1k, core_1k) = time_with_answer(1024)?;
 
     let doc = serde_json::json!({
         "x25519_us": x25519,

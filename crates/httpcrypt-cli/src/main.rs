@@ -309,7 +309,7 @@ async fn run(cmd: Cmd) -> Result<i32> {
                 rspamd::serve(&a.server, svc).await?;
                 return Ok(0);
             }
-            serve(&a.server, svc, false).await?;
+            serve(&a.server, svc, /* abandon_on_hangup */ false).await?;
             Ok(0)
         }
         Cmd::Gateway(a) => {
@@ -321,7 +321,7 @@ async fn run(cmd: Cmd) -> Result<i32> {
                 rspamd::serve(&a.server, upstream).await?;
                 return Ok(0);
             }
-            serve(&a.server, upstream, true).await?;
+            serve(&a.server, upstream, /* abandon_on_hangup */ true).await?;
             Ok(0)
         }
         Cmd::Fetch(a) if a.profile == rspamd::Profile::Rspamd => rspamd::fetch(&a).await,

@@ -421,14 +421,14 @@ impl Client {
             };
             tracing::debug!(%authority, reason = %why, "DNS discovery found no usable key");
             if self.config.require_identity && self.identity_for(authority).is_none() {
-                return Err(Error::NoIdentity(why));
+                return Err(Error::NoIdentity(Some(why)));
             }
             if !self.config.options_fallback {
                 return Err(Error::Dns(format!("{authority}: {why}")));
             }
         }
         if self.config.require_identity && self.identity_for(authority).is_none() {
-            return Err(Error::NoIdentity(String::new()));
+            return Err(Error::NoIdentity(None));
         }
         let certs = self.refresh_certs(scheme, authority).await?;
         Ok((
@@ -476,7 +476,7 @@ impl Client {
         let certs = cert::parse_cert_list(&body)?;
         let identity = self.identity_for(authority);
         if identity.is_none() && self.config.require_identity {
-            return Err(Error::NoIdentity(String::new()));
+            return Err(Error::NoIdentity(None));
         }
         // `bad_signature` when valid certificates exist but none verifies.
         cert::choose(&certs, now, identity.as_ref())?;

@@ -51,12 +51,12 @@ pub enum Error {
     /// Authenticated mode without a pinned identity, and no identity
     /// validated with DNSSEC was found (spec §6.4). Holds what discovery
     /// found instead (a timeout, `SERVFAIL`, a record without the AD bit,
-    /// …), empty when it did not run.
+    /// …), `None` when it did not run.
     #[error(
         "authenticated mode: no pinned identity and no DNSSEC-validated _httpcrypt-id record{}",
-        if .0.is_empty() { String::new() } else { format!(" ({})", .0) }
+        .0.as_deref().map_or(String::new(), |found| format!(" ({found})"))
     )]
-    NoIdentity(String),
+    NoIdentity(Option<String>),
     /// The key store or configuration is unusable.
     #[error("configuration: {0}")]
     Config(String),

@@ -795,7 +795,7 @@ mod tests {
                 .await
                 .expect("bind");
             let addr = listener.local_addr().expect("local address");
-            let (done_tx, done_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+            let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
             let svc = tower::service_fn(move |_req: Request<Incoming>| {
                 let done = done_tx.clone();
                 async move {
@@ -825,9 +825,8 @@ mod tests {
             if abandon {
                 assert!(got.is_empty(), "answered a client that hung up: {text}");
                 // The service future was dropped before it finished.
-                let mut done = done_rx;
                 tokio::time::sleep(Duration::from_millis(500)).await;
-                assert!(done.try_recv().is_err(), "the abandoned service ran on");
+                assert!(done_rx.try_recv().is_err(), "the abandoned service ran on");
             } else {
                 read.expect("read");
                 assert!(text.starts_with("HTTP/1.1 200"), "{text}");
