@@ -26,7 +26,7 @@ use std::time::Instant;
 
 use anyhow::{ensure, Context as _, Result};
 use httpcrypt::ServerConfig;
-use httpcrypt_proto::inner::{Field, Head as _, ResponseHead};
+use httpcrypt_proto::inner::{Field, Head as _, PackedRequestHead, ResponseHead};
 use httpcrypt_proto::outer::{self, Mount};
 use httpcrypt_proto::replay::{self, StrikeRegister};
 use httpcrypt_proto::server::{self, Accept, OuterRequest, ServerKeys};
@@ -240,7 +240,9 @@ pub fn run(a: FloorArgs) -> Result<()> {
             ) else {
                 return;
             };
-            let Ok((head, _)) = server::open_request(&acc, b"", &limits) else {
+            // The inner head as the layer keeps it: one buffer, with spans.
+            let Ok((head, _)) = server::open_request_as::<PackedRequestHead>(&acc, b"", &limits)
+            else {
                 return;
             };
             let date = acc.check_time(head.field("date"), now, window);

@@ -69,14 +69,14 @@ fn encode_fields(fields: &[Field], out: &mut Vec<u8>) {
     out.extend_from_slice(b"\r\n");
 }
 
-fn encode_field(name: &str, value: &[u8], out: &mut Vec<u8>) {
+pub(crate) fn encode_field(name: &str, value: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(name.as_bytes());
     out.extend_from_slice(b": ");
     out.extend_from_slice(value);
     out.extend_from_slice(b"\r\n");
 }
 
-fn encode_status_line(status: u16, reason: &str, out: &mut Vec<u8>) {
+pub(crate) fn encode_status_line(status: u16, reason: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(b"HTTP/1.1 ");
     out.extend_from_slice(itoa::Buffer::new().format(status).as_bytes());
     out.push(b' ');

@@ -80,6 +80,22 @@ pub fn format_date(unix: u64) -> String {
     httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_secs(unix))
 }
 
+/// Calls `f` with the IMF-fixdate of `unix`, formatted once per second and
+/// thread (an answer's `Date` is the same for every answer of that second).
+pub fn with_date<R>(unix: u64, f: impl FnOnce(&str) -> R) -> R {
+    thread_local! {
+        static DATE: std::cell::RefCell<(u64, String)> =
+            const { std::cell::RefCell::new((0, String::new())) };
+    }
+    DATE.with(|d| {
+        let mut d = d.borrow_mut();
+        if d.0 != unix || d.1.is_empty() {
+            *d = (unix, format_date(unix));
+        }
+        f(&d.1)
+    })
+}
+
 /// Bits of a fingerprint (its top ones) that pick its map.
 const SHARD_BITS: u32 = 8;
 

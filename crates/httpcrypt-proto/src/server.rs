@@ -419,9 +419,20 @@ pub fn open_request(
     body: &[u8],
     limits: &Limits,
 ) -> Result<(RequestHead, Vec<u8>)> {
+    open_request_as(accepted, body, limits)
+}
+
+/// [`open_request`] into another head type, such as
+/// [`inner::PackedRequestHead`] (one allocation for the whole head, where
+/// [`RequestHead`] makes one per string). Parsed and checked the same way.
+pub fn open_request_as<H: inner::Head>(
+    accepted: &Accepted,
+    body: &[u8],
+    limits: &Limits,
+) -> Result<(H, Vec<u8>)> {
     let stream_bytes = accepted.query_stream.as_deref().unwrap_or(body);
     let plaintext = stream::open_all(accepted.opener(limits), stream_bytes)?;
-    inner::decode_all::<RequestHead>(&plaintext, limits)
+    inner::decode_all::<H>(&plaintext, limits)
 }
 
 /// Freshness and anti-replay settings (spec §8).
@@ -454,35 +465,52 @@ pub fn seal_response(
     record_size: usize,
     out: &mut Vec<u8>,
 ) -> Result<()> {
-    let mut head = head.clone();
-    let compact = key.profile() == Profile::Compact;
-    if inner::field(&head.fields, "date").is_none() && (!compact || head.status == 425) {
-        head.fields
-            .push(Field::new("Date", replay::format_date(now)));
-    }
-    let mut plaintext = Vec::with_capacity(256 + body.len());
-    if compact {
-        head.fields
-            .retain(|f| !f.name.eq_ignore_ascii_case("content-length"));
-        head.encode(&mut plaintext);
-        if !key
-            .profile()
-            .omits_content_length(plaintext.len(), body.len() as u64, record_size)
-        {
-            plaintext.clear();
-            head.fields
-                .push(Field::new("Content-Length", body.len().to_string()));
-            head.encode(&mut plaintext);
-        }
-    } else {
-        if inner::field(&head.fields, "content-length").is_none() {
-            head.fields
-                .push(Field::new("Content-Length", body.len().to_string()));
-        }
-        head.encode(&mut plaintext);
-    }
-    plaintext.extend_from_slice(body);
+    let profile = key.profile();
+    let compact = profile == Profile::Compact;
+    let record_size = record_size.max(1);
+    let add_date = inner::field(&head.fields, "date").is_none() && (!compact || head.status == 425);
+    let has_length = inner::field(&head.fields, "content-length").is_some();
     let sealer = Sealer::response(key, fresh, out);
+    // The head is encoded where the first record's plaintext goes, so an
+    // answer that fits one record is sealed where it lies.
+    let start = out.len();
+    out.reserve(stream::RECORD_OVERHEAD + 256 + body.len().min(record_size));
+    out.resize(start + stream::RECORD_OVERHEAD, 0);
+    let head_at = out.len();
+    inner::encode_status_line(head.status, &head.reason, out);
+    for f in &head.fields {
+        // Profile 2 states the length itself, or leaves it out (below).
+        if !(compact && f.is("content-length")) {
+            inner::encode_field(&f.name, &f.value, out);
+        }
+    }
+    if add_date {
+        replay::with_date(now, |d| inner::encode_field("Date", d.as_bytes(), out));
+    }
+    let add_length = if compact {
+        // The head's length once ended by its empty line.
+        let head_len = out.len() - head_at + 2;
+        !profile.omits_content_length(head_len, body.len() as u64, record_size)
+    } else {
+        !has_length
+    };
+    if add_length {
+        let mut digits = itoa::Buffer::new();
+        inner::encode_field("Content-Length", digits.format(body.len()).as_bytes(), out);
+    }
+    out.extend_from_slice(b"\r\n");
+    if out.len() - head_at + body.len() <= record_size {
+        out.extend_from_slice(body);
+        let sealed = sealer.finish_in_place(&mut out[start..]);
+        if sealed.is_err() {
+            out.truncate(start);
+        }
+        return sealed;
+    }
+    let mut plaintext = Vec::with_capacity(out.len() - head_at + body.len());
+    plaintext.extend_from_slice(&out[head_at..]);
+    plaintext.extend_from_slice(body);
+    out.truncate(start);
     stream::seal_all(sealer, &plaintext, record_size, out)
 }
 
@@ -512,5 +540,112 @@ pub fn reason_phrase(status: u16) -> &'static str {
         501 => "Not Implemented",
         503 => "Service Unavailable",
         _ => "Status",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The layout spec §4.3 and §4.5 give a sealed answer, built the plain
+    /// way: the head with `Date` and `Content-Length` added as fields,
+    /// encoded, followed by the body, cut into records by `seal_all`.
+    fn reference(
+        key: ResponseKey,
+        fresh: [u8; NONCE_LEN],
+        head: &ResponseHead,
+        body: &[u8],
+        now: u64,
+        record_size: usize,
+    ) -> Vec<u8> {
+        let compact = key.profile() == Profile::Compact;
+        let mut head = head.clone();
+        if inner::field(&head.fields, "date").is_none() && (!compact || head.status == 425) {
+            head.fields
+                .push(Field::new("Date", replay::format_date(now)));
+        }
+        let mut plaintext = Vec::new();
+        if compact {
+            head.fields.retain(|f| !f.is("content-length"));
+            head.encode(&mut plaintext);
+            if !key
+                .profile()
+                .omits_content_length(plaintext.len(), body.len() as u64, record_size)
+            {
+                plaintext.clear();
+                head.fields
+                    .push(Field::new("Content-Length", body.len().to_string()));
+                head.encode(&mut plaintext);
+            }
+        } else {
+            if inner::field(&head.fields, "content-length").is_none() {
+                head.fields
+                    .push(Field::new("Content-Length", body.len().to_string()));
+            }
+            head.encode(&mut plaintext);
+        }
+        plaintext.extend_from_slice(body);
+        let mut out = Vec::new();
+        let sealer = Sealer::response(key, fresh, &mut out);
+        stream::seal_all(sealer, &plaintext, record_size, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn a_sealed_answer_has_the_reference_layout_in_every_case() {
+        let key = SessionKey::from_bytes([9; 32]);
+        let now = 1_790_000_000;
+        let mut cases = 0;
+        for profile in [Profile::V1, Profile::Compact] {
+            for status in [200, 425] {
+                for (date, length) in [(false, false), (true, false), (false, true), (true, true)] {
+                    let mut head = ResponseHead::new(status, reason_phrase(status));
+                    head.fields.push(Field::new("Content-Type", "text/plain"));
+                    if date {
+                        head.fields
+                            .push(Field::new("Date", "Sun, 06 Nov 1994 08:49:37 GMT"));
+                    }
+                    if length {
+                        // A stated length is kept in v1 and restated in profile 2.
+                        head.fields.push(Field::new("Content-Length", "7"));
+                    }
+                    for body_len in [0usize, 1, 100, 1024, 5000] {
+                        let body: Vec<u8> = (0..body_len).map(|i| i as u8).collect();
+                        // Record sizes around the two lengths the answer can
+                        // have (without and with an added `Content-Length`,
+                        // where profile 2 decides), and sizes that cut it
+                        // into many records.
+                        let mut bare = head.clone();
+                        bare.fields.retain(|f| !f.is("content-length"));
+                        if !date && (profile == Profile::V1 || status == 425) {
+                            bare.fields
+                                .push(Field::new("Date", replay::format_date(now)));
+                        }
+                        let mut plain = Vec::new();
+                        bare.encode(&mut plain);
+                        let p0 = plain.len() + body_len;
+                        let p1 = p0 + format!("Content-Length: {body_len}\r\n").len();
+                        let mut records = vec![1, 7, 300, 16 * 1024];
+                        records.extend([p0 - 1, p0, p0 + 1, p1 - 1, p1, p1 + 1]);
+                        for record in records {
+                            let rk = || ResponseKey::for_profile(key.clone(), [3; 24], profile);
+                            let want = reference(rk(), [5; 24], &head, &body, now, record);
+                            let mut got = b"kept".to_vec();
+                            seal_response(rk(), [5; 24], &head, &body, now, record, &mut got)
+                                .unwrap();
+                            assert_eq!(&got[..4], b"kept", "what `out` held stays");
+                            assert_eq!(
+                                got[4..],
+                                want[..],
+                                "{profile:?} {status} date={date} length={length} \
+                                 body={body_len} record={record}"
+                            );
+                            cases += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(cases, 2 * 2 * 4 * 5 * 10);
     }
 }

@@ -1166,21 +1166,6 @@ fn build_inner_request(
     Ok((req, split_asked))
 }
 
-/// Runs `f` on the IMF-fixdate of `now`, formatted once per second and
-/// thread (as hyper does for its own `Date`).
-fn with_date<R>(now: u64, f: impl FnOnce(&str) -> R) -> R {
-    thread_local! {
-        static DATE: std::cell::RefCell<(u64, String)> = const { std::cell::RefCell::new((0, String::new())) };
-    }
-    DATE.with(|d| {
-        let mut d = d.borrow_mut();
-        if d.0 != now || d.1.is_empty() {
-            *d = (now, replay::format_date(now));
-        }
-        f(&d.1)
-    })
-}
-
 /// Inner response fields that must not travel inside (spec §4.3).
 const HOP: &[HeaderName] = &[
     header::CONNECTION,
@@ -1257,7 +1242,7 @@ where
         head.field("Content-Length", itoa::Buffer::new().format(len).as_bytes());
     }
     if !has_date && !compact {
-        with_date(now, |d| head.field("Date", d.as_bytes()));
+        replay::with_date(now, |d| head.field("Date", d.as_bytes()));
     }
     for f in &extra {
         head.field(&f.name, &f.value);
