@@ -539,7 +539,7 @@ where
     /// Every failure becomes a response (sealed where a session key exists),
     /// so the layer fits `axum::Router::layer` and `axum::serve`.
     type Error = Infallible;
-    type Future = BoxFuture<Result<Response<HcBody>, Infallible>>;
+    type Future = ResponseFuture<S>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         // Readiness is awaited per request on a clone (`oneshot`), so an
@@ -549,13 +549,110 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let inner = self.inner.clone();
+        let cfg = &self.shared.config;
+        // A request outside the mount that passes the outer limits goes
+        // to the service as it is: the same answer `handle` gives it,
+        // without `handle`'s state machine (one large allocation).
+        if matches!(cfg.outside, Outside::PassThrough) && !under_mount(req.uri().path(), &cfg.mount)
+        {
+            let (parts, body) = req.into_parts();
+            if outer_http_limits(&parts, &cfg.limits).is_none() {
+                let req = Request::from_parts(parts, body.map_err(Into::into).boxed_unsync());
+                return ResponseFuture::PassThrough {
+                    call: tower::ServiceExt::oneshot(inner, req),
+                };
+            }
+            return self.handled(inner, Request::from_parts(parts, body));
+        }
+        self.handled(inner, req)
+    }
+}
+
+impl<S> HttpCryptService<S> {
+    fn handled<B, RB>(&self, inner: S, req: Request<B>) -> ResponseFuture<S>
+    where
+        S: tower::Service<Request<HcBody>, Response = Response<RB>> + Send + 'static,
+        S::Future: Send,
+        S::Error: Into<BoxError>,
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+        RB: Body<Data = Bytes> + Send + 'static,
+        RB::Error: Into<BoxError>,
+    {
         let shared = self.shared.clone();
-        Box::pin(async move {
-            Ok(match handle(shared, inner, req).await {
-                Ok(r) => r,
-                Err(e) => failure_response(&e),
-            })
+        ResponseFuture::Handled {
+            fut: Box::pin(async move {
+                Ok(match handle(shared, inner, req).await {
+                    Ok(r) => r,
+                    Err(e) => failure_response(&e),
+                })
+            }),
+        }
+    }
+}
+
+/// Whether `path` lies under the mount (`mount/...`): what decides
+/// between the protocol's routes and the rest (`outer::route`).
+fn under_mount(path: &str, mount: &Mount) -> bool {
+    path.strip_prefix(mount.as_str())
+        .is_some_and(|rest| rest.starts_with('/'))
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`HttpCryptService`]: a request outside the mount runs
+    /// the service's own future in place; every other request is handled
+    /// by the layer (boxed).
+    // The variants' fields are private in all but name (pin-project-lite
+    // takes no doc comments on them).
+    #[allow(missing_docs)]
+    #[project = ResponseFutureProj]
+    pub enum ResponseFuture<S>
+    where
+        S: tower::Service<Request<HcBody>>,
+    {
+        /// Passed through to the service.
+        PassThrough {
+            #[pin]
+            call: tower::util::Oneshot<S, Request<HcBody>>,
+        },
+        /// Handled by the layer.
+        Handled {
+            fut: BoxFuture<Result<Response<HcBody>, Infallible>>,
+        },
+    }
+}
+
+impl<S> std::fmt::Debug for ResponseFuture<S>
+where
+    S: tower::Service<Request<HcBody>>,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ResponseFuture::PassThrough { .. } => "ResponseFuture::PassThrough",
+            ResponseFuture::Handled { .. } => "ResponseFuture::Handled",
         })
+    }
+}
+
+impl<S, RB> Future for ResponseFuture<S>
+where
+    S: tower::Service<Request<HcBody>, Response = Response<RB>>,
+    S::Error: Into<BoxError>,
+    RB: Body<Data = Bytes> + Send + 'static,
+    RB::Error: Into<BoxError>,
+{
+    type Output = Result<Response<HcBody>, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project() {
+            ResponseFutureProj::PassThrough { call } => {
+                Poll::Ready(Ok(match std::task::ready!(call.poll(cx)) {
+                    Ok(rsp) => rsp.map(|b| b.map_err(Into::into).boxed_unsync()),
+                    Err(e) => failure_response(&e.into()),
+                }))
+            }
+            ResponseFutureProj::Handled { fut } => fut.as_mut().poll(cx),
+        }
     }
 }
 
@@ -1324,6 +1421,95 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Outside the mount, a request that passes the outer limits reaches
+    /// the service unchanged and its answer comes back as it is (a failing
+    /// service: 500); one over a limit is refused before the service sees
+    /// it; with `Outside::Refuse` nothing reaches the service.
+    #[tokio::test]
+    async fn requests_outside_the_mount_pass_through_within_the_outer_limits() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tower::{Layer as _, ServiceExt as _};
+        let dir = tempfile::tempdir().expect("a directory");
+        let store = crate::keystore::KeyStore::create(dir.path(), true).expect("a key store");
+        let keys = crate::keystore::start(store, Duration::from_secs(3600)).expect("keys");
+        let seen = Arc::new(AtomicUsize::new(0));
+        let app = {
+            let seen = seen.clone();
+            tower::service_fn(move |req: Request<HcBody>| {
+                seen.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    if req.uri().path() == "/fail" {
+                        return Err(BoxError::from("the application failed"));
+                    }
+                    let mut r = Response::new(full(format!("{} {}", req.method(), req.uri())));
+                    r.headers_mut()
+                        .insert("x-app", HeaderValue::from_static("yes"));
+                    Ok::<_, BoxError>(r)
+                }
+            })
+        };
+        let send = |outside: Outside, req: Request<Full<Bytes>>| {
+            let layer = HttpCryptLayer::new(
+                keys.clone(),
+                ServerConfig {
+                    mount: Mount::new("/hc").expect("a mount"),
+                    outside,
+                    ..Default::default()
+                },
+            );
+            let svc = layer.layer(app.clone());
+            async move {
+                let rsp = svc.oneshot(req).await.expect("infallible");
+                let status = rsp.status().as_u16();
+                let app = rsp.headers().contains_key("x-app");
+                let body = rsp.into_body().collect().await.expect("a body").to_bytes();
+                (status, app, String::from_utf8_lossy(&body).into_owned())
+            }
+        };
+        let get = |target: &str| {
+            Request::get(target)
+                .header(header::HOST, "example.test")
+                .body(Full::new(Bytes::new()))
+                .expect("a request")
+        };
+        let calls = || seen.load(Ordering::SeqCst);
+
+        // Passed through, for the mount's own prefix without its slash too.
+        for target in ["/x?a=b", "/hc", "/hcx/y"] {
+            let before = calls();
+            let (status, app, body) = send(Outside::PassThrough, get(target)).await;
+            assert_eq!((status, app), (200, true), "{target}");
+            assert_eq!(body, format!("GET {target}"));
+            assert_eq!(calls(), before + 1, "{target}");
+        }
+        // The service's failure is the layer's 500.
+        let (status, app, _) = send(Outside::PassThrough, get("/fail")).await;
+        assert_eq!((status, app), (500, false));
+
+        // Over a limit: refused, the service not called.
+        let before = calls();
+        let long = format!("/x/{}", "a".repeat(17 * 1024));
+        assert_eq!(send(Outside::PassThrough, get(&long)).await.0, 414);
+        let mut big = get("/x");
+        big.headers_mut().insert(
+            "x-big",
+            HeaderValue::from_str(&"v".repeat(70 * 1024)).expect("a value"),
+        );
+        assert_eq!(send(Outside::PassThrough, big).await.0, 431);
+        let mut gzip = get("/x");
+        gzip.headers_mut()
+            .insert(header::TRANSFER_ENCODING, HeaderValue::from_static("gzip"));
+        assert_eq!(send(Outside::PassThrough, gzip).await.0, 501);
+        assert_eq!(calls(), before);
+
+        // Refused outside the mount; under it, the protocol answers.
+        let (status, app, _) = send(Outside::Refuse, get("/x")).await;
+        assert_eq!((status, app), (404, false));
+        let (status, app, _) = send(Outside::PassThrough, get("/hc/")).await;
+        assert!(status >= 400 && !app, "{status}");
+        assert_eq!(calls(), before);
+    }
 
     /// The watch wakes waiting connections once, after the earliest noted
     /// expiry has passed, and not before; a connection noted again is
