@@ -16,8 +16,9 @@
 //!   (a second subkey and record).
 //! - `core_us`: the sans-IO protocol core on that request with a known
 //!   session key (a session-cache hit): outer checks, cookie scan, query
-//!   decode, open, inner parse, `Date` window and strike register, inner
-//!   answer head and seal (`httpcrypt_proto::server`).
+//!   decode, open, inner parse (into the packed head the layer keeps),
+//!   `Date` window and strike register, inner answer head and seal
+//!   (`httpcrypt_proto::server`).
 //! - `crypto_1k_us`, `core_1k_us`: the same two with a 1 KiB answer, for the
 //!   benchmark's 1 KiB cells.
 
@@ -194,9 +195,9 @@ pub fn run(a: FloorArgs) -> Result<()> {
             else {
                 anyhow::bail!("the pool's request was not taken as HTTPCrypt");
             };
-            let (head, _) = server::open_request(&acc, b"", &limits)?;
+            let (head, _) = server::open_request_as::<PackedRequestHead>(&acc, b"", &limits)?;
             ensure!(
-                head.target == path,
+                head.target() == path,
                 "the pool's request opens to the wrong target"
             );
             out.clear();

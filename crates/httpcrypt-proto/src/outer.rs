@@ -58,6 +58,12 @@ impl Mount {
         &self.0
     }
 
+    /// What follows `{mount}/` in `path`; `None` when `path` lies outside
+    /// the mount (the mount itself without its `/` included).
+    pub fn strip<'a>(&self, path: &'a str) -> Option<&'a str> {
+        path.strip_prefix(self.as_str())?.strip_prefix('/')
+    }
+
     /// `{mount}/` — where `OPTIONS` is answered.
     pub fn options_path(&self) -> String {
         format!("{}/", self.0)
@@ -133,10 +139,7 @@ pub fn route<'a>(method: &str, target: &'a str, mount: &Mount) -> Result<Route<'
         Some(i) => (&target[..i], Some(&target[i + 1..])),
         None => (target, None),
     };
-    let Some(rest) = path
-        .strip_prefix(mount.as_str())
-        .and_then(|r| r.strip_prefix('/'))
-    else {
+    let Some(rest) = mount.strip(path) else {
         return Ok(Route::Outside);
     };
     match method {

@@ -553,7 +553,8 @@ where
         // A request outside the mount that passes the outer limits goes
         // to the service as it is: the same answer `handle` gives it,
         // without `handle`'s state machine (one large allocation).
-        if matches!(cfg.outside, Outside::PassThrough) && !under_mount(req.uri().path(), &cfg.mount)
+        let req = if matches!(cfg.outside, Outside::PassThrough)
+            && cfg.mount.strip(req.uri().path()).is_none()
         {
             let (parts, body) = req.into_parts();
             if outer_http_limits(&parts, &cfg.limits).is_none() {
@@ -562,23 +563,10 @@ where
                     call: tower::ServiceExt::oneshot(inner, req),
                 };
             }
-            return self.handled(inner, Request::from_parts(parts, body));
-        }
-        self.handled(inner, req)
-    }
-}
-
-impl<S> HttpCryptService<S> {
-    fn handled<B, RB>(&self, inner: S, req: Request<B>) -> ResponseFuture<S>
-    where
-        S: tower::Service<Request<HcBody>, Response = Response<RB>> + Send + 'static,
-        S::Future: Send,
-        S::Error: Into<BoxError>,
-        B: Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<BoxError>,
-        RB: Body<Data = Bytes> + Send + 'static,
-        RB::Error: Into<BoxError>,
-    {
+            Request::from_parts(parts, body)
+        } else {
+            req
+        };
         let shared = self.shared.clone();
         ResponseFuture::Handled {
             fut: Box::pin(async move {
@@ -589,13 +577,6 @@ impl<S> HttpCryptService<S> {
             }),
         }
     }
-}
-
-/// Whether `path` lies under the mount (`mount/...`): what decides
-/// between the protocol's routes and the rest (`outer::route`).
-fn under_mount(path: &str, mount: &Mount) -> bool {
-    path.strip_prefix(mount.as_str())
-        .is_some_and(|rest| rest.starts_with('/'))
 }
 
 pin_project_lite::pin_project! {
