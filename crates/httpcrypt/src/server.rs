@@ -549,32 +549,47 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let inner = self.inner.clone();
-        let cfg = &self.shared.config;
-        // A request outside the mount that passes the outer limits goes
-        // to the service as it is: the same answer `handle` gives it,
-        // without `handle`'s state machine (one large allocation).
-        let req = if matches!(cfg.outside, Outside::PassThrough)
-            && cfg.mount.strip(req.uri().path()).is_none()
-        {
-            let (parts, body) = req.into_parts();
-            if outer_http_limits(&parts, &cfg.limits).is_none() {
-                let req = Request::from_parts(parts, body.map_err(Into::into).boxed_unsync());
-                return ResponseFuture::PassThrough {
-                    call: tower::ServiceExt::oneshot(inner, req),
-                };
+        match admit(&self.shared, req) {
+            Admission::Answer(rsp) => ResponseFuture::Ready { rsp: Some(rsp) },
+            // The service's own future, run in place.
+            Admission::PassThrough(req) => ResponseFuture::PassThrough {
+                call: tower::ServiceExt::oneshot(
+                    inner,
+                    req.map(|b| b.map_err(Into::into).boxed_unsync()),
+                ),
+            },
+            Admission::Content {
+                store,
+                method,
+                rest,
+                body,
+            } => ResponseFuture::Handled {
+                fut: Box::pin(async move {
+                    Ok(crate::split::content_response(&store, &method, &rest, body).await)
+                }),
+            },
+            // One allocation for all the state of a sealed request.
+            Admission::Sealed {
+                parts,
+                body,
+                accepted,
+                held,
+                now,
+            } => {
+                let shared = self.shared.clone();
+                ResponseFuture::Handled {
+                    fut: Box::pin(async move {
+                        Ok(
+                            match serve_sealed(shared, inner, parts, body, accepted, held, now)
+                                .await
+                            {
+                                Ok(r) => r,
+                                Err(e) => failure_response(&e),
+                            },
+                        )
+                    }),
+                }
             }
-            Request::from_parts(parts, body)
-        } else {
-            req
-        };
-        let shared = self.shared.clone();
-        ResponseFuture::Handled {
-            fut: Box::pin(async move {
-                Ok(match handle(shared, inner, req).await {
-                    Ok(r) => r,
-                    Err(e) => failure_response(&e),
-                })
-            }),
         }
     }
 }
@@ -596,7 +611,11 @@ pin_project_lite::pin_project! {
             #[pin]
             call: tower::util::Oneshot<S, Request<HcBody>>,
         },
-        /// Handled by the layer.
+        /// Answered by the layer without awaiting anything.
+        Ready {
+            rsp: Option<Response<HcBody>>,
+        },
+        /// Handled by the layer (boxed).
         Handled {
             fut: BoxFuture<Result<Response<HcBody>, Infallible>>,
         },
@@ -610,6 +629,7 @@ where
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             ResponseFuture::PassThrough { .. } => "ResponseFuture::PassThrough",
+            ResponseFuture::Ready { .. } => "ResponseFuture::Ready",
             ResponseFuture::Handled { .. } => "ResponseFuture::Handled",
         })
     }
@@ -632,6 +652,9 @@ where
                     Err(e) => failure_response(&e.into()),
                 }))
             }
+            ResponseFutureProj::Ready { rsp } => Poll::Ready(Ok(rsp
+                .take()
+                .expect("ResponseFuture polled after it completed"))),
             ResponseFutureProj::Handled { fut } => fut.as_mut().poll(cx),
         }
     }
@@ -772,28 +795,47 @@ fn outer_http_limits(parts: &http::request::Parts, limits: &Limits) -> Option<Re
     })
 }
 
-async fn handle<S, B, RB>(
-    shared: Arc<Shared>,
-    inner: S,
-    req: Request<B>,
-) -> Result<Response<HcBody>, BoxError>
-where
-    S: tower::Service<Request<HcBody>, Response = Response<RB>> + Send + 'static,
-    S::Future: Send,
-    S::Error: Into<BoxError>,
-    B: Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-    RB: Body<Data = Bytes> + Send + 'static,
-    RB::Error: Into<BoxError>,
-{
+/// What the layer does with a request, decided before anything is awaited.
+enum Admission<B> {
+    /// Answered at once: a refusal, a problem, OPTIONS, 404, 405.
+    Answer(Response<HcBody>),
+    /// Outside the mount, for the service as it is.
+    PassThrough(Request<B>),
+    /// The split-serving content endpoint (spec/split-serving.md §S5).
+    Content {
+        store: Arc<ContentStore>,
+        method: Method,
+        rest: String,
+        body: B,
+    },
+    /// A sealed request, admitted: it is opened, served and sealed by
+    /// [`serve_sealed`].
+    Sealed {
+        parts: http::request::Parts,
+        body: B,
+        accepted: Accepted,
+        held: Option<httpcrypt_proto::KeyId>,
+        now: u64,
+    },
+}
+
+/// The outer checks (HTTP limits, route, credential, key agreement or
+/// resumption, admission), all synchronous: a request is answered at once
+/// or handed on with what it was admitted with, so only a request that
+/// really awaits something costs a boxed future.
+fn admit<B>(shared: &Shared, req: Request<B>) -> Admission<B> {
     let cfg = &shared.config;
-    let now = unix_now();
     let (parts, body) = req.into_parts();
     if let Some(refusal) = outer_http_limits(&parts, &cfg.limits) {
-        return Ok(refusal);
+        return Admission::Answer(refusal);
     }
-    // The split-serving content endpoint (spec/split-serving.md §S5); the
-    // dot keeps its paths apart from nonce paths.
+    // Outside the mount (`Mount::strip`, the test `outer::route` applies).
+    if matches!(cfg.outside, Outside::PassThrough) && cfg.mount.strip(parts.uri.path()).is_none()
+    {
+        return Admission::PassThrough(Request::from_parts(parts, body));
+    }
+    let now = unix_now();
+    // The dot keeps the content endpoint's paths apart from nonce paths.
     if let Some(store) = &shared.store {
         if let Some(rest) = parts
             .uri
@@ -801,8 +843,12 @@ where
             .strip_prefix(cfg.mount.as_str())
             .and_then(|p| p.strip_prefix(split::CONTENT_DIR))
         {
-            let rest = rest.to_string();
-            return Ok(crate::split::content_response(store, &parts.method, &rest, body).await);
+            return Admission::Content {
+                store: store.clone(),
+                rest: rest.to_string(),
+                method: parts.method,
+                body,
+            };
         }
     }
     // Borrowed views of the head: nothing is copied before the cheap checks.
@@ -863,23 +909,20 @@ where
     shared.purge_cache(now);
     let accepted = match decision {
         Err(_) if refused.is_some() => {
-            return Ok(crate::defence::refusal_response(
+            return Admission::Answer(crate::defence::refusal_response(
                 &refused.expect("checked just above"),
             ));
         }
         Err(e) => {
             let certs = shared.keys.with(|k| k.cert_lines(now));
             tracing::debug!(code = e.code(), "refused outer request");
-            return Ok(outer_problem(&e, &certs));
+            return Admission::Answer(outer_problem(&e, &certs));
         }
+        // Only with `Outside::Refuse`: a pass-through left above.
         Ok(Accept::Outside) => {
             return match cfg.outside {
-                Outside::Refuse => Ok(plain(StatusCode::NOT_FOUND, "not found\n")),
-                Outside::PassThrough => {
-                    let req = Request::from_parts(parts, body.map_err(Into::into).boxed_unsync());
-                    let rsp = call(inner, req).await.map_err(Into::into)?;
-                    Ok(rsp.map(|b| b.map_err(Into::into).boxed_unsync()))
-                }
+                Outside::Refuse => Admission::Answer(plain(StatusCode::NOT_FOUND, "not found\n")),
+                Outside::PassThrough => Admission::PassThrough(Request::from_parts(parts, body)),
             };
         }
         Ok(Accept::Options) => {
@@ -894,11 +937,11 @@ where
                 HeaderValue::from_static(outer::CERTS_TYPE),
             );
             let max_age = shared.keys.seconds_to_rotation(now);
-            r.headers_mut().insert(
-                header::CACHE_CONTROL,
-                HeaderValue::from_str(&format!("max-age={max_age}"))?,
-            );
-            return Ok(r);
+            // Digits only: always a valid field value.
+            if let Ok(v) = HeaderValue::from_str(&format!("max-age={max_age}")) {
+                r.headers_mut().insert(header::CACHE_CONTROL, v);
+            }
+            return Admission::Answer(r);
         }
         Ok(Accept::MethodNotAllowed) => {
             let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
@@ -906,9 +949,11 @@ where
                 header::ALLOW,
                 HeaderValue::from_static("GET, POST, OPTIONS"),
             );
-            return Ok(r);
+            return Admission::Answer(r);
         }
-        Ok(Accept::NotFound) => return Ok(plain(StatusCode::NOT_FOUND, "not found\n")),
+        Ok(Accept::NotFound) => {
+            return Admission::Answer(plain(StatusCode::NOT_FOUND, "not found\n"))
+        }
         Ok(Accept::Request(a)) => a,
     };
     if let Some(conn) = conn {
@@ -919,19 +964,13 @@ where
             conn.note(u64::from(not_after));
         }
     }
-    // Boxed: the sealed path's state is large, and held inline it would
-    // grow this future, the connection task around it and every move of
-    // them, the plaintext path's included.
-    Box::pin(serve_sealed(
-        shared.clone(),
-        inner,
+    Admission::Sealed {
         parts,
         body,
         accepted,
         held,
         now,
-    ))
-    .await
+    }
 }
 
 async fn serve_sealed<S, B, RB>(
@@ -1547,12 +1586,17 @@ mod tests {
             .header("Accept-Language", "fr")
             .header("Via", "1.1 proxy")
             .header("Pragma", "no-cache")
+            .header("X-Hop", "gone too")
+            .header("Via", "1.1 cache")
+            .header("Pragma", "x")
+            .header(split::SPLIT_FIELD, "1")
             .body(())
             .unwrap();
         let (mut parts, ()) = outer.into_parts();
         let outer_fields: Vec<Field> = parts
             .headers
             .iter()
+            .filter(|(n, _)| n.as_str() != split::SPLIT_FIELD)
             .map(|(n, v)| Field::new(n.as_str(), v.as_bytes()))
             .collect();
         let mut head = httpcrypt_proto::inner::RequestHead::new("POST", "/api?q=1");
@@ -1564,7 +1608,7 @@ mod tests {
         head.encode(&mut encoded);
         let packed = PackedRequestHead::parse(&encoded, &Limits::default()).unwrap();
         let (req, split_asked) = build_inner_request(&mut parts, packed, full(Vec::new())).unwrap();
-        assert!(!split_asked);
+        assert!(split_asked, "the outer request asked for a split answer");
         assert_eq!(req.method(), Method::POST);
         assert_eq!(req.uri(), "/api?q=1");
         let got: Vec<(String, Vec<u8>)> = req
@@ -1584,6 +1628,7 @@ mod tests {
                 "host",
                 "accept-language",
                 "accept-language",
+                "via",
                 "via",
                 "accept",
                 "date",
