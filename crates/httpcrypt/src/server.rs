@@ -549,9 +549,24 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let inner = self.inner.clone();
-        match admit(&self.shared, req) {
+        let cfg = &self.shared.config;
+        let (parts, body) = req.into_parts();
+        if let Some(refusal) = outer_http_limits(&parts, &cfg.limits) {
+            return ResponseFuture::Ready { rsp: Some(refusal) };
+        }
+        // Outside the mount (`Mount::strip`, the test `outer::route`
+        // applies): the service's own future, run in place, before the
+        // layer builds anything.
+        if matches!(cfg.outside, Outside::PassThrough)
+            && cfg.mount.strip(parts.uri.path()).is_none()
+        {
+            let req = Request::from_parts(parts, body.map_err(Into::into).boxed_unsync());
+            return ResponseFuture::PassThrough {
+                call: tower::ServiceExt::oneshot(inner, req),
+            };
+        }
+        match admit(&self.shared, parts, body) {
             Admission::Answer(rsp) => ResponseFuture::Ready { rsp: Some(rsp) },
-            // The service's own future, run in place.
             Admission::PassThrough(req) => ResponseFuture::PassThrough {
                 call: tower::ServiceExt::oneshot(
                     inner,
@@ -796,6 +811,9 @@ fn outer_http_limits(parts: &http::request::Parts, limits: &Limits) -> Option<Re
 }
 
 /// What the layer does with a request, decided before anything is awaited.
+// Returned once and taken apart at once, on the stack; the large variant is
+// the common one, and boxing it would cost an allocation per request.
+#[allow(clippy::large_enum_variant)]
 enum Admission<B> {
     /// Answered at once: a refusal, a problem, OPTIONS, 404, 405.
     Answer(Response<HcBody>),
@@ -819,21 +837,13 @@ enum Admission<B> {
     },
 }
 
-/// The outer checks (HTTP limits, route, credential, key agreement or
-/// resumption, admission), all synchronous: a request is answered at once
-/// or handed on with what it was admitted with, so only a request that
-/// really awaits something costs a boxed future.
-fn admit<B>(shared: &Shared, req: Request<B>) -> Admission<B> {
+/// The outer checks of a request within the outer HTTP limits (route,
+/// credential, key agreement or resumption, admission), all synchronous: a
+/// request is answered at once or handed on with what it was admitted
+/// with, so only a request that really awaits something costs a boxed
+/// future.
+fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) -> Admission<B> {
     let cfg = &shared.config;
-    let (parts, body) = req.into_parts();
-    if let Some(refusal) = outer_http_limits(&parts, &cfg.limits) {
-        return Admission::Answer(refusal);
-    }
-    // Outside the mount (`Mount::strip`, the test `outer::route` applies).
-    if matches!(cfg.outside, Outside::PassThrough) && cfg.mount.strip(parts.uri.path()).is_none()
-    {
-        return Admission::PassThrough(Request::from_parts(parts, body));
-    }
     let now = unix_now();
     // The dot keeps the content endpoint's paths apart from nonce paths.
     if let Some(store) = &shared.store {
@@ -918,7 +928,8 @@ fn admit<B>(shared: &Shared, req: Request<B>) -> Admission<B> {
             tracing::debug!(code = e.code(), "refused outer request");
             return Admission::Answer(outer_problem(&e, &certs));
         }
-        // Only with `Outside::Refuse`: a pass-through left above.
+        // `call` passes requests outside the mount on before this, by
+        // the same test of the path.
         Ok(Accept::Outside) => {
             return match cfg.outside {
                 Outside::Refuse => Admission::Answer(plain(StatusCode::NOT_FOUND, "not found\n")),
