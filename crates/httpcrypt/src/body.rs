@@ -239,19 +239,19 @@ where
     }
 
     /// Fails the body when no outer bytes arrive for `idle`.
-    pub fn with_idle_timeout(mut self, idle: Duration) -> Self {
+    pub fn set_idle_timeout(&mut self, idle: Duration) -> &mut Self {
         self.idle = Some(idle);
         self
     }
 
     /// Refuses outer bodies longer than `max` bytes (`body_too_large`).
-    pub fn with_limit(mut self, max: u64) -> Self {
+    pub fn set_limit(&mut self, max: u64) -> &mut Self {
         self.max_outer = max;
         self
     }
 
     /// Records body failures in `slot` (if any) as well as returning them.
-    pub fn with_failure_slot(mut self, slot: Option<FailureSlot>) -> Self {
+    pub fn set_failure_slot(&mut self, slot: Option<FailureSlot>) -> &mut Self {
         self.failure = slot;
         self
     }

@@ -583,28 +583,26 @@ where
                     Ok(crate::split::content_response(&store, &method, &rest, body).await)
                 }),
             },
-            // One allocation for all the state of a sealed request.
+            // One allocation for all the state of a sealed request: the
+            // future itself, not a block around it (each layer of
+            // futures moves the state once more).
             Admission::Sealed {
                 parts,
                 body,
                 accepted,
                 held,
                 now,
-            } => {
-                let shared = self.shared.clone();
-                ResponseFuture::Handled {
-                    fut: Box::pin(async move {
-                        Ok(
-                            match serve_sealed(shared, inner, parts, body, accepted, held, now)
-                                .await
-                            {
-                                Ok(r) => r,
-                                Err(e) => failure_response(&e),
-                            },
-                        )
-                    }),
-                }
-            }
+            } => ResponseFuture::Handled {
+                fut: Box::pin(serve_sealed(
+                    self.shared.clone(),
+                    inner,
+                    parts,
+                    body,
+                    accepted,
+                    held,
+                    now,
+                )),
+            },
         }
     }
 }
@@ -984,15 +982,17 @@ fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) -> Admission<
     }
 }
 
+/// Opens, serves and seals an admitted request; every failure becomes an
+/// answer (sealed where the session key allows it).
 async fn serve_sealed<S, B, RB>(
     shared: Arc<Shared>,
     inner: S,
-    parts: http::request::Parts,
+    mut parts: http::request::Parts,
     body: B,
-    accepted: Accepted,
+    mut accepted: Accepted,
     held: Option<httpcrypt_proto::KeyId>,
     now: u64,
-) -> Result<Response<HcBody>, BoxError>
+) -> Result<Response<HcBody>, Infallible>
 where
     S: tower::Service<Request<HcBody>, Response = Response<RB>> + Send + 'static,
     S::Future: Send,
@@ -1003,8 +1003,6 @@ where
     RB::Error: Into<BoxError>,
 {
     let cfg = &shared.config;
-    let mut parts = parts;
-    let mut accepted = accepted;
     let (outer_body, initial) = match accepted.query_stream.take() {
         Some(q) => (None, q),
         None => (Some(body), Vec::new()),
@@ -1019,13 +1017,14 @@ where
         initial,
     );
     let mut opened = match opened {
-        Ok(o) => o
-            .with_idle_timeout(cfg.body_timeout)
-            .with_limit(cfg.limits.max_body as u64)
-            .with_failure_slot(slot.clone()),
+        Ok(o) => o,
         Err(Error::Protocol(e)) => return Ok(inner_problem(accepted.into_response_key(), &e, now)),
-        Err(e) => return Err(Box::new(e)),
+        Err(e) => return Ok(failure_response(&BoxError::from(e))),
     };
+    opened
+        .set_idle_timeout(cfg.body_timeout)
+        .set_limit(cfg.limits.max_body as u64)
+        .set_failure_slot(slot.clone());
     let head = match opened
         .head()
         .await
@@ -1036,7 +1035,7 @@ where
             return Ok(outer_problem(&httpcrypt_proto::Error::BodyTooLarge, &[]))
         }
         Err(Error::Protocol(e)) => return Ok(inner_problem(accepted.into_response_key(), &e, now)),
-        Err(e) => return Err(Box::new(e)),
+        Err(e) => return Ok(failure_response(&BoxError::from(e))),
     };
     // Freshness and replay (spec §8): first error wins after stream and parse.
     if let Some(window) = cfg.freshness {
