@@ -984,7 +984,14 @@ fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) -> Admission<
 
 /// Opens, serves and seals an admitted request; every failure becomes an
 /// answer (sealed where the session key allows it).
-async fn serve_sealed<S, B, RB>(
+///
+/// The future is boxed once per request, so its size is what each request
+/// allocates and copies: an `async` block rather than an `async fn` (which
+/// would hold every argument twice), and the opening phase in a block of
+/// its own, so that the opened stream and its head (moved into the inner
+/// request) take no room beside the service's future.
+#[allow(clippy::manual_async_fn)] // deliberate: see above
+fn serve_sealed<S, B, RB>(
     shared: Arc<Shared>,
     inner: S,
     mut parts: http::request::Parts,
@@ -992,7 +999,7 @@ async fn serve_sealed<S, B, RB>(
     mut accepted: Accepted,
     held: Option<httpcrypt_proto::KeyId>,
     now: u64,
-) -> Result<Response<HcBody>, Infallible>
+) -> impl Future<Output = Result<Response<HcBody>, Infallible>> + Send
 where
     S: tower::Service<Request<HcBody>, Response = Response<RB>> + Send + 'static,
     S::Future: Send,
@@ -1002,182 +1009,195 @@ where
     RB: Body<Data = Bytes> + Send + 'static,
     RB::Error: Into<BoxError>,
 {
-    let cfg = &shared.config;
-    let (outer_body, initial) = match accepted.query_stream.take() {
-        Some(q) => (None, q),
-        None => (Some(body), Vec::new()),
-    };
-    // A stream given whole is judged before the service runs (below); only
-    // one that streams in can fail while the service reads it.
-    let slot: Option<FailureSlot> = outer_body.as_ref().map(|_| Arc::new(Mutex::new(None)));
-    let opened = OpenBody::new(
-        accepted.opener(&cfg.limits),
-        inner::Decoder::<PackedRequestHead>::new(cfg.limits),
-        outer_body,
-        initial,
-    );
-    let mut opened = match opened {
-        Ok(o) => o,
-        Err(Error::Protocol(e)) => return Ok(inner_problem(accepted.into_response_key(), &e, now)),
-        Err(e) => return Ok(failure_response(&BoxError::from(e))),
-    };
-    opened
-        .set_idle_timeout(cfg.body_timeout)
-        .set_limit(cfg.limits.max_body as u64)
-        .set_failure_slot(slot.clone());
-    let head = match opened
-        .head()
-        .await
-        .and_then(|h| opened.complete_now().map(|()| h))
-    {
-        Ok(h) => h,
-        Err(Error::Protocol(httpcrypt_proto::Error::BodyTooLarge)) => {
-            return Ok(outer_problem(&httpcrypt_proto::Error::BodyTooLarge, &[]))
-        }
-        Err(Error::Protocol(e)) => return Ok(inner_problem(accepted.into_response_key(), &e, now)),
-        Err(e) => return Ok(failure_response(&BoxError::from(e))),
-    };
-    // Freshness and replay (spec §8): first error wins after stream and parse.
-    if let Some(window) = cfg.freshness {
-        let checked = match accepted.check_time(head.field("date"), now, window) {
-            Ok(date) => match shared
-                .strikes
-                .check_now(&accepted.kid, &accepted.n0, date, now)
-            {
-                Some(r) => r,
-                None => {
-                    shared
-                        .strikes
-                        .check(&accepted.kid, &accepted.n0, date, now)
-                        .await
+    async move {
+        let cfg = &shared.config;
+        let (inner_req, slot, extra, ticket_out, split) = {
+            let (outer_body, initial) = match accepted.query_stream.take() {
+                Some(q) => (None, q),
+                None => (Some(body), Vec::new()),
+            };
+            // A stream given whole is judged before the service runs (below); only
+            // one that streams in can fail while the service reads it.
+            let slot: Option<FailureSlot> = outer_body.as_ref().map(|_| Arc::new(Mutex::new(None)));
+            let mut opened = match OpenBody::new(
+                accepted.opener(&cfg.limits),
+                inner::Decoder::<PackedRequestHead>::new(cfg.limits),
+                outer_body,
+                initial,
+            ) {
+                Ok(o) => o,
+                Err(Error::Protocol(e)) => {
+                    return Ok(inner_problem(accepted.into_response_key(), &e, now))
                 }
-            },
-            Err(e) => Err(e),
+                Err(e) => return Ok(failure_response(&BoxError::from(e))),
+            };
+            opened
+                .set_idle_timeout(cfg.body_timeout)
+                .set_limit(cfg.limits.max_body as u64)
+                .set_failure_slot(slot.clone());
+            let head = match opened
+                .head()
+                .await
+                .and_then(|h| opened.complete_now().map(|()| h))
+            {
+                Ok(h) => h,
+                Err(Error::Protocol(httpcrypt_proto::Error::BodyTooLarge)) => {
+                    return Ok(outer_problem(&httpcrypt_proto::Error::BodyTooLarge, &[]))
+                }
+                Err(Error::Protocol(e)) => {
+                    return Ok(inner_problem(accepted.into_response_key(), &e, now))
+                }
+                Err(e) => return Ok(failure_response(&BoxError::from(e))),
+            };
+            // Freshness and replay (spec §8): first error wins after stream and parse.
+            if let Some(window) = cfg.freshness {
+                let checked = match accepted.check_time(head.field("date"), now, window) {
+                    Ok(date) => {
+                        match shared
+                            .strikes
+                            .check_now(&accepted.kid, &accepted.n0, date, now)
+                        {
+                            Some(r) => r,
+                            None => {
+                                shared
+                                    .strikes
+                                    .check(&accepted.kid, &accepted.n0, date, now)
+                                    .await
+                            }
+                        }
+                    }
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = checked {
+                    return Ok(inner_problem(accepted.into_response_key(), &e, now));
+                }
+            }
+            let client_random = head
+                .field(token::CLIENT_RANDOM_FIELD)
+                .map(token::parse_client_random);
+            // Extra inner response fields: a ticket and the token.
+            let mut extra = Vec::new();
+            // The ticket that goes out, if any: its ticket key, and the connection
+            // to tell once it has gone out in an answer.
+            let mut ticket_out: Option<TicketOut> = None;
+            // A session resumed from the cache that got a ticket under the current
+            // ticket key on an earlier connection gets none (spec §7.2, D29): its
+            // client reuses its key pair, so it is linkable by that anyway, and a new
+            // ticket would differ from the one it holds only in its nonce.
+            if cfg.tickets && (held.is_none() || held != shared.keys.with(|k| current_tid(k, now)))
+            {
+                let conn = parts.extensions.get::<ConnState>();
+                let session =
+                    conn.map(|_| shared.session_id(&accepted.kid, accepted.session_key()));
+                if conn.zip(session).is_none_or(|(c, s)| c.wants_ticket(s)) {
+                    if let Some((t, tid)) = issue_ticket(&shared, &accepted, now) {
+                        extra.push(Field::new(httpcrypt_proto::ticket::TICKET_FIELD, t));
+                        ticket_out = Some(TicketOut {
+                            tid,
+                            conn: conn.cloned().zip(session),
+                        });
+                    }
+                }
+            }
+            if let (Some(Ok(cr)), Some(secret)) = (&client_random, cfg.token_secret) {
+                extra.push(Field::new(
+                    token::RANDOM_FIELD,
+                    token::format_random(&secret, accepted.session_key(), cr),
+                ));
+            }
+            if cfg.require_token && !is_safe(head.method()) {
+                let valid = cfg.token_secret.is_some_and(|secret| {
+                    head.field(token::RANDOM_FIELD).is_some_and(|v| {
+                        token::verify_random(&secret, accepted.session_key(), v).is_ok()
+                    })
+                });
+                if !valid {
+                    if let Some(t) = &ticket_out {
+                        t.gone_out(&shared, &accepted);
+                    }
+                    return Ok(inner_problem_with(
+                        accepted.into_response_key(),
+                        &httpcrypt_proto::Error::TokenRequired,
+                        now,
+                        extra,
+                    ));
+                }
+            }
+            let mut split = match (&cfg.split, &shared.store) {
+                (Some(sc), Some(store)) => Some(SplitPlan {
+                    config: sc,
+                    store: store.clone(),
+                    asked: false,
+                    method: head.method().to_string(),
+                    path: head.target().split('?').next().unwrap_or("").to_string(),
+                    mount: cfg.mount.as_str().to_string(),
+                }),
+                _ => None,
+            };
+            let inner_req = match build_inner_request(&mut parts, head, opened.boxed_unsync()) {
+                Ok((mut r, split_asked)) => {
+                    if let Some(plan) = split.as_mut() {
+                        plan.asked = split_asked;
+                    }
+                    // The service sees the outer request's extensions (the
+                    // connection state, say) and the facts of the session.
+                    *r.extensions_mut() = std::mem::take(&mut parts.extensions);
+                    r.extensions_mut().insert(Encrypted {
+                        kid: accepted.kid,
+                        resumed: matches!(accepted.credential, outer::Credential::Ticket { .. }),
+                    });
+                    r
+                }
+                Err(e) => return Ok(inner_problem(accepted.into_response_key(), &e, now)),
+            };
+            (inner_req, slot, extra, ticket_out, split)
         };
-        if let Err(e) = checked {
+        let rsp = call(inner, inner_req).await;
+        // A body failure is often why the service failed (a gateway's upstream
+        // request dies with it): report the protocol error it really is.
+        let failure = slot
+            .as_ref()
+            .and_then(|s| s.lock().unwrap_or_else(|p| p.into_inner()).take());
+        if let Some(e) = failure {
+            if e == httpcrypt_proto::Error::BodyTooLarge {
+                return Ok(outer_problem(&e, &[]));
+            }
             return Ok(inner_problem(accepted.into_response_key(), &e, now));
         }
-    }
-    let client_random = head
-        .field(token::CLIENT_RANDOM_FIELD)
-        .map(token::parse_client_random);
-    // Extra inner response fields: a ticket and the token.
-    let mut extra = Vec::new();
-    // The ticket that goes out, if any: its ticket key, and the connection
-    // to tell once it has gone out in an answer.
-    let mut ticket_out: Option<TicketOut> = None;
-    // A session resumed from the cache that got a ticket under the current
-    // ticket key on an earlier connection gets none (spec §7.2, D29): its
-    // client reuses its key pair, so it is linkable by that anyway, and a new
-    // ticket would differ from the one it holds only in its nonce.
-    if cfg.tickets && (held.is_none() || held != shared.keys.with(|k| current_tid(k, now))) {
-        let conn = parts.extensions.get::<ConnState>();
-        let session = conn.map(|_| shared.session_id(&accepted.kid, accepted.session_key()));
-        if conn.zip(session).is_none_or(|(c, s)| c.wants_ticket(s)) {
-            if let Some((t, tid)) = issue_ticket(&shared, &accepted, now) {
-                extra.push(Field::new(httpcrypt_proto::ticket::TICKET_FIELD, t));
-                ticket_out = Some(TicketOut {
-                    tid,
-                    conn: conn.cloned().zip(session),
-                });
+        let rsp = match rsp {
+            Ok(r) => r,
+            Err(e) => {
+                let e: BoxError = e.into();
+                tracing::warn!(error = %e, "service failed on a sealed request");
+                let head = ResponseHead::new(500, "Internal Server Error");
+                let n0 = crate::nonce::nonce24();
+                let mut out = Vec::new();
+                return match core::seal_response(
+                    accepted.into_response_key(),
+                    n0,
+                    &head,
+                    b"",
+                    now,
+                    DEFAULT_RECORD,
+                    &mut out,
+                ) {
+                    Ok(()) => Ok(sealed_outer(full(out))),
+                    Err(_) => Ok(plain(StatusCode::INTERNAL_SERVER_ERROR, "sealing failed\n")),
+                };
             }
+        };
+        if let Some(t) = &ticket_out {
+            t.gone_out(&shared, &accepted);
         }
+        Ok(seal_response(
+            cfg.record_size,
+            accepted.into_response_key(),
+            rsp,
+            extra,
+            now,
+            split,
+        ))
     }
-    if let (Some(Ok(cr)), Some(secret)) = (&client_random, cfg.token_secret) {
-        extra.push(Field::new(
-            token::RANDOM_FIELD,
-            token::format_random(&secret, accepted.session_key(), cr),
-        ));
-    }
-    if cfg.require_token && !is_safe(head.method()) {
-        let valid = cfg.token_secret.is_some_and(|secret| {
-            head.field(token::RANDOM_FIELD)
-                .is_some_and(|v| token::verify_random(&secret, accepted.session_key(), v).is_ok())
-        });
-        if !valid {
-            if let Some(t) = &ticket_out {
-                t.gone_out(&shared, &accepted);
-            }
-            return Ok(inner_problem_with(
-                accepted.into_response_key(),
-                &httpcrypt_proto::Error::TokenRequired,
-                now,
-                extra,
-            ));
-        }
-    }
-    let mut split = match (&cfg.split, &shared.store) {
-        (Some(sc), Some(store)) => Some(SplitPlan {
-            config: sc,
-            store: store.clone(),
-            asked: false,
-            method: head.method().to_string(),
-            path: head.target().split('?').next().unwrap_or("").to_string(),
-            mount: cfg.mount.as_str().to_string(),
-        }),
-        _ => None,
-    };
-    let inner_req = match build_inner_request(&mut parts, head, opened.boxed_unsync()) {
-        Ok((mut r, split_asked)) => {
-            if let Some(plan) = split.as_mut() {
-                plan.asked = split_asked;
-            }
-            // The service sees the outer request's extensions (the
-            // connection state, say) and the facts of the session.
-            *r.extensions_mut() = std::mem::take(&mut parts.extensions);
-            r.extensions_mut().insert(Encrypted {
-                kid: accepted.kid,
-                resumed: matches!(accepted.credential, outer::Credential::Ticket { .. }),
-            });
-            r
-        }
-        Err(e) => return Ok(inner_problem(accepted.into_response_key(), &e, now)),
-    };
-    let rsp = call(inner, inner_req).await;
-    // A body failure is often why the service failed (a gateway's upstream
-    // request dies with it): report the protocol error it really is.
-    let failure = slot
-        .as_ref()
-        .and_then(|s| s.lock().unwrap_or_else(|p| p.into_inner()).take());
-    if let Some(e) = failure {
-        if e == httpcrypt_proto::Error::BodyTooLarge {
-            return Ok(outer_problem(&e, &[]));
-        }
-        return Ok(inner_problem(accepted.into_response_key(), &e, now));
-    }
-    let rsp = match rsp {
-        Ok(r) => r,
-        Err(e) => {
-            let e: BoxError = e.into();
-            tracing::warn!(error = %e, "service failed on a sealed request");
-            let head = ResponseHead::new(500, "Internal Server Error");
-            let n0 = crate::nonce::nonce24();
-            let mut out = Vec::new();
-            return match core::seal_response(
-                accepted.into_response_key(),
-                n0,
-                &head,
-                b"",
-                now,
-                DEFAULT_RECORD,
-                &mut out,
-            ) {
-                Ok(()) => Ok(sealed_outer(full(out))),
-                Err(_) => Ok(plain(StatusCode::INTERNAL_SERVER_ERROR, "sealing failed\n")),
-            };
-        }
-    };
-    if let Some(t) = &ticket_out {
-        t.gone_out(&shared, &accepted);
-    }
-    Ok(seal_response(
-        cfg.record_size,
-        accepted.into_response_key(),
-        rsp,
-        extra,
-        now,
-        split,
-    ))
 }
 
 /// What the layer needs to decide on, and produce, a split answer.
