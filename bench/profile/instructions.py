@@ -10,6 +10,8 @@ single thread), `loadgen` sends a warm-up, the counters are zeroed, then a
 fixed number of requests is sent and the counters dumped. Reported per
 request: all instructions (user space; the kernel is not counted), memory
 allocations, and the functions with the most instructions of their own.
+The full run adds requests the layer answers at once (key fetch, a bad
+nonce, a refused method), sent on one keep-alive connection by this script.
 
 Writes bench/profile/INSTRUCTIONS.md and bench/profile/instructions.json
 (full mode); prints the table in every mode.
@@ -20,6 +22,7 @@ import collections
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -52,6 +55,13 @@ CONFIGS = [
     ("cached", "hc", "reuse"),
     ("ticket", "hc", "ticket"),
 ]
+# Requests the layer answers without opening anything (keep-alive, one
+# connection): name, request bytes, the status it must get.
+ANSWERED = [
+    ("options", b"OPTIONS /hc/ HTTP/1.1\r\nHost: bench.test\r\n\r\n", 200),
+    ("bad-nonce", b"GET /hc/bogus HTTP/1.1\r\nHost: bench.test\r\n\r\n", 400),
+    ("method", b"PUT /hc/x HTTP/1.1\r\nHost: bench.test\r\nContent-Length: 0\r\n\r\n", 405),
+]
 # Allocation entry points (glibc's, which Rust's global allocator and aws-lc use).
 MALLOC = ("malloc", "__libc_malloc", "calloc", "__libc_calloc")
 
@@ -82,6 +92,36 @@ def parse(path):
     return own, calls
 
 
+def answered(port, request, status, count):
+    """`count` copies of `request` on one keep-alive connection, each answer
+    read whole (`Content-Length`) and its status checked; how many ran."""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+        buf = b""
+        for _ in range(count):
+            s.sendall(request)
+            while b"\r\n\r\n" not in buf:
+                chunk = s.recv(65536)
+                if not chunk:
+                    raise RuntimeError("connection closed before an answer")
+                buf += chunk
+            head, rest = buf.split(b"\r\n\r\n", 1)
+            got = int(head.split(b" ", 2)[1])
+            if got != status:
+                raise RuntimeError(f"{request.split()[0].decode()} answered {got}, not {status}")
+            length = 0
+            for line in head.split(b"\r\n")[1:]:
+                k, _, v = line.partition(b":")
+                if k.strip().lower() == b"content-length":
+                    length = int(v)
+            while len(rest) < length:
+                chunk = s.recv(65536)
+                if not chunk:
+                    raise RuntimeError("connection closed within an answer")
+                rest += chunk
+            buf = rest[length:]
+    return count
+
+
 def measure(bins, work, cfg, mode, count, warmup):
     name, proto, keys = cfg
     port = servers.free_ports(1)[0]
@@ -93,9 +133,13 @@ def measure(bins, work, cfg, mode, count, warmup):
     srv = servers.Server("callgrind", argv, [port], os.path.join(work, f"{name}-{mode}.log"))
     try:
         servers.wait_port(port, srv.proc, timeout=120)
-        loadgen(bins, port, proto, keys, mode, warmup)
+        if proto == "answered":
+            drive = lambda c: answered(port, keys[0], keys[1], c)  # noqa: E731
+        else:
+            drive = lambda c: loadgen(bins, port, proto, keys, mode, c)  # noqa: E731
+        drive(warmup)
         subprocess.run(["callgrind_control", "-z", str(srv.proc.pid)], capture_output=True, check=True)
-        n = loadgen(bins, port, proto, keys, mode, count)
+        n = drive(count)
         subprocess.run(["callgrind_control", "-d", str(srv.proc.pid)], capture_output=True, check=True)
         dump = f"{out}.1"
         for _ in range(100):
@@ -160,6 +204,19 @@ def report(res, count, before=None):
             tops = "; ".join(f"`{f[:70]}` {c:,.0f}" for f, c in r["top"][:10])
             out.append(f"- **{name}**, most instructions of their own: {tops}")
         out.append("")
+    rows = [(name, req, status, res[f"{name}|answered"])
+            for name, req, status in ANSWERED if f"{name}|answered" in res]
+    if rows:
+        out += ["## Answered at once (keep-alive, one connection)", "",
+                "Requests the layer answers without opening anything: the key fetch (`OPTIONS`), "
+                "a path under the mount that is no nonce (400, a problem with the certificates), "
+                "a method the protocol does not take (405).", "",
+                "| request | status | instructions / request | allocations / request |",
+                "|---|---:|---:|---:|"]
+        for name, req, status, r in rows:
+            line = req.split(b"\r\n")[0].decode()
+            out.append(f"| {name}: `{line}` | {status} | {r['instructions']:,.0f} | {r['mallocs']:.1f} |")
+        out.append("")
     if before:
         out += before_after(res, before)
     return "\n".join(out)
@@ -191,6 +248,11 @@ def main():
                 res[f"{cfg[0]}|{mode}"] = r
                 print(f"  {mode:9} {cfg[0]:7} {r['instructions']:9,.0f} instructions/request  "
                       f"{r['mallocs']:5.1f} allocations/request", flush=True)
+        for name, request, status in ([] if smoke else ANSWERED):
+            r = measure(a.bin_dir, work, (name, "answered", (request, status)), "answered", count, warmup)
+            res[f"{name}|answered"] = r
+            print(f"  answered  {name:9} {r['instructions']:9,.0f} instructions/request  "
+                  f"{r['mallocs']:5.1f} allocations/request", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if smoke:
