@@ -609,8 +609,9 @@ where
 
 pin_project_lite::pin_project! {
     /// The future of [`HttpCryptService`]: a request outside the mount runs
-    /// the service's own future in place; every other request is handled
-    /// by the layer (boxed).
+    /// the service's own future in place, one the layer answers without
+    /// awaiting anything (a refusal, a problem, the key list) is ready at
+    /// once, and a sealed request is handled by the layer (boxed).
     // The variants' fields are private in all but name (pin-project-lite
     // takes no doc comments on them).
     #[allow(missing_docs)]
