@@ -560,19 +560,11 @@ where
         if matches!(cfg.outside, Outside::PassThrough)
             && cfg.mount.strip(parts.uri.path()).is_none()
         {
-            let req = Request::from_parts(parts, body.map_err(Into::into).boxed_unsync());
-            return ResponseFuture::PassThrough {
-                call: tower::ServiceExt::oneshot(inner, req),
-            };
+            return ResponseFuture::pass_through(inner, Request::from_parts(parts, body));
         }
         match admit(&self.shared, parts, body) {
             Admission::Answer(rsp) => ResponseFuture::Ready { rsp: Some(rsp) },
-            Admission::PassThrough(req) => ResponseFuture::PassThrough {
-                call: tower::ServiceExt::oneshot(
-                    inner,
-                    req.map(|b| b.map_err(Into::into).boxed_unsync()),
-                ),
-            },
+            Admission::PassThrough(req) => ResponseFuture::pass_through(inner, req),
             Admission::Content {
                 store,
                 method,
@@ -586,22 +578,8 @@ where
             // One allocation for all the state of a sealed request: the
             // future itself, not a block around it (each layer of
             // futures moves the state once more).
-            Admission::Sealed {
-                parts,
-                body,
-                accepted,
-                held,
-                now,
-            } => ResponseFuture::Handled {
-                fut: Box::pin(serve_sealed(
-                    self.shared.clone(),
-                    inner,
-                    parts,
-                    body,
-                    accepted,
-                    held,
-                    now,
-                )),
+            Admission::Sealed(admitted) => ResponseFuture::Handled {
+                fut: Box::pin(serve_sealed(self.shared.clone(), inner, admitted)),
             },
         }
     }
@@ -633,6 +611,25 @@ pin_project_lite::pin_project! {
         Handled {
             fut: BoxFuture<Result<Response<HcBody>, Infallible>>,
         },
+    }
+}
+
+impl<S> ResponseFuture<S>
+where
+    S: tower::Service<Request<HcBody>>,
+{
+    /// The service's own future for a request the layer passes on unchanged.
+    fn pass_through<B>(inner: S, req: Request<B>) -> Self
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        ResponseFuture::PassThrough {
+            call: tower::ServiceExt::oneshot(
+                inner,
+                req.map(|b| b.map_err(Into::into).boxed_unsync()),
+            ),
+        }
     }
 }
 
@@ -827,13 +824,18 @@ enum Admission<B> {
     },
     /// A sealed request, admitted: it is opened, served and sealed by
     /// [`serve_sealed`].
-    Sealed {
-        parts: http::request::Parts,
-        body: B,
-        accepted: Accepted,
-        held: Option<httpcrypt_proto::KeyId>,
-        now: u64,
-    },
+    Sealed(Admitted<B>),
+}
+
+/// A sealed request that passed the outer checks, with what it was
+/// admitted with.
+struct Admitted<B> {
+    parts: http::request::Parts,
+    body: B,
+    accepted: Accepted,
+    /// The ticket key of the last ticket this session got, on a cache hit.
+    held: Option<httpcrypt_proto::KeyId>,
+    now: u64,
 }
 
 /// The outer checks of a request within the outer HTTP limits (route,
@@ -974,13 +976,13 @@ fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) -> Admission<
             conn.note(u64::from(not_after));
         }
     }
-    Admission::Sealed {
+    Admission::Sealed(Admitted {
         parts,
         body,
         accepted,
         held,
         now,
-    }
+    })
 }
 
 /// Opens, serves and seals an admitted request; every failure becomes an
@@ -989,17 +991,14 @@ fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) -> Admission<
 /// The future is boxed once per request, so its size is what each request
 /// allocates and copies: an `async` block rather than an `async fn` (which
 /// would hold every argument twice), and the opening phase in a block of
-/// its own, so that the opened stream and its head (moved into the inner
-/// request) take no room beside the service's future.
+/// its own, which ends the inner head's and the outer body's room before
+/// the service is awaited. (The opened stream itself stays in the shared
+/// part of the future: it lives across two awaits.)
 #[allow(clippy::manual_async_fn)] // deliberate: see above
 fn serve_sealed<S, B, RB>(
     shared: Arc<Shared>,
     inner: S,
-    mut parts: http::request::Parts,
-    body: B,
-    mut accepted: Accepted,
-    held: Option<httpcrypt_proto::KeyId>,
-    now: u64,
+    admitted: Admitted<B>,
 ) -> impl Future<Output = Result<Response<HcBody>, Infallible>> + Send
 where
     S: tower::Service<Request<HcBody>, Response = Response<RB>> + Send + 'static,
@@ -1010,6 +1009,15 @@ where
     RB: Body<Data = Bytes> + Send + 'static,
     RB::Error: Into<BoxError>,
 {
+    // Taken apart here, outside the block, so that it captures each part
+    // once.
+    let Admitted {
+        mut parts,
+        body,
+        mut accepted,
+        held,
+        now,
+    } = admitted;
     async move {
         let cfg = &shared.config;
         let (inner_req, slot, extra, ticket_out, split) = {
