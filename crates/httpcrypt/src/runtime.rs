@@ -174,6 +174,7 @@ where
             let noted = state.clone();
             let hyper_svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
                 let close = SockPlan::closes(&req);
+                SockPlan::request(&noted, &req);
                 // The peer's address travels in the connection state.
                 req.extensions_mut().insert(noted.clone());
                 let answered = svc.clone().oneshot(req);
@@ -196,6 +197,7 @@ where
                 TokioIo::new(Socket {
                     stream,
                     conn: state.clone(),
+                    full_read: false,
                 }),
                 hyper_svc,
             );
@@ -238,12 +240,17 @@ where
 /// - an answer on a connection that stays open turns on `TCP_NODELAY` (once);
 /// - the last answer of a connection (`Connection: close`) is corked, so
 ///   head, body and the FIN leave as one segment (as with nginx's
-///   `tcp_nopush`), two packets fewer per connection: hyper's
-///   `shutdown(SHUT_WR)` sets FIN on the corked data and pushes it out, so
-///   the answer is on its way before the close (which resets the connection
-///   when request bytes were left unread, as a 413 leaves them);
+///   `tcp_nopush`), two packets fewer per connection: the kernel sets FIN on
+///   the corked data and pushes it out at `shutdown(SHUT_WR)` or at `close`;
 /// - if that answer's body stalls ([`StallBody`]), the cork comes off at once
-///   and `TCP_NODELAY` goes on, so nothing waits for the kernel's 200 ms.
+///   and `TCP_NODELAY` goes on, so nothing waits for the kernel's 200 ms;
+/// - at the end of the connection hyper asks for `shutdown(SHUT_WR)`. It is
+///   only needed when request bytes may still wait in the kernel, unread:
+///   then `close` resets the connection and drops the unsent answer, while
+///   a shutdown first sends it (a 413 leaves its body unread). Like nginx,
+///   which lingers only then, [`Socket`] skips the system call when no
+///   request of the connection carried a body ([`SockPlan::BODY`]) and its
+///   last read did not fill hyper's buffer, so the kernel held no more.
 struct SockPlan;
 
 impl SockPlan {
@@ -252,7 +259,24 @@ impl SockPlan {
     const WANT_UNCORK: u8 = 4;
     const NODELAY: u8 = 8;
     const CORKED: u8 = 16;
+    /// A request of this connection carried a body (read or not).
+    const BODY: u8 = 32;
     const WANTS: u8 = Self::WANT_NODELAY | Self::WANT_CORK | Self::WANT_UNCORK;
+
+    /// A request arrives: notes whether it carries a body.
+    fn request<B: http_body::Body>(conn: &ConnState, req: &Request<B>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if !req.body().is_end_stream() {
+            conn.sock().fetch_or(Self::BODY, Relaxed);
+        }
+    }
+
+    /// Whether the end of the connection needs `shutdown(SHUT_WR)` before
+    /// the close; `full_read`: the socket's last read filled its buffer.
+    fn needs_shutdown(conn: &ConnState, full_read: bool) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        full_read || conn.sock().load(Relaxed) & Self::BODY != 0
+    }
 
     /// Whether hyper closes the connection after answering `req` (its own
     /// rule: HTTP/1.1 unless `Connection: close`, HTTP/1.0 only with
@@ -322,10 +346,14 @@ impl SockPlan {
 }
 
 /// The connection's socket as hyper sees it: socket options are applied
-/// before each write ([`SockPlan`]).
+/// before each write, and the shutdown is skipped when the close alone
+/// delivers the answer ([`SockPlan`]).
 struct Socket {
     stream: tokio::net::TcpStream,
     conn: ConnState,
+    /// The last read filled the buffer it was given: the kernel may hold
+    /// more.
+    full_read: bool,
 }
 
 impl tokio::io::AsyncRead for Socket {
@@ -334,7 +362,10 @@ impl tokio::io::AsyncRead for Socket {
         cx: &mut std::task::Context<'_>,
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.stream).poll_read(cx, buf)
+        let r = std::pin::Pin::new(&mut self.stream).poll_read(cx, buf);
+        // Pending: the kernel had nothing; a short read: it had no more.
+        self.full_read = r.is_ready() && buf.remaining() == 0;
+        r
     }
 }
 
@@ -372,6 +403,11 @@ impl tokio::io::AsyncWrite for Socket {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
+        if !SockPlan::needs_shutdown(&self.conn, self.full_read) {
+            // The connection is closed next; the close sends what is
+            // corked, with the FIN.
+            return std::task::Poll::Ready(Ok(()));
+        }
         std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 }
@@ -864,6 +900,61 @@ mod tests {
             Version::HTTP_10,
             Some("Keep-Alive")
         )));
+    }
+
+    /// An answer given before the request's body was read still reaches
+    /// the client when the connection closes with the body's bytes unread
+    /// in the kernel: the close would reset the connection and drop the
+    /// answer, so the shutdown that sends it first is kept for connections
+    /// whose requests carry a body, and after a read that filled hyper's
+    /// buffer.
+    #[tokio::test]
+    async fn an_answer_leaves_before_an_unread_body_resets_the_connection() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = bind("127.0.0.1:0".parse().expect("an address"))
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("local address");
+        let svc = tower::service_fn(|_req: Request<Incoming>| async {
+            // The body arrives meanwhile and is never read.
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            Ok::<_, std::convert::Infallible>(Response::new(crate::server::full(
+                &b"refused unread"[..],
+            )))
+        });
+        let server = tokio::spawn(run(
+            listener,
+            svc,
+            ListenOptions::default(),
+            std::future::pending(),
+        ));
+        // A body, sent after the head was read; then no body, but more bytes
+        // after the request than hyper's first read takes.
+        for case in [0, 0, 1, 1] {
+            let mut tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+            if case == 0 {
+                tcp.write_all(
+                    b"POST / HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: 4000\r\n\r\n",
+                )
+                .await
+                .expect("send the head");
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                tcp.write_all(&[b'x'; 4000]).await.expect("send the body");
+            } else {
+                let mut bytes = b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".to_vec();
+                bytes.resize(bytes.len() + 40_000, b'x');
+                tcp.write_all(&bytes).await.expect("send");
+            }
+            let mut got = Vec::new();
+            let read = tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut got))
+                .await
+                .expect("the connection ends");
+            let text = String::from_utf8_lossy(&got);
+            assert!(read.is_ok(), "reset before the answer: {read:?} {text}");
+            assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+            assert!(text.ends_with("refused unread"), "{text}");
+        }
+        server.abort();
     }
 
     /// The last answer of a connection is corked so that it leaves with the
