@@ -354,7 +354,11 @@ def markdown(result, raw_name, figures):
     out.append(f"- Machine: {m['cpu']}, {m['cpus']} CPUs, Linux {m['kernel']} ({m['os']}); "
                f"load average {' '.join(m['loadavg_start'])} at start, {' '.join(m['loadavg_end'])} at end")
     out.append(f"- Software: {m['nginx']}, {m['openssl']}, {m['rustc']}, httpcrypt `{m['git']}`")
-    out.append(f"- Runs: {m['reps']} repetitions per cell, {m['duration_s']} s measured after "
+    key_reps = m.get("key_reps", m["reps"])
+    reps = (f"{m['reps']} repetitions per cell" if key_reps == m["reps"] else
+            f"{key_reps} repetitions for the cells behind the target ratios (new connection 100 B; "
+            f"keep-alive 100 B, 1 KiB, 1 MiB), {m['reps']} for the others")
+    out.append(f"- Runs: {reps}, {m['duration_s']} s measured after "
                f"{m['warmup_s']} s warm-up, {m['conns']} concurrent connections; medians with "
                "(min–max) over repetitions\n")
     out.append("## Targets and ratios\n")
