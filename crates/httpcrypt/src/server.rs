@@ -1617,10 +1617,10 @@ mod tests {
         assert!(woken(&mut nb), "b's key expired at 201");
     }
 
-    /// The future of a sealed request for the static-file service (the
-    /// benchmarked server) fits glibc's thread cache, 1,032 bytes: above
-    /// it every request's allocation of the future takes the allocator's
-    /// slow path (`serve_sealed`).
+    /// The future of a sealed request for the static-file service and for
+    /// the gateway fits glibc's thread cache, 1,032 bytes: above it every
+    /// request's allocation of the future takes the allocator's slow path
+    /// (`serve_sealed`).
     #[test]
     fn a_sealed_request_future_fits_the_thread_cache() {
         fn returned_size<F, A, B, C, R>(_: F) -> usize
@@ -1629,10 +1629,13 @@ mod tests {
         {
             std::mem::size_of::<R>()
         }
-        let size = returned_size(
+        let files = returned_size(
             serve_sealed::<crate::runtime::StaticFiles, hyper::body::Incoming, HcBody>,
         );
-        assert!(size <= 1032, "the sealed request's future is {size} bytes");
+        assert!(files <= 1032, "the static files' future is {files} bytes");
+        let gateway =
+            returned_size(serve_sealed::<crate::runtime::Upstream, hyper::body::Incoming, HcBody>);
+        assert!(gateway <= 1032, "the gateway's future is {gateway} bytes");
     }
 
     /// The request the wrapped service sees is `inner::reconstruct` of the
