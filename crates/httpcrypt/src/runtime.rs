@@ -744,6 +744,21 @@ pub async fn collect(body: HcBody) -> Result<Bytes, BoxError> {
 mod tests {
     use super::*;
 
+    /// A loopback listener handed to `serve` (a call of [`run`]), run as a
+    /// task: its address, and the task (abort it to stop).
+    async fn serve_local<F>(
+        serve: impl FnOnce(TcpListener) -> F,
+    ) -> (SocketAddr, tokio::task::JoinHandle<std::io::Result<()>>)
+    where
+        F: Future<Output = std::io::Result<()>> + Send + 'static,
+    {
+        let listener = bind("127.0.0.1:0".parse().expect("an address"))
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("local address");
+        (addr, tokio::spawn(serve(listener)))
+    }
+
     fn get(path: &str, extra: Option<(header::HeaderName, &'static str)>) -> Request<HcBody> {
         let mut r = Request::new(
             http_body_util::Empty::new()
@@ -799,10 +814,6 @@ mod tests {
     /// Aborting the task that runs `run` stops the accept loop it spawned.
     #[tokio::test]
     async fn dropping_run_closes_the_listener() {
-        let listener = bind("127.0.0.1:0".parse().expect("an address"))
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("local address");
         let svc = tower::service_fn(|_req: Request<Incoming>| async {
             Ok::<_, std::convert::Infallible>(Response::new(
                 http_body_util::Empty::new()
@@ -810,12 +821,8 @@ mod tests {
                     .boxed_unsync(),
             ))
         });
-        let server = tokio::spawn(run(
-            listener,
-            svc,
-            ListenOptions::default(),
-            std::future::pending(),
-        ));
+        let (addr, server) =
+            serve_local(|l| run(l, svc, ListenOptions::default(), std::future::pending())).await;
         tokio::net::TcpStream::connect(addr).await.expect("serving");
         server.abort();
         let _ = server.await;
@@ -838,10 +845,6 @@ mod tests {
     async fn a_hangup_abandons_the_request_only_when_asked() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         for abandon in [true, false] {
-            let listener = bind("127.0.0.1:0".parse().expect("an address"))
-                .await
-                .expect("bind");
-            let addr = listener.local_addr().expect("local address");
             let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
             let svc = tower::service_fn(move |_req: Request<Incoming>| {
                 let done = done_tx.clone();
@@ -858,7 +861,7 @@ mod tests {
                 abandon_on_hangup: abandon,
                 ..Default::default()
             };
-            let server = tokio::spawn(run(listener, svc, opts, std::future::pending()));
+            let (addr, server) = serve_local(|l| run(l, svc, opts, std::future::pending())).await;
             let mut tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
             tcp.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
                 .await
@@ -922,10 +925,6 @@ mod tests {
     #[tokio::test]
     async fn an_answer_leaves_before_an_unread_body_resets_the_connection() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = bind("127.0.0.1:0".parse().expect("an address"))
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("local address");
         let svc = tower::service_fn(|_req: Request<Incoming>| async {
             // The body arrives meanwhile and is never read.
             tokio::time::sleep(Duration::from_millis(150)).await;
@@ -933,12 +932,8 @@ mod tests {
                 &b"refused unread"[..],
             )))
         });
-        let server = tokio::spawn(run(
-            listener,
-            svc,
-            ListenOptions::default(),
-            std::future::pending(),
-        ));
+        let (addr, server) =
+            serve_local(|l| run(l, svc, ListenOptions::default(), std::future::pending())).await;
         // A body, sent after the head was read; then no body, but more bytes
         // after the request than hyper's first read takes.
         for case in [0, 0, 1, 1] {
@@ -975,10 +970,6 @@ mod tests {
     #[tokio::test]
     async fn a_stalled_last_answer_is_not_held_back() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = bind("127.0.0.1:0".parse().expect("an address"))
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("local address");
         let first_sent = Arc::new(std::sync::Mutex::new(None::<std::time::Instant>));
         let marks = first_sent.clone();
         let svc = tower::service_fn(move |_req: Request<Incoming>| {
@@ -1007,12 +998,8 @@ mod tests {
                 Ok::<_, std::convert::Infallible>(Response::new(body.boxed_unsync()))
             }
         });
-        let server = tokio::spawn(run(
-            listener,
-            svc,
-            ListenOptions::default(),
-            std::future::pending(),
-        ));
+        let (addr, server) =
+            serve_local(|l| run(l, svc, ListenOptions::default(), std::future::pending())).await;
         let mut tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
         tcp.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
             .await
