@@ -9,8 +9,8 @@
 //! the whole input; a parsed message has no forbidden field, a body that
 //! matches its Content-Length, and re-encoded (`encode` + body) parses to
 //! the same head and body, with an encoding that is then a fixed point.
-//! Requests are also decoded as `PackedRequestHead`, which must agree with
-//! `RequestHead` on every input.
+//! Requests are also decoded as `PackedRequestHead`, whole and in the same
+//! pieces, which must agree with `RequestHead` on every input.
 
 #![no_main]
 
@@ -103,6 +103,11 @@ fuzz_target!(|data: &[u8]| {
         let packed = inner::decode_all::<PackedRequestHead>(plaintext, &limits)
             .map(|(p, body)| (p.to_head(), body));
         assert_eq!(packed, owned, "packed and owned request heads differ");
+        // The packed head takes the decoder's bytes as they are split.
+        let pieces = split(plaintext, plan);
+        let packed_pieces = decode_pieces::<PackedRequestHead>(limits, &pieces)
+            .map(|(p, body)| (p.to_head(), body));
+        assert_eq!(packed_pieces, owned, "split {plan:#x} changed the packed head");
     } else {
         check::<ResponseHead>(limits, plan, plaintext);
     }

@@ -165,6 +165,13 @@ impl ResponseHead {
 pub trait Head: Sized {
     /// Parses a complete head (through the blank line) under `limits`.
     fn parse(head: &[u8], limits: &Limits) -> Result<Self>;
+    /// Whether a parsed head keeps the head's bytes (then [`Decoder`] hands
+    /// it the bytes it holds through [`Head::parse_owned`] instead of a view).
+    const OWNS_BYTES: bool = false;
+    /// [`Head::parse`] of bytes the head may keep.
+    fn parse_owned(head: bytes::Bytes, limits: &Limits) -> Result<Self> {
+        Self::parse(&head, limits)
+    }
     /// The value of the first field named `name` (ASCII case-insensitive).
     fn field(&self, name: &str) -> Option<&[u8]>;
 }
@@ -371,7 +378,14 @@ impl PackedRequestHead {
 }
 
 impl Head for PackedRequestHead {
+    const OWNS_BYTES: bool = true;
+
     fn parse(head: &[u8], limits: &Limits) -> Result<Self> {
+        Self::parse_owned(bytes::Bytes::copy_from_slice(head), limits)
+    }
+
+    fn parse_owned(bytes: bytes::Bytes, limits: &Limits) -> Result<Self> {
+        let head = &bytes[..];
         let base = head.as_ptr() as usize;
         // Offsets of httparse's slices, which borrow from `head` (an empty
         // one may point anywhere); a head longer than 4 GiB is refused.
@@ -392,17 +406,18 @@ impl Head for PackedRequestHead {
                 u32::try_from(b).map_err(|_| Error::InnerHeadTooLarge)?,
             ))
         };
-        parse_request(head, limits, |method, target, raw| {
+        let (method, target, fields) = parse_request(head, limits, |method, target, raw| {
             let mut fields = smallvec::SmallVec::with_capacity(raw.len());
             for h in raw {
                 fields.push((span(h.name.as_bytes())?, span(h.value)?));
             }
-            Ok(PackedRequestHead {
-                method: span(method.as_bytes())?,
-                target: span(target.as_bytes())?,
-                fields,
-                bytes: bytes::Bytes::copy_from_slice(head),
-            })
+            Ok((span(method.as_bytes())?, span(target.as_bytes())?, fields))
+        })?;
+        Ok(PackedRequestHead {
+            method,
+            target,
+            fields,
+            bytes,
         })
     }
 
@@ -464,7 +479,9 @@ pub enum InnerEvent<'a, H> {
 #[derive(Debug)]
 pub struct Decoder<H> {
     limits: Limits,
-    buf: Vec<u8>,
+    // A head that keeps its bytes (`Head::OWNS_BYTES`) takes them from here
+    // without a copy.
+    buf: bytes::BytesMut,
     pos: usize,
     scanned: usize,
     head_done: bool,
@@ -484,7 +501,7 @@ impl<H: Head> Decoder<H> {
     pub fn new(limits: Limits) -> Self {
         Decoder {
             limits,
-            buf: Vec::new(),
+            buf: bytes::BytesMut::new(),
             pos: 0,
             scanned: 0,
             head_done: false,
@@ -501,7 +518,7 @@ impl<H: Head> Decoder<H> {
             return Err(e.clone());
         }
         if self.pos > 0 {
-            self.buf.drain(..self.pos);
+            bytes::Buf::advance(&mut self.buf, self.pos);
             self.pos = 0;
         }
         self.buf.extend_from_slice(bytes);
@@ -510,7 +527,7 @@ impl<H: Head> Decoder<H> {
 
     fn fail(&mut self, e: Error) -> Error {
         self.failed = Some(e.clone());
-        self.buf = Vec::new();
+        self.buf = bytes::BytesMut::new();
         self.pos = 0;
         e
     }
@@ -535,13 +552,18 @@ impl<H: Head> Decoder<H> {
             if end > self.limits.max_inner_head {
                 return Err(self.fail(Error::InnerHeadTooLarge));
             }
-            let head = match H::parse(&self.buf[..end], &self.limits) {
+            let parsed = if H::OWNS_BYTES {
+                H::parse_owned(self.buf.split_to(end).freeze(), &self.limits)
+            } else {
+                self.pos = end;
+                H::parse(&self.buf[..end], &self.limits)
+            };
+            let head = match parsed {
                 Ok(h) => h,
                 Err(e) => return Err(self.fail(e)),
             };
             self.content_length = head.field("content-length").and_then(parse_content_length);
             self.head_done = true;
-            self.pos = end;
             return Ok(Some(InnerEvent::Head(head)));
         }
         let avail = self.buf.len() - self.pos;

@@ -150,6 +150,23 @@ proptest! {
             }
         }
         d.finish().unwrap();
+        // The packed head keeps the decoder's own bytes (no copy); the same
+        // pieces give the same head and body.
+        let mut p = inner::Decoder::<inner::PackedRequestHead>::new(limits);
+        let mut packed = None;
+        let mut packed_body = Vec::new();
+        for part in chunks(&bytes, &cuts) {
+            p.receive(&part).unwrap();
+            while let Some(ev) = p.next_event().unwrap() {
+                match ev {
+                    inner::InnerEvent::Head(h) => packed = Some(h.to_head()),
+                    inner::InnerEvent::Body(b) => packed_body.extend_from_slice(b),
+                }
+            }
+        }
+        p.finish().unwrap();
+        prop_assert_eq!(packed, Some(head.clone()));
+        prop_assert_eq!(&packed_body, &body);
         prop_assert_eq!(got_head, Some(head));
         prop_assert_eq!(got_body, body);
     }

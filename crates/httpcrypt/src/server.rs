@@ -1621,8 +1621,7 @@ mod tests {
     /// (`serve_sealed`).
     #[test]
     fn a_sealed_request_future_fits_the_thread_cache() {
-        /// glibc's largest size served from its thread cache.
-        const TCACHE_MAX: usize = 1032;
+        use crate::runtime::tests::GLIBC_TCACHE_MAX as TCACHE_MAX;
         fn returned_size<F, A, B, C, R>(_: F) -> usize
         where
             F: FnOnce(A, B, C) -> R,
