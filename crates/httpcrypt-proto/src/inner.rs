@@ -165,8 +165,9 @@ impl ResponseHead {
 pub trait Head: Sized {
     /// Parses a complete head (through the blank line) under `limits`.
     fn parse(head: &[u8], limits: &Limits) -> Result<Self>;
-    /// Whether a parsed head keeps the head's bytes (then [`Decoder`] hands
-    /// it the bytes it holds through [`Head::parse_owned`] instead of a view).
+    /// Whether a parsed head keeps the head's bytes (then [`Decoder`] may
+    /// hand it the bytes it holds through [`Head::parse_owned`] instead of a
+    /// view).
     const OWNS_BYTES: bool = false;
     /// [`Head::parse`] of bytes the head may keep.
     fn parse_owned(head: bytes::Bytes, limits: &Limits) -> Result<Self> {
@@ -479,8 +480,8 @@ pub enum InnerEvent<'a, H> {
 #[derive(Debug)]
 pub struct Decoder<H> {
     limits: Limits,
-    // A head that keeps its bytes (`Head::OWNS_BYTES`) takes them from here
-    // without a copy.
+    // A head that keeps its bytes (`Head::OWNS_BYTES`) may take them from
+    // here without a copy.
     buf: bytes::BytesMut,
     pos: usize,
     scanned: usize,
@@ -552,7 +553,10 @@ impl<H: Head> Decoder<H> {
             if end > self.limits.max_inner_head {
                 return Err(self.fail(Error::InnerHeadTooLarge));
             }
-            let parsed = if H::OWNS_BYTES {
+            // A shared head keeps the whole buffer alive while it lives, so
+            // the buffer is shared only when the head is most of it (a GET's
+            // stream is its head alone); else the head copies its bytes.
+            let parsed = if H::OWNS_BYTES && self.buf.capacity() <= 2 * end {
                 H::parse_owned(self.buf.split_to(end).freeze(), &self.limits)
             } else {
                 self.pos = end;
