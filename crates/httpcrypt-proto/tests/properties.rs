@@ -24,6 +24,24 @@ fn chunks(data: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
     out
 }
 
+/// An inner message fed to a decoder piece by piece: its head and body.
+fn decode_in_pieces<H: inner::Head>(limits: Limits, pieces: &[Vec<u8>]) -> (Option<H>, Vec<u8>) {
+    let mut d = inner::Decoder::<H>::new(limits);
+    let mut head = None;
+    let mut body = Vec::new();
+    for part in pieces {
+        d.receive(part).unwrap();
+        while let Some(ev) = d.next_event().unwrap() {
+            match ev {
+                inner::InnerEvent::Head(h) => head = Some(h),
+                inner::InnerEvent::Body(b) => body.extend_from_slice(b),
+            }
+        }
+    }
+    d.finish().unwrap();
+    (head, body)
+}
+
 fn open_chunked(o: Opener, parts: &[Vec<u8>]) -> Result<Vec<u8>, Error> {
     open_chunked_given(o, parts, 0)
 }
@@ -137,35 +155,12 @@ proptest! {
         head.encode(&mut bytes);
         bytes.extend_from_slice(&body);
         let limits = Limits::default();
-        let mut d = inner::RequestDecoder::new(limits);
-        let mut got_head = None;
-        let mut got_body = Vec::new();
-        for part in chunks(&bytes, &cuts) {
-            d.receive(&part).unwrap();
-            while let Some(ev) = d.next_event().unwrap() {
-                match ev {
-                    inner::InnerEvent::Head(h) => got_head = Some(h),
-                    inner::InnerEvent::Body(b) => got_body.extend_from_slice(b),
-                }
-            }
-        }
-        d.finish().unwrap();
+        let (got_head, got_body) = decode_in_pieces::<RequestHead>(limits, &chunks(&bytes, &cuts));
         // The packed head keeps the decoder's own bytes (no copy); the same
         // pieces give the same head and body.
-        let mut p = inner::Decoder::<inner::PackedRequestHead>::new(limits);
-        let mut packed = None;
-        let mut packed_body = Vec::new();
-        for part in chunks(&bytes, &cuts) {
-            p.receive(&part).unwrap();
-            while let Some(ev) = p.next_event().unwrap() {
-                match ev {
-                    inner::InnerEvent::Head(h) => packed = Some(h.to_head()),
-                    inner::InnerEvent::Body(b) => packed_body.extend_from_slice(b),
-                }
-            }
-        }
-        p.finish().unwrap();
-        prop_assert_eq!(packed, Some(head.clone()));
+        let (packed, packed_body) =
+            decode_in_pieces::<inner::PackedRequestHead>(limits, &chunks(&bytes, &cuts));
+        prop_assert_eq!(packed.map(|h| h.to_head()), Some(head.clone()));
         prop_assert_eq!(&packed_body, &body);
         prop_assert_eq!(got_head, Some(head));
         prop_assert_eq!(got_body, body);

@@ -59,6 +59,33 @@ impl Default for ListenOptions {
     }
 }
 
+/// A service [`run`] can serve: it answers every request on a connection
+/// (never failing: errors are answers too), is cloned per connection, and
+/// runs on the runtime's workers. Every such service has it.
+pub trait ConnectionService:
+    tower::Service<
+        Request<Incoming>,
+        Response = Response<HcBody>,
+        Error = std::convert::Infallible,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S> ConnectionService for S where
+    S: tower::Service<
+            Request<Incoming>,
+            Response = Response<HcBody>,
+            Error = std::convert::Infallible,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + 'static
+{
+}
+
 /// Serves `svc` on `listener` until `shutdown` resolves.
 ///
 /// The accept loop runs as a task on the runtime's workers, next to the
@@ -73,14 +100,7 @@ pub async fn run<S>(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()>
 where
-    S: tower::Service<
-            Request<Incoming>,
-            Response = Response<HcBody>,
-            Error = std::convert::Infallible,
-        > + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
+    S: ConnectionService,
 {
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut accepting = AbortOnDrop(tokio::spawn(accept_loop(listener, svc, opts, stopped)));
@@ -111,14 +131,7 @@ async fn accept_loop<S>(
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) -> std::io::Result<()>
 where
-    S: tower::Service<
-            Request<Incoming>,
-            Response = Response<HcBody>,
-            Error = std::convert::Infallible,
-        > + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
+    S: ConnectionService,
 {
     let permits = Arc::new(Semaphore::new(opts.max_connections.max(1)));
     // One ticker for the expiry of every connection's keys (spec §6).
@@ -181,14 +194,7 @@ fn serve_connection_task<S>(
     permit: tokio::sync::OwnedSemaphorePermit,
 ) -> impl Future<Output = ()> + Send
 where
-    S: tower::Service<
-            Request<Incoming>,
-            Response = Response<HcBody>,
-            Error = std::convert::Infallible,
-        > + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
+    S: ConnectionService,
 {
     // A block, not an `async fn`: an `async fn` keeps its arguments twice
     // in its future (as arguments and as moved-in locals).
