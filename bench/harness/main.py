@@ -224,6 +224,12 @@ def aggregate(runs, key_fields=("config", "cell")):
             "resumed": stat(lambda r: r.get("resumed_fraction", 0.0)),
             "cdf": med["latency_cdf"],
         }
+        # The server's user-space and kernel time apart (every loadgen run
+        # reports them; the rows of other tools do not).
+        if all("server_user_us_per_req" in r for r in rs):
+            out["|".join(str(x) for x in k)].update(
+                user_us=stat(lambda r: r["server_user_us_per_req"]),
+                sys_us=stat(lambda r: r["server_sys_us_per_req"]))
     return out
 
 

@@ -2,7 +2,8 @@
 //! either opening a new TCP connection per request or keeping one alive,
 //! all speaking through [`crate::http1::exchange`]. A sampler opens and
 //! closes the measurement window after a warm-up and reads the server's CPU
-//! time (`/proc/PID/stat`, utime + stime) at both ends.
+//! time (`/proc/PID/stat`, utime and stime) at both ends; the result gives
+//! the total and the user-space and kernel parts per request.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
@@ -124,20 +125,45 @@ fn hist() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 120_000_000, 3).expect("valid histogram bounds")
 }
 
-/// CPU ticks (utime + stime, all threads) of the processes in `pids`.
-fn cpu_ticks(pids: &[u32]) -> u64 {
-    pids.iter()
-        .map(|p| proc_ticks(&format!("/proc/{p}/stat")))
-        .sum()
+/// CPU ticks of a set of processes (all threads): user and system time
+/// (`utime`, `stime` of `/proc/PID/stat`).
+#[derive(Clone, Copy, Default)]
+struct Ticks {
+    user: u64,
+    sys: u64,
 }
 
-fn proc_ticks(path: &str) -> u64 {
+impl Ticks {
+    fn total(self) -> u64 {
+        self.user + self.sys
+    }
+
+    /// Ticks from `self` (earlier) to `later`.
+    fn until(self, later: Ticks) -> Ticks {
+        Ticks {
+            user: later.user.saturating_sub(self.user),
+            sys: later.sys.saturating_sub(self.sys),
+        }
+    }
+}
+
+/// CPU ticks of the processes in `pids`.
+fn cpu_ticks(pids: &[u32]) -> Ticks {
+    pids.iter()
+        .map(|p| proc_ticks(&format!("/proc/{p}/stat")))
+        .fold(Ticks::default(), |a, t| Ticks {
+            user: a.user + t.user,
+            sys: a.sys + t.sys,
+        })
+}
+
+fn proc_ticks(path: &str) -> Ticks {
     let Ok(text) = std::fs::read_to_string(path) else {
-        return 0;
+        return Ticks::default();
     };
     // Fields after the command name (which may contain spaces) start at 3.
     let Some(rest) = text.rfind(')').map(|i| &text[i + 2..]) else {
-        return 0;
+        return Ticks::default();
     };
     let f: Vec<&str> = rest.split(' ').collect();
     let num = |i: usize| {
@@ -145,7 +171,10 @@ fn proc_ticks(path: &str) -> u64 {
             .and_then(|s| s.parse::<u64>().ok())
             .unwrap_or(0)
     };
-    num(14) + num(15)
+    Ticks {
+        user: num(14),
+        sys: num(15),
+    }
 }
 
 /// Linux reports /proc times in USER_HZ, which is 100 on every mainstream
@@ -207,6 +236,7 @@ pub async fn run(proto: Proto, s: Settings) -> Result<Value> {
         }
     }
     let elapsed = (t_e - t_s).as_secs_f64();
+    let server = cpu_s.until(cpu_e);
     let n = all.requests.max(1) as f64;
     let first_error = shared
         .first_error
@@ -231,9 +261,11 @@ pub async fn run(proto: Proto, s: Settings) -> Result<Value> {
         "first_error": first_error,
         "elapsed_s": elapsed,
         "rps": all.requests as f64 / elapsed.max(1e-9),
-        "server_cpu_us_per_req": (cpu_e - cpu_s) as f64 * TICK_US / n,
-        "server_cpu_util": (cpu_e - cpu_s) as f64 * TICK_US / 1e6 / elapsed.max(1e-9),
-        "client_cpu_us_per_req": (self_e.saturating_sub(self_s)) as f64 * TICK_US / n,
+        "server_cpu_us_per_req": server.total() as f64 * TICK_US / n,
+        "server_user_us_per_req": server.user as f64 * TICK_US / n,
+        "server_sys_us_per_req": server.sys as f64 * TICK_US / n,
+        "server_cpu_util": server.total() as f64 * TICK_US / 1e6 / elapsed.max(1e-9),
+        "client_cpu_us_per_req": self_s.until(self_e).total() as f64 * TICK_US / n,
         "latency_us": lat(&all.latency),
         "ttfb_us": lat(&all.ttfb),
         "latency_cdf": cdf,
