@@ -58,21 +58,7 @@ CELLS = {
 }
 
 # The keys of bench/results/summary.json this re-measures: (a, b, cell).
-KEYS = {
-    "keepalive_100b_cpu_httpcrypt_over_plain": ("hc-ticket", "hc-plain", ("keepalive", "100b")),
-    "keepalive_1k_cpu_httpcrypt_over_plain": ("hc-ticket", "hc-plain", ("keepalive", "1k")),
-    "newconn_100b_cpu_httpcrypt_cached_over_plain": ("hc-cached", "hc-plain", ("newconn", "100b")),
-    "newconn_100b_cpu_httpcrypt_fresh_over_plain": ("hc-fresh", "hc-plain", ("newconn", "100b")),
-    "newconn_100b_cpu_httpcrypt_plain_over_nginx_plain": ("hc-plain", "nginx-plain",
-                                                          ("newconn", "100b")),
-    "keepalive_100b_cpu_httpcrypt_plain_over_nginx_plain": ("hc-plain", "nginx-plain",
-                                                            ("keepalive", "100b")),
-    "newconn_100b_cpu_nginx_tls12_over_httpcrypt": ("nginx-tls12", "hc-fresh", ("newconn", "100b")),
-    "newconn_100b_cpu_rustls_tls13_over_httpcrypt": ("rustls-tls13", "hc-fresh",
-                                                     ("newconn", "100b")),
-    "keepalive_100b_cpu_httpcrypt_cached_over_plain": ("hc-cached", "hc-plain",
-                                                       ("keepalive", "100b")),
-}
+KEYS = report.CPU_KEYS
 
 
 class Plan:

@@ -42,24 +42,10 @@ GROUPS = [
     ("keepalive", "1k", 20000, ["hc-plain", "hc-ticket"]),
 ]
 
-# key -> (a, b, mode, file): the ratio a / b of server CPU per request in
-# every group of that mode and file where both ran; named like the keys of
-# bench/results/summary.json.
-RATIOS = {
-    "newconn_100b_cpu_httpcrypt_fresh_over_plain": ("hc-fresh", "hc-plain", "newconn", "100b"),
-    "newconn_100b_cpu_httpcrypt_cached_over_plain": ("hc-cached", "hc-plain", "newconn", "100b"),
-    "newconn_100b_cpu_httpcrypt_plain_over_nginx_plain": ("hc-plain", "nginx-plain", "newconn",
-                                                          "100b"),
-    "newconn_100b_cpu_nginx_tls12_over_httpcrypt": ("nginx-tls12", "hc-fresh", "newconn", "100b"),
-    "newconn_100b_cpu_rustls_tls13_over_httpcrypt": ("rustls-tls13", "hc-fresh", "newconn",
-                                                     "100b"),
-    "keepalive_100b_cpu_httpcrypt_over_plain": ("hc-ticket", "hc-plain", "keepalive", "100b"),
-    "keepalive_1k_cpu_httpcrypt_over_plain": ("hc-ticket", "hc-plain", "keepalive", "1k"),
-    "keepalive_100b_cpu_httpcrypt_plain_over_nginx_plain": ("hc-plain", "nginx-plain",
-                                                            "keepalive", "100b"),
-    "keepalive_100b_cpu_httpcrypt_cached_over_plain": ("hc-cached", "hc-plain", "keepalive",
-                                                       "100b"),
-}
+# The ratios a / b of server CPU per request, per key of
+# bench/results/summary.json (`report.CPU_KEYS`), in every group of that
+# mode and file where both ran.
+RATIOS = report.CPU_KEYS
 
 
 class Plan:
@@ -129,7 +115,7 @@ class Rate(servers.Harness):
                          "util": statistics.median(x["server_cpu_util"] for x in rows),
                          "n": len(rows)} for k, rows in agg.items()}
         ratios = {}
-        for key, (a, b, mode, size) in RATIOS.items():
+        for key, (a, b, (mode, size)) in RATIOS.items():
             for g_mode, g_size, rate, names in self.plan.groups:
                 if (g_mode, g_size) != (mode, size) or a not in names or b not in names:
                     continue

@@ -342,28 +342,35 @@ def floor_section(result):
     return "\n".join(out) + "\n"
 
 
-# The pairs of the CPU target keys whose two sides are both servers we
-# time (the TLS keys compare against a TLS stack): key, measured side, the
-# side it is compared with, cell.
-SPLIT_OF = [
-    ("keepalive_100b_cpu_httpcrypt_over_plain", "hc-ticket", "hc-plain", "keepalive/100b"),
-    ("keepalive_1k_cpu_httpcrypt_over_plain", "hc-ticket", "hc-plain", "keepalive/1k"),
-    ("newconn_100b_cpu_httpcrypt_cached_over_plain", "hc-cached", "hc-plain", "newconn/100b"),
-    ("newconn_100b_cpu_httpcrypt_fresh_over_plain", "hc-fresh", "hc-plain", "newconn/100b"),
-    ("newconn_100b_cpu_httpcrypt_plain_over_nginx_plain", "hc-plain", "nginx-plain", "newconn/100b"),
-    ("keepalive_100b_cpu_httpcrypt_plain_over_nginx_plain", "hc-plain", "nginx-plain", "keepalive/100b"),
-]
+# The server-CPU keys of bench/results/summary.json that compare two
+# configurations in one cell: key -> (a, b, (mode, file)), the ratio a / b.
+# bench/crosscheck and bench/rate re-measure the same keys.
+CPU_KEYS = {
+    "keepalive_100b_cpu_httpcrypt_over_plain": ("hc-ticket", "hc-plain", ("keepalive", "100b")),
+    "keepalive_1k_cpu_httpcrypt_over_plain": ("hc-ticket", "hc-plain", ("keepalive", "1k")),
+    "newconn_100b_cpu_httpcrypt_cached_over_plain": ("hc-cached", "hc-plain", ("newconn", "100b")),
+    "newconn_100b_cpu_httpcrypt_fresh_over_plain": ("hc-fresh", "hc-plain", ("newconn", "100b")),
+    "newconn_100b_cpu_httpcrypt_plain_over_nginx_plain": ("hc-plain", "nginx-plain",
+                                                          ("newconn", "100b")),
+    "keepalive_100b_cpu_httpcrypt_plain_over_nginx_plain": ("hc-plain", "nginx-plain",
+                                                            ("keepalive", "100b")),
+    "newconn_100b_cpu_nginx_tls12_over_httpcrypt": ("nginx-tls12", "hc-fresh", ("newconn", "100b")),
+    "newconn_100b_cpu_rustls_tls13_over_httpcrypt": ("rustls-tls13", "hc-fresh",
+                                                     ("newconn", "100b")),
+    "keepalive_100b_cpu_httpcrypt_cached_over_plain": ("hc-cached", "hc-plain",
+                                                       ("keepalive", "100b")),
+}
 
 
 def split_section(result):
-    """Per CPU target key, the two sides' server time in user space and in
+    """Per CPU key, the two sides' server time in user space and in
     the kernel (`/proc/PID/stat` utime and stime over the same windows as
     the totals, medians over the repetitions), and where the difference
     lies. Empty for runs whose loadgen did not report the parts."""
     agg = result.get("aggregate", {})
     rows = []
-    for key, a, b, cell in SPLIT_OF:
-        x, y = agg.get(f"{a}|{cell}"), agg.get(f"{b}|{cell}")
+    for key, (a, b, (mode, size)) in CPU_KEYS.items():
+        x, y = agg.get(f"{a}|{mode}/{size}"), agg.get(f"{b}|{mode}/{size}")
         if not x or not y or "user_us" not in x or "user_us" not in y:
             continue
         xu, xs = x["user_us"]["median"], x["sys_us"]["median"]

@@ -183,7 +183,8 @@ where
 /// One connection of [`accept_loop`], as a task. Its future is allocated
 /// once per connection and stays within glibc's thread cache (1,032 bytes;
 /// a unit test checks it), so that allocation takes the fast path.
-// Written out on purpose, not as an `async fn` (see the block below).
+// A function returning a block, not an `async fn`: an `async fn` keeps its
+// arguments twice in its future (as arguments and as moved-in locals).
 #[allow(clippy::manual_async_fn)]
 fn serve_connection_task<S>(
     stream: tokio::net::TcpStream,
@@ -196,8 +197,6 @@ fn serve_connection_task<S>(
 where
     S: ConnectionService,
 {
-    // A block, not an `async fn`: an `async fn` keeps its arguments twice
-    // in its future (as arguments and as moved-in locals).
     async move {
         if let Some(gate) = &opts.gate {
             if !gate.admit(&stream, peer).await {
@@ -780,13 +779,16 @@ pub async fn collect(body: HcBody) -> Result<Bytes, BoxError> {
     Ok(body.collect().await?.to_bytes())
 }
 
+/// glibc's largest allocation served from its per-thread cache, the fast
+/// path of `malloc` and `free` (tcache, 64 bins of 16 bytes up to 1,032):
+/// the bound of the tests that keep per-connection and per-request futures
+/// within it.
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
+pub(crate) const GLIBC_TCACHE_MAX: usize = 1032;
 
-    /// glibc's largest allocation served from its per-thread cache, the fast
-    /// path of `malloc` and `free` (tcache, 64 bins of 16 bytes up to 1,032).
-    pub(crate) const GLIBC_TCACHE_MAX: usize = 1032;
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     /// The future of a connection's task, allocated once per connection
     /// (`serve_connection_task`), fits glibc's thread cache, for the static

@@ -1621,7 +1621,7 @@ mod tests {
     /// (`serve_sealed`).
     #[test]
     fn a_sealed_request_future_fits_the_thread_cache() {
-        use crate::runtime::tests::GLIBC_TCACHE_MAX as TCACHE_MAX;
+        use crate::runtime::GLIBC_TCACHE_MAX as TCACHE_MAX;
         fn returned_size<F, A, B, C, R>(_: F) -> usize
         where
             F: FnOnce(A, B, C) -> R,
