@@ -29,6 +29,10 @@ need=(
   "haproxy:haproxy"
   "nginx:nginx"
   "varnishd:varnish"
+  # tests/asap.rs: network namespaces, veth pairs, sysctls, iptables rules
+  "ip:iproute2"
+  "iptables:iptables"
+  "sysctl:procps"
 )
 
 missing=()
@@ -57,3 +61,18 @@ $SUDO apt-get update -q
 # The tests run the daemons themselves; keep the packages' own services
 # from starting where the init system would do it.
 $SUDO apt-get install -y -q --no-install-recommends "${pkgs[@]}"
+
+# Fail loudly when a program the tests call is still missing after the
+# install (a package that did not install, or one that no longer ships it).
+still=()
+for entry in "${need[@]}"; do
+  bin=${entry%%:*}
+  if ! command -v "$bin" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$bin" ] && [ ! -x "/sbin/$bin" ]; then
+    still+=("$bin (${entry#*:})")
+  fi
+done
+if [ ${#still[@]} -ne 0 ]; then
+  echo "test dependencies: still missing after apt-get install: ${still[*]}" >&2
+  exit 1
+fi
+echo "test dependencies: installed"
