@@ -317,10 +317,25 @@ func (d *innerDecoder) receive(p []byte) (head []byte, body []byte, err error) {
 	return head, body, d.countBody(len(body))
 }
 
-func (d *innerDecoder) setContentLength(fields []Field) {
+// setContentLength takes the body length a parsed head declares. A
+// bodiless message (an answer to HEAD, a 304) carries the representation's
+// length, checked only for its syntax by the head's parser, and no body at
+// all: any body byte is content_length_mismatch (erratum E2, spec §4.3).
+func (d *innerDecoder) setContentLength(fields []Field, bodiless bool) {
+	if bodiless {
+		d.clen, d.hasCLen = 0, true
+		return
+	}
 	if v, ok := Get(fields, "content-length"); ok {
 		d.clen, d.hasCLen = parseContentLength(v)
 	}
+}
+
+// isBodiless says whether a response to a requestMethod request has no
+// body whatever its Content-Length says: the answer to HEAD, and a 304
+// (erratum E2).
+func isBodiless(requestMethod string, status int) bool {
+	return requestMethod == "HEAD" || status == 304
 }
 
 func (d *innerDecoder) countBody(n int) error {
@@ -366,7 +381,7 @@ func DecodeRequest(plaintext []byte, limits Limits) (*RequestHead, []byte, error
 	if err != nil {
 		return nil, nil, err
 	}
-	d.setContentLength(h.Fields)
+	d.setContentLength(h.Fields, false)
 	if err := d.countBody(0); err != nil {
 		return nil, nil, err
 	}
@@ -376,8 +391,16 @@ func DecodeRequest(plaintext []byte, limits Limits) (*RequestHead, []byte, error
 	return h, body, nil
 }
 
-// DecodeResponse parses a complete inner response from stream plaintext.
+// DecodeResponse parses a complete inner response to a GET (or any
+// method but HEAD) from stream plaintext.
 func DecodeResponse(plaintext []byte, limits Limits) (*ResponseHead, []byte, error) {
+	return DecodeResponseTo("GET", plaintext, limits)
+}
+
+// DecodeResponseTo parses a complete inner response to a requestMethod
+// request: the answer to HEAD (and any 304) may declare a Content-Length
+// with an empty body, and must have an empty body (erratum E2).
+func DecodeResponseTo(requestMethod string, plaintext []byte, limits Limits) (*ResponseHead, []byte, error) {
 	limits = limits.orDefault()
 	d := innerDecoder{limits: limits}
 	headBytes, body, err := d.receive(plaintext)
@@ -391,7 +414,7 @@ func DecodeResponse(plaintext []byte, limits Limits) (*ResponseHead, []byte, err
 	if err != nil {
 		return nil, nil, err
 	}
-	d.setContentLength(h.Fields)
+	d.setContentLength(h.Fields, isBodiless(requestMethod, h.Status))
 	if err := d.countBody(0); err != nil {
 		return nil, nil, err
 	}

@@ -632,7 +632,7 @@ func (t *Transport) once(req *http.Request, body io.ReadCloser, cs *call) (*http
 	if compact {
 		opener = NewCompactResponseOpener(k, n0, t.limits.MaxRecord)
 	}
-	opened, ihead, err := openResponse(rsp.Body, opener, t.limits)
+	opened, ihead, err := openResponse(rsp.Body, opener, t.limits, head.Method)
 	if err != nil {
 		rsp.Body.Close()
 		return nil, done, err
@@ -860,8 +860,9 @@ type openedBody struct {
 }
 
 // openResponse reads until the inner head is complete and returns it with
-// a reader for the rest of the body.
-func openResponse(src io.ReadCloser, o *Opener, limits Limits) (*openedBody, *ResponseHead, error) {
+// a reader for the rest of the body (none for the answer to a HEAD
+// request or a 304, whatever their Content-Length says: erratum E2).
+func openResponse(src io.ReadCloser, o *Opener, limits Limits, requestMethod string) (*openedBody, *ResponseHead, error) {
 	b := &openedBody{src: src, opener: o, dec: innerDecoder{limits: limits}, buf: make([]byte, 32*1024)}
 	for {
 		data, err := b.next()
@@ -880,7 +881,7 @@ func openResponse(src io.ReadCloser, o *Opener, limits Limits) (*openedBody, *Re
 			if err != nil {
 				return nil, nil, err
 			}
-			b.dec.setContentLength(h.Fields)
+			b.dec.setContentLength(h.Fields, isBodiless(requestMethod, h.Status))
 			if err := b.dec.countBody(0); err != nil {
 				return nil, nil, err
 			}

@@ -28,6 +28,9 @@ type memServer struct {
 	// lastOuterLen is the announced outer Content-Length of the last POST.
 	lastOuterLen atomic.Int64
 	lastBodyLen  atomic.Int64
+	// rawInner, if set, is the inner response sealed instead of the
+	// generated one.
+	rawInner string
 	// issueTickets adds a Ticket field to every response.
 	issueTickets bool
 	// seen records what the server took from the last request: profile,
@@ -150,6 +153,9 @@ func (m *memServer) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	inner := fmt.Sprintf("HTTP/1.1 %d X\r\n%s%sContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s",
 		status, date, ticket, ctype, len(payload), payload)
+	if m.rawInner != "" {
+		inner = m.rawInner
+	}
 	out, err := acc.sealResponse(nonce, []byte(inner), 100)
 	if err != nil {
 		return nil, err

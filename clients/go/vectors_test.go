@@ -307,7 +307,11 @@ func init() {
 		return map[string]any{"method": h.Method, "target": h.Target, "fields": fieldsOut(h.Fields), "body": hex.EncodeToString(body)}, nil
 	}
 	vectorRunners["inner_response"] = func(t *testing.T, in map[string]any) (map[string]any, error) {
-		h, body, err := DecodeResponse(hx(in, "message"), limitsFrom(in))
+		method := "GET" // absent: the answer to a GET (erratum E2)
+		if m, ok := in["request_method"].(string); ok {
+			method = m
+		}
+		h, body, err := DecodeResponseTo(method, hx(in, "message"), limitsFrom(in))
 		if err != nil {
 			return nil, err
 		}

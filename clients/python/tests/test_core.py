@@ -305,3 +305,25 @@ def test_requests_response_hands_set_cookie_to_the_jar() -> None:
     extract_cookies_to_jar(jar, req, rsp)
     assert jar.get("sid") == "42"
     assert rsp.read() == b"ok"
+
+
+# ---- erratum E2: HEAD and 304 carry the representation's length ----
+
+@pytest.mark.parametrize(("method", "msg", "expect"), [
+    ("HEAD", b"HTTP/1.1 200 OK\r\nContent-Length: 1048576\r\n\r\n", None),
+    ("GET", b"HTTP/1.1 200 OK\r\nContent-Length: 1048576\r\n\r\n", "content_length_mismatch"),
+    ("GET", b"HTTP/1.1 304 Not Modified\r\nContent-Length: 99\r\n\r\n", None),
+    ("GET", b"HTTP/1.1 304 Not Modified\r\n\r\nx", "content_length_mismatch"),
+    ("HEAD", b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", "content_length_mismatch"),
+    ("HEAD", b"HTTP/1.1 200 OK\r\n\r\nhello", "content_length_mismatch"),
+    ("HEAD", b"HTTP/1.1 200 OK\r\n\r\n", None),
+    ("HEAD", b"HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n\r\n", "content_length_mismatch"),
+])
+def test_response_to_head_and_304(method: str, msg: bytes, expect: str | None) -> None:
+    if expect is None:
+        head, body = inner.decode_response(msg, request_method=method)
+        assert body == b"" and head.status in (200, 304)
+    else:
+        with pytest.raises(ProtocolError) as e:
+            inner.decode_response(msg, request_method=method)
+        assert e.value.code == expect

@@ -70,7 +70,9 @@ def k_inner_request(i: dict[str, Any]) -> dict[str, Any]:
 
 
 def k_inner_response(i: dict[str, Any]) -> dict[str, Any]:
-    head, body = inner.decode_response(H(i["message"]))
+    # request_method absent: the answer to a GET (erratum E2).
+    head, body = inner.decode_response(H(i["message"]),
+                                       request_method=i.get("request_method", "GET"))
     return {"status": head.status, "reason": head.reason, "fields": _fields(head.fields),
             "body": body.hex()}
 

@@ -130,10 +130,12 @@ class PreparedRequest:
         return outer.encode_request_head("get", self.get_target(mount, stream), host,
                                          self.cookie)
 
-    def open_response(self, body: bytes,
-                      max_record: int = DEFAULT_MAX_RECORD) -> tuple[ResponseHead, bytes]:
-        """Opens a whole response body and parses the inner response."""
-        return inner.decode_response(open_all(self.response_opener(max_record), body))
+    def open_response(self, body: bytes, max_record: int = DEFAULT_MAX_RECORD,
+                      request_method: str = "GET") -> tuple[ResponseHead, bytes]:
+        """Opens a whole response body and parses the inner response to a
+        ``request_method`` request."""
+        return inner.decode_response(open_all(self.response_opener(max_record), body),
+                                     request_method=request_method)
 
 
 @dataclass
@@ -218,9 +220,11 @@ class ResponseReader:
     """Feeds outer response bytes through the opener and the inner decoder;
     only verified plaintext comes out."""
 
-    def __init__(self, prepared: PreparedRequest, config: ClientConfig):
+    def __init__(self, prepared: PreparedRequest, config: ClientConfig,
+                 request_method: str = "GET"):
         self._opener = prepared.response_opener(config.max_record)
-        self._decoder = ResponseDecoder(config.max_inner_head, config.max_inner_fields)
+        self._decoder = ResponseDecoder(config.max_inner_head, config.max_inner_fields,
+                                        request_method)
         self.head: ResponseHead | None = None
         self._body: list[bytes] = []
 
@@ -502,7 +506,7 @@ class Engine:
 
     def reader(self, attempt: Attempt) -> ResponseReader:
         """A reader for the 200 outer response of ``attempt``."""
-        return ResponseReader(attempt.prepared, self.config)
+        return ResponseReader(attempt.prepared, self.config, attempt.inner_method)
 
     def took_head(self, attempt: Attempt, head: ResponseHead) -> None:
         """Keeps the ticket and token an authenticated inner head carries."""

@@ -167,6 +167,10 @@ class _Decoder(ABC, Generic[H]):
     def _parse(self, head: bytes) -> H:
         """Parses a complete head (through the blank line)."""
 
+    def _bodiless(self, head: H) -> bool:
+        """Whether the message has no body whatever its Content-Length says."""
+        return False
+
     def _fail(self, e: ProtocolError) -> ProtocolError:
         self._failed = e
         self._buf = bytearray()
@@ -198,8 +202,13 @@ class _Decoder(ABC, Generic[H]):
             except ProtocolError as e:
                 raise self._fail(e) from None
             del self._buf[:end]
-            cl = field_value(head.fields, "content-length")
-            self._content_length = int(cl) if cl is not None else None
+            if self._bodiless(head):
+                # Its Content-Length is the representation's (syntax checked
+                # by the parser) and it has no body at all (erratum E2).
+                self._content_length = 0
+            else:
+                cl = field_value(head.fields, "content-length")
+                self._content_length = int(cl) if cl is not None else None
             self.head = head
             return head
         if not self._buf:
@@ -232,10 +241,22 @@ class RequestDecoder(_Decoder[RequestHead]):
 
 
 class ResponseDecoder(_Decoder[ResponseHead]):
-    """Decoder for inner responses (client side)."""
+    """Decoder for inner responses (client side) to a ``request_method``
+    request. The answer to HEAD, and a 304, may declare the
+    representation's Content-Length; their body must be empty
+    (``content_length_mismatch`` otherwise; erratum E2, spec §4.3)."""
+
+    def __init__(self, max_inner_head: int = DEFAULT_MAX_INNER_HEAD,
+                 max_inner_fields: int = DEFAULT_MAX_INNER_FIELDS,
+                 request_method: str = "GET"):
+        super().__init__(max_inner_head, max_inner_fields)
+        self._answers_head = request_method == "HEAD"
 
     def _parse(self, head: bytes) -> ResponseHead:
         return parse_response_head(head, self._max_fields)
+
+    def _bodiless(self, head: ResponseHead) -> bool:
+        return self._answers_head or head.status == 304
 
 
 def decode_request(plaintext: bytes, max_inner_head: int = DEFAULT_MAX_INNER_HEAD,
@@ -246,9 +267,11 @@ def decode_request(plaintext: bytes, max_inner_head: int = DEFAULT_MAX_INNER_HEA
 
 
 def decode_response(plaintext: bytes, max_inner_head: int = DEFAULT_MAX_INNER_HEAD,
-                    max_inner_fields: int = DEFAULT_MAX_INNER_FIELDS) -> tuple[ResponseHead, bytes]:
-    """A complete inner response from whole plaintext."""
-    d = ResponseDecoder(max_inner_head, max_inner_fields)
+                    max_inner_fields: int = DEFAULT_MAX_INNER_FIELDS,
+                    request_method: str = "GET") -> tuple[ResponseHead, bytes]:
+    """A complete inner response to a ``request_method`` request from whole
+    plaintext."""
+    d = ResponseDecoder(max_inner_head, max_inner_fields, request_method)
     return _decode_all(d, plaintext)
 
 
