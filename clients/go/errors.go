@@ -57,6 +57,22 @@ const (
 	CodeTransport = "transport"
 	// CodeConfig: the request or options cannot be used (e.g. https URL).
 	CodeConfig = "config"
+
+	// Client diagnoses (spec §12, "client diagnoses"): what went wrong
+	// before any HTTPCrypt answer, worded the same in every client.
+	// CodeConnectFailed: no connection to the host ("cannot connect to
+	// HOST:PORT: REASON").
+	CodeConnectFailed = "connect_failed"
+	// CodeTimeout: the request's deadline passed ("timed out after N s
+	// while PHASE").
+	CodeTimeout = "timeout"
+	// CodeNotHTTPCrypt: OPTIONS {mount}/ answered neither a certificate
+	// list nor 404 ("HOST:PORT is not an HTTPCrypt server (OPTIONS PATH
+	// answered STATUS)").
+	CodeNotHTTPCrypt = "not_httpcrypt"
+	// CodeNoEndpoint: OPTIONS {mount}/ answered 404 ("no HTTPCrypt
+	// endpoint at MOUNT on HOST:PORT: wrong mount?").
+	CodeNoEndpoint = "no_endpoint"
 )
 
 // Problem types (spec §4.4).
@@ -85,10 +101,15 @@ type Error struct {
 	Authenticated bool
 	// Err is an underlying cause (transport errors), if any.
 	Err error
+	// Detail, if set, is the diagnosis shown instead of the generic text
+	// (the wordings of spec §12's client diagnoses).
+	Detail string
 }
 
 func (e *Error) Error() string {
 	switch {
+	case e.Detail != "":
+		return "httpcrypt: " + e.Detail
 	case e.Type != "" && e.Authenticated:
 		return fmt.Sprintf("httpcrypt: server reported %s (inner status %d)", e.Type, e.Status)
 	case e.Type != "":
@@ -106,7 +127,7 @@ func (e *Error) Unwrap() error { return e.Err }
 // Is matches errors with the same code, so errors.Is(err, ErrIntegrity) works.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
-	return ok && t.Code == e.Code && t.Type == "" && t.Err == nil && t.Status == 0
+	return ok && t.Code == e.Code && t.Type == "" && t.Err == nil && t.Status == 0 && t.Detail == ""
 }
 
 // Label is what a report shows: the problem type when the server named

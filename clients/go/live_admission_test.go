@@ -89,7 +89,7 @@ func (w *tap) entries() []wireEntry {
 func pressure(t *testing.T, addr string) (stop func() int) {
 	t.Helper()
 	tr := NewTransport(Options{Mount: "/hc", NoTickets: true})
-	key, err := tr.currentKey(context.Background(), addr)
+	key, err := tr.currentKey(context.Background(), addr, time.Now())
 	if err != nil {
 		t.Fatalf("pressure: %v", err)
 	}

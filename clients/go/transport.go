@@ -35,7 +35,8 @@ type Options struct {
 	// authenticated mode, certificates must verify under it.
 	Identity string
 	// Base carries the outer requests; nil uses a new http.Transport
-	// (proxy from the environment, no transparent compression).
+	// (proxy from the environment, no transparent compression, and a
+	// server's early answer read after it stopped taking the body).
 	Base http.RoundTripper
 	// KeyPolicy chooses fresh or per-host client key pairs.
 	KeyPolicy KeyPolicy
@@ -126,6 +127,7 @@ func NewTransport(opts Options) *Transport {
 	if t.base == nil {
 		t.base = &http.Transport{
 			Proxy:               http.ProxyFromEnvironment,
+			DialContext:         dialEarlyAnswer,
 			MaxIdleConnsPerHost: 16,
 			DisableCompression:  true,
 			IdleConnTimeout:     90 * time.Second,
@@ -209,18 +211,25 @@ func limitedRead(r io.Reader, limit int64) ([]byte, error) {
 
 // RefreshKeys fetches the certificates of authority with OPTIONS
 // {mount}/, checks them in authenticated mode and caches them for max-age.
+// An answer without certificates is not_httpcrypt (no_endpoint for 404).
 func (t *Transport) RefreshKeys(ctx context.Context, authority string) ([]DiscoveredKey, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodOptions, "http://"+authority+t.mount.OptionsPath(), nil)
+	return t.refreshKeys(ctx, authority, time.Now())
+}
+
+// refreshKeys is RefreshKeys within a call that began at start.
+func (t *Transport) refreshKeys(ctx context.Context, authority string, start time.Time) ([]DiscoveredKey, error) {
+	var pt phaseTracker
+	req, err := http.NewRequestWithContext(pt.traced(ctx), http.MethodOptions, "http://"+authority+t.mount.OptionsPath(), nil)
 	if err != nil {
 		return nil, &Error{Code: CodeConfig, Err: err}
 	}
 	rsp, err := t.base.RoundTrip(req)
 	if err != nil {
-		return nil, &Error{Code: CodeTransport, Err: err}
+		return nil, diagnose(ctx, err, authority, pt.phase(), start)
 	}
 	defer rsp.Body.Close()
 	if rsp.StatusCode != http.StatusOK {
-		return nil, &Error{Code: CodeRefused, Status: rsp.StatusCode}
+		return nil, t.notHTTPCrypt(authority, rsp.StatusCode)
 	}
 	maxAge := int64(0)
 	for _, d := range strings.Split(rsp.Header.Get("Cache-Control"), ",") {
@@ -232,10 +241,13 @@ func (t *Transport) RefreshKeys(ctx context.Context, authority string) ([]Discov
 	}
 	body, err := limitedRead(rsp.Body, 64*1024)
 	if err != nil {
-		return nil, err
+		return nil, diagnose(ctx, err, authority, phaseReading, start)
 	}
 	certs, err := ParseCertList(body)
 	if err != nil {
+		if ct, _, _ := strings.Cut(rsp.Header.Get("Content-Type"), ";"); !strings.EqualFold(strings.TrimSpace(ct), contentTypeCerts) {
+			return nil, t.notHTTPCrypt(authority, rsp.StatusCode) // e.g. a web server's 200 to OPTIONS
+		}
 		return nil, err
 	}
 	keys, err := t.acceptCerts(certs)
@@ -251,6 +263,9 @@ func (t *Transport) RefreshKeys(ctx context.Context, authority string) ([]Discov
 // them (opportunistic) or those verifying under the pinned identity.
 func (t *Transport) acceptCerts(certs []*KeyCert) ([]DiscoveredKey, error) {
 	if _, err := ChooseCert(certs, t.now(), t.identity); err != nil {
+		if errors.Is(err, ErrBadSignature) {
+			return nil, &Error{Code: CodeBadSignature, Detail: BadSignatureDetail}
+		}
 		return nil, err
 	}
 	var keys []DiscoveredKey
@@ -262,7 +277,7 @@ func (t *Transport) acceptCerts(certs []*KeyCert) ([]DiscoveredKey, error) {
 	return keys, nil
 }
 
-func (t *Transport) currentKey(ctx context.Context, authority string) (*DiscoveredKey, error) {
+func (t *Transport) currentKey(ctx context.Context, authority string, start time.Time) (*DiscoveredKey, error) {
 	now := t.now()
 	var cached *DiscoveredKey
 	t.host(authority, func(h *hostState) {
@@ -276,7 +291,7 @@ func (t *Transport) currentKey(ctx context.Context, authority string) (*Discover
 	if cached != nil {
 		return cached, nil
 	}
-	keys, err := t.RefreshKeys(ctx, authority)
+	keys, err := t.refreshKeys(ctx, authority, start)
 	if err != nil {
 		return nil, err
 	}
@@ -296,6 +311,7 @@ const (
 
 // call is the state of one RoundTrip across its attempts.
 type call struct {
+	start      time.Time // when RoundTrip began (a timeout's budget counts from it)
 	attempt    int
 	ownDate    bool
 	challenges int
@@ -355,7 +371,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	retried := map[outcome]bool{}
 	retriedConn := false
-	cs := &call{}
+	cs := &call{start: time.Now()}
 	body := req.Body
 	for attempt := 1; ; attempt++ {
 		cs.attempt = attempt
@@ -428,7 +444,7 @@ func (t *Transport) once(req *http.Request, body io.ReadCloser, cs *call) (*http
 			body.Close()
 		}
 	}
-	server, err := t.currentKey(ctx, authority)
+	server, err := t.currentKey(ctx, authority, cs.start)
 	if err != nil {
 		closeIn()
 		return nil, done, err
@@ -615,14 +631,13 @@ func (t *Transport) once(req *http.Request, body io.ReadCloser, cs *call) (*http
 	}
 	outer.Host = authority
 	outer.Header.Set("Cookie", cookie)
+	var pt phaseTracker
+	outer = outer.WithContext(pt.traced(ctx))
 
 	rsp, err := t.base.RoundTrip(outer)
 	if err != nil {
-		var he *Error
-		if errors.As(err, &he) {
-			return nil, done, he // a sealing error from the body reader
-		}
-		return nil, done, &Error{Code: CodeTransport, Err: err}
+		// A sealing error from the body reader stays as it is.
+		return nil, done, diagnose(ctx, err, authority, pt.phase(), cs.start)
 	}
 	if rsp.StatusCode != http.StatusOK {
 		return t.refused(authority, rsp, ticket != nil, cs)
@@ -632,7 +647,8 @@ func (t *Transport) once(req *http.Request, body io.ReadCloser, cs *call) (*http
 	if compact {
 		opener = NewCompactResponseOpener(k, n0, t.limits.MaxRecord)
 	}
-	opened, ihead, err := openResponse(rsp.Body, opener, t.limits, head.Method)
+	readErr := func(err error) error { return diagnose(ctx, err, authority, phaseReading, cs.start) }
+	opened, ihead, err := openResponse(rsp.Body, opener, t.limits, head.Method, readErr)
 	if err != nil {
 		rsp.Body.Close()
 		return nil, done, err
@@ -667,7 +683,11 @@ func (t *Transport) once(req *http.Request, body io.ReadCloser, cs *call) (*http
 			case ProblemTokenRequired:
 				return nil, retryToken, nil
 			}
-			return nil, done, &Error{Code: codeForProblem(p.Type), Type: p.Type, Status: ihead.Status, Authenticated: true}
+			code := codeForProblem(p.Type)
+			if p.Type == ProblemTooLarge {
+				code = CodeRecordTooLarge // sealed: a record above the server's maximum (spec §4.4)
+			}
+			return nil, done, &Error{Code: code, Type: p.Type, Status: ihead.Status, Authenticated: true}
 		}
 		rbody = io.NopCloser(bytes.NewReader(b))
 	}
@@ -857,13 +877,15 @@ type openedBody struct {
 	ended   bool
 	err     error
 	eof     bool
+	// readErr names a failed read of the outer body (a timeout, a reset).
+	readErr func(error) error
 }
 
 // openResponse reads until the inner head is complete and returns it with
 // a reader for the rest of the body (none for the answer to a HEAD
 // request or a 304, whatever their Content-Length says: erratum E2).
-func openResponse(src io.ReadCloser, o *Opener, limits Limits, requestMethod string) (*openedBody, *ResponseHead, error) {
-	b := &openedBody{src: src, opener: o, dec: innerDecoder{limits: limits}, buf: make([]byte, 32*1024)}
+func openResponse(src io.ReadCloser, o *Opener, limits Limits, requestMethod string, readErr func(error) error) (*openedBody, *ResponseHead, error) {
+	b := &openedBody{src: src, opener: o, dec: innerDecoder{limits: limits}, buf: make([]byte, 32*1024), readErr: readErr}
 	for {
 		data, err := b.next()
 		if err != nil {
@@ -923,7 +945,7 @@ func (b *openedBody) next() ([]byte, error) {
 			return nil, nil
 		}
 		if rerr != nil {
-			return nil, &Error{Code: CodeTransport, Err: rerr}
+			return nil, b.readErr(rerr)
 		}
 	}
 }
