@@ -223,6 +223,7 @@ func (t *Transport) refreshKeys(ctx context.Context, authority string, start tim
 	if err != nil {
 		return nil, &Error{Code: CodeConfig, Err: err}
 	}
+	req.Header.Set("User-Agent", "")
 	rsp, err := t.base.RoundTrip(req)
 	if err != nil {
 		return nil, diagnose(ctx, err, authority, pt.phase(), start)
@@ -631,6 +632,7 @@ func (t *Transport) once(req *http.Request, body io.ReadCloser, cs *call) (*http
 	}
 	outer.Host = authority
 	outer.Header.Set("Cookie", cookie)
+	outer.Header.Set("User-Agent", "") // net/http's default would name the client in clear (erratum E1)
 	var pt phaseTracker
 	outer = outer.WithContext(pt.traced(ctx))
 

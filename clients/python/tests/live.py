@@ -124,12 +124,15 @@ def start_upstream() -> tuple[subprocess.Popen[str], int]:
 class FlipProxy:
     """A TCP relay to ``target`` that flips one byte in every sealed
     response: ``offset`` bytes after the head of a response whose head
-    names ``application/octet-stream`` (offset 40 lies in record 0's tag)."""
+    names ``application/octet-stream`` (offset 40 lies in record 0's tag);
+    with ``offset`` None it flips nothing. ``requests`` keeps every byte
+    the clients sent (what the network saw)."""
 
-    def __init__(self, target: int, offset: int = 40):
+    def __init__(self, target: int, offset: int | None = 40):
         self.target = target
         self.offset = offset
         self.flipped = 0
+        self.requests = bytearray()
         self._sock = socket.socket()
         self._sock.bind(("127.0.0.1", 0))
         self._sock.listen(16)
@@ -159,7 +162,9 @@ class FlipProxy:
                 data = src.recv(65536)
                 if not data:
                     break
-                if tamper:
+                if not tamper:
+                    self.requests += data
+                elif self.offset is not None:
                     start = len(seen)
                     seen += data
                     buf = bytearray(data)
@@ -231,8 +236,8 @@ class Driver(ABC):
 class HttpxDriver(Driver):
     name = "httpx"
 
-    def __init__(self, **kw: Any):
-        self.client = httpx.Client(transport=HTTPCryptTransport(**kw), timeout=60.0)
+    def __init__(self, timeout: float = 60.0, **kw: Any):
+        self.client = httpx.Client(transport=HTTPCryptTransport(**kw), timeout=timeout)
 
     def _res(self, r: httpx.Response, body: bytes) -> Result:
         return Result(r.status_code, body, r.extensions["httpcrypt"], dict(r.headers))
@@ -265,9 +270,9 @@ class AsyncDriver(Driver):
 
     name = "httpx-async"
 
-    def __init__(self, **kw: Any):
+    def __init__(self, timeout: float = 60.0, **kw: Any):
         self.loop = asyncio.new_event_loop()
-        self.client = httpx.AsyncClient(transport=AsyncHTTPCryptTransport(**kw), timeout=60.0)
+        self.client = httpx.AsyncClient(transport=AsyncHTTPCryptTransport(**kw), timeout=timeout)
 
     def _run(self, coro: Any) -> Any:
         return self.loop.run_until_complete(asyncio.wait_for(coro, 120))
@@ -314,28 +319,29 @@ class AsyncDriver(Driver):
 class RequestsDriver(Driver):
     name = "requests"
 
-    def __init__(self, **kw: Any):
+    def __init__(self, timeout: float = 60.0, **kw: Any):
         self.session = requests.Session()
         self.session.mount("http://", HTTPCryptAdapter(**kw))
+        self.timeout = timeout
 
     def _res(self, r: requests.Response, body: bytes) -> Result:
         return Result(r.status_code, body, r.httpcrypt, dict(r.headers))  # type: ignore[attr-defined]
 
     def get(self, url: str) -> Result:
-        r = self.session.get(url, timeout=60)
+        r = self.session.get(url, timeout=self.timeout)
         return self._res(r, r.content)
 
     def post(self, url: str, body: bytes) -> Result:
-        r = self.session.post(url, data=body, timeout=60)
+        r = self.session.post(url, data=body, timeout=self.timeout)
         return self._res(r, r.content)
 
     def upload(self, url: str, chunks: Iterator[bytes], length: int | None) -> Result:
         headers = {"Content-Length": str(length)} if length is not None else {}
-        r = self.session.post(url, data=chunks, headers=headers, timeout=60)
+        r = self.session.post(url, data=chunks, headers=headers, timeout=self.timeout)
         return self._res(r, r.content)
 
     def download(self, url: str, sink: Callable[[bytes], None]) -> Result:
-        with self.session.get(url, stream=True, timeout=60) as r:
+        with self.session.get(url, stream=True, timeout=self.timeout) as r:
             for chunk in r.iter_content(64 * 1024):
                 sink(chunk)
             return self._res(r, b"")

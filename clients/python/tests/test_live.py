@@ -236,7 +236,7 @@ def test_non_200_outer_is_an_error(served: Server, flavour: str) -> None:
     try:
         with pytest.raises(HTTPCryptError) as e:
             d.get(served.base + "/index.html")
-        assert e.value.code == "refused"
+        assert e.value.code == "no_endpoint"
     finally:
         d.close()
 

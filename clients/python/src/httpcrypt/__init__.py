@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING
 from .client import ClientConfig, Engine, ExchangeInfo, PreparedRequest
 from .errors import (
     ConfigError,
+    EndpointError,
     HTTPCryptError,
     InnerProblem,
     IntegrityError,
@@ -14,6 +15,7 @@ from .errors import (
     ServerIntegrityError,
     StaleError,
     TokenRequiredError,
+    TransportError,
 )
 
 if TYPE_CHECKING:
@@ -22,9 +24,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AsyncHTTPCryptTransport", "HTTPCryptAdapter", "HTTPCryptTransport",
-    "ClientConfig", "ConfigError", "Engine", "ExchangeInfo", "HTTPCryptError", "InnerProblem",
-    "IntegrityError", "PreparedRequest", "ProtocolError", "RefusedError", "ReplayError",
-    "ServerIntegrityError", "StaleError", "TokenRequiredError",
+    "ClientConfig", "ConfigError", "EndpointError", "Engine", "ExchangeInfo", "HTTPCryptError",
+    "InnerProblem", "IntegrityError", "PreparedRequest", "ProtocolError", "RefusedError",
+    "ReplayError", "ServerIntegrityError", "StaleError", "TokenRequiredError", "TransportError",
 ]
 __version__ = "0.1.0"
 

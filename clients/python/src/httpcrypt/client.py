@@ -26,15 +26,17 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from . import admission, b64, inner, outer
-from .cert import DiscoveredKey, KeyCert, choose, choose_key, parse_cert_list
+from .cert import CERTS_TYPE, DiscoveredKey, KeyCert, choose, choose_key, parse_cert_list
 from .date import format_date, parse_date
 from .errors import (
     ADMISSION,
+    BAD_SIGNATURE,
     BUSY,
     STALE,
     TOKEN_REQUIRED,
     UNKNOWN_KEY,
     ConfigError,
+    EndpointError,
     HTTPCryptError,
     InnerProblem,
     ProtocolError,
@@ -315,14 +317,27 @@ class Engine:
         return f"{scheme}://{authority}{self.mount.options_path()}"
 
     def store_certs(self, authority: str, status: int, cache_control: str | None,
-                    body: bytes) -> DiscoveredKey:
+                    body: bytes, content_type: str | None = None) -> DiscoveredKey:
         """Takes an OPTIONS answer: checks it in authenticated mode, caches
-        it for ``max-age`` and returns the key to use."""
+        it for ``max-age`` and returns the key to use. An answer without a
+        certificate list is :class:`EndpointError` (``no_endpoint`` for 404,
+        ``not_httpcrypt`` otherwise)."""
         if status != 200:
-            raise RefusedError(status, None)
-        certs = parse_cert_list(body)
+            raise EndpointError(authority, self.mount.path, status)
+        try:
+            certs = parse_cert_list(body)
+        except ProtocolError:
+            media = (content_type or "").split(";")[0].strip().lower()
+            if media != CERTS_TYPE:
+                raise EndpointError(authority, self.mount.path, status) from None
+            raise
         now = self.now()
-        choose(certs, now, self.identity)  # bad_signature / not_valid
+        try:
+            choose(certs, now, self.identity)  # bad_signature / not_valid
+        except ProtocolError as e:
+            if e.code == "bad_signature":
+                raise ProtocolError("bad_signature", BAD_SIGNATURE) from None
+            raise
         if self.identity is not None:
             certs = [c for c in certs if _verifies(c, self.identity)]
         keys = [c.discovered() for c in certs]

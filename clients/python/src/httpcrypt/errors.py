@@ -12,9 +12,16 @@ reported carry ``problem_type`` (the RFC 9457 ``type`` URN) and ``status``.
 - :class:`RefusedError`: the outer response was not 200. It is plaintext and
   unauthenticated: an on-path attacker can forge it.
 - :class:`ConfigError`: the client was configured or called wrongly.
+- :class:`TransportError`: no answer at all (``connect_failed``, ``timeout``)
+  and :class:`EndpointError`: the host answered, but not as an HTTPCrypt
+  endpoint (``not_httpcrypt``, ``no_endpoint``); their messages are the
+  client diagnoses of spec §12, worded as in every client.
 """
 
 from __future__ import annotations
+
+import os
+import re
 
 # Problem type URNs (spec §4.4).
 MALFORMED = "urn:httpcrypt:malformed"
@@ -146,3 +153,66 @@ class ConfigError(HTTPCryptError):
 
     def __init__(self, message: str):
         super().__init__("config", message)
+
+
+# The wording of bad_signature when no certificate verifies under the
+# pinned identity (spec §12, client diagnoses).
+BAD_SIGNATURE = "the certificates are not signed by the pinned identity"
+
+
+def host_port(authority: str) -> str:
+    """``host:port``, the port made explicit (80 for http)."""
+    if re.search(r":[0-9]+$", authority) and not authority.endswith("]"):
+        return authority
+    return f"{authority}:80"
+
+
+class TransportError(HTTPCryptError):
+    """No HTTPCrypt answer: the connection failed (``connect_failed``) or
+    the request's time ran out (``timeout``)."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(code, message)
+
+
+def _reason(exc: BaseException) -> str:
+    """The operating system's reason behind a failed connection."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and (seen.errno or seen.strerror):
+            text = os.strerror(seen.errno) if seen.errno else str(seen.strerror)
+            return text[:1].lower() + text[1:]
+        seen = seen.__cause__ or seen.__context__
+    text = re.sub(r"^.*\[Errno -?[0-9]+\] ", "", str(exc)) or type(exc).__name__
+    return text[:1].lower() + text[1:]
+
+
+def connect_failed(authority: str, exc: BaseException) -> TransportError:
+    """``connect_failed``: "cannot connect to HOST:PORT: REASON"."""
+    return TransportError("connect_failed",
+                          f"cannot connect to {host_port(authority)}: {_reason(exc)}")
+
+
+def timed_out(seconds: float | None, phase: str) -> TransportError:
+    """``timeout``: "timed out after N s while PHASE" (PHASE: ``connecting``,
+    ``sending the request``, ``waiting for the answer``, ``reading the
+    answer``)."""
+    n = "?" if seconds is None else f"{round(seconds, 1):g}"
+    return TransportError("timeout", f"timed out after {n} s while {phase}")
+
+
+class EndpointError(RefusedError):
+    """``OPTIONS {mount}/`` answered without certificates: ``no_endpoint``
+    for 404 (a wrong mount), ``not_httpcrypt`` otherwise."""
+
+    def __init__(self, authority: str, mount: str, status: int):
+        super().__init__(status, None)
+        where = host_port(authority)
+        if status == 404:
+            self.code = "no_endpoint"
+            message = f"no HTTPCrypt endpoint at {mount or '/'} on {where}: wrong mount?"
+        else:
+            self.code = "not_httpcrypt"
+            message = (f"{where} is not an HTTPCrypt server "
+                       f"(OPTIONS {mount}/ answered {status})")
+        self.args = (message,)

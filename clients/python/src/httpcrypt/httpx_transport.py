@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -25,7 +26,7 @@ from .client import (
     ExchangeInfo,
     ResponseReader,
 )
-from .errors import ProtocolError
+from .errors import ProtocolError, TransportError, connect_failed, timed_out
 from .inner import ResponseHead
 
 __all__ = ["AsyncHTTPCryptTransport", "HTTPCryptTransport"]
@@ -55,6 +56,32 @@ def _body(request: httpx.Request) -> tuple[bytes | None, Any, int | None]:
     return None, stream, int(cl) if cl and cl.isdigit() else None
 
 
+def _timeout(request: httpx.Request, e: httpx.TimeoutException, reading: bool) -> TransportError:
+    """``timeout`` with the limit that ran out and the phase it ran out in."""
+    limits = request.extensions.get("timeout") or {}
+    if isinstance(e, httpx.ConnectTimeout):
+        key, phase = "connect", "connecting"
+    elif isinstance(e, httpx.PoolTimeout):
+        key, phase = "pool", "connecting"
+    elif isinstance(e, httpx.WriteTimeout):
+        key, phase = "write", "sending the request"
+    else:
+        key, phase = "read", "reading the answer" if reading else "waiting for the answer"
+    return timed_out(limits.get(key), phase)
+
+
+@contextmanager
+def _diagnose(request: httpx.Request, reading: bool = False) -> Iterator[None]:
+    """Names a connection that failed or a limit that ran out (spec §12,
+    client diagnoses) instead of httpx's own exception."""
+    try:
+        yield
+    except httpx.TimeoutException as e:
+        raise _timeout(request, e, reading) from e
+    except httpx.ConnectError as e:
+        raise connect_failed(request.url.netloc.decode("ascii"), e) from e
+
+
 def _outer_request(attempt: Attempt, request: httpx.Request) -> httpx.Request:
     content: Any = attempt.body if attempt.body is not None else b""
     return httpx.Request(attempt.method, attempt.url, headers=attempt.headers, content=content,
@@ -76,17 +103,22 @@ class _VerifiedStream(httpx.SyncByteStream):
     """The rest of a response body: verified plaintext only."""
 
     def __init__(self, reader: ResponseReader, first: list[bytes], outer: Iterator[bytes],
-                 outer_response: httpx.Response):
+                 outer_response: httpx.Response, request: httpx.Request):
         self._reader = reader
         self._first = first
         self._outer = outer
         self._outer_response = outer_response
+        self._request = request
 
     def __iter__(self) -> Iterator[bytes]:
         try:
             yield from self._first
             self._first = []
-            for chunk in self._outer:
+            while True:
+                with _diagnose(self._request, reading=True):
+                    chunk = next(self._outer, None)
+                if chunk is None:
+                    break
                 self._reader.push(chunk)
                 yield from self._reader.take()
             self._reader.end()
@@ -100,18 +132,24 @@ class _VerifiedStream(httpx.SyncByteStream):
 
 class _AsyncVerifiedStream(httpx.AsyncByteStream):
     def __init__(self, reader: ResponseReader, first: list[bytes], outer: AsyncIterator[bytes],
-                 outer_response: httpx.Response):
+                 outer_response: httpx.Response, request: httpx.Request):
         self._reader = reader
         self._first = first
         self._outer = outer
         self._outer_response = outer_response
+        self._request = request
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         try:
             for c in self._first:
                 yield c
             self._first = []
-            async for chunk in self._outer:
+            while True:
+                try:
+                    with _diagnose(self._request, reading=True):
+                        chunk = await self._outer.__anext__()
+                except StopAsyncIteration:
+                    break
                 self._reader.push(chunk)
                 for c in self._reader.take():
                     yield c
@@ -186,14 +224,17 @@ class HTTPCryptTransport(httpx.BaseTransport):
             return key
         req = httpx.Request("OPTIONS", self.engine.options_url(scheme, authority),
                             headers=[("Host", authority)], extensions=request.extensions)
-        rsp = self._transport.handle_request(req)
+        with _diagnose(request):
+            rsp = self._transport.handle_request(req)
         try:
             assert isinstance(rsp.stream, httpx.SyncByteStream)
-            body = _limited(rsp.stream, CERTS_LIMIT)
+            with _diagnose(request, reading=True):
+                body = _limited(rsp.stream, CERTS_LIMIT)
         finally:
             rsp.close()
         return self.engine.store_certs(authority, rsp.status_code,
-                                       rsp.headers.get("cache-control"), body)
+                                       rsp.headers.get("cache-control"), body,
+                                       rsp.headers.get("content-type"))
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         scheme, authority, target, headers = _split(request)
@@ -205,7 +246,8 @@ class HTTPCryptTransport(httpx.BaseTransport):
             key = self._key(scheme, authority, request)
             attempt = engine.build(scheme, authority, key, request.method, target, headers, body,
                                    stream, body_len, retries.own_date)
-            rsp = self._transport.handle_request(_outer_request(attempt, request))
+            with _diagnose(request):
+                rsp = self._transport.handle_request(_outer_request(attempt, request))
             info = attempt.info(n)
             info.status = rsp.status_code
             assert isinstance(rsp.stream, httpx.SyncByteStream)
@@ -224,7 +266,8 @@ class HTTPCryptTransport(httpx.BaseTransport):
             chunks = iter(rsp.stream)
             try:
                 while reader.head is None:
-                    chunk = next(chunks, None)
+                    with _diagnose(request, reading=True):
+                        chunk = next(chunks, None)
                     if chunk is None:
                         reader.end()
                         break
@@ -243,7 +286,8 @@ class HTTPCryptTransport(httpx.BaseTransport):
             except BaseException:
                 rsp.close()
                 raise
-            return _response(head, _VerifiedStream(reader, reader.take(), chunks, rsp), info)
+            return _response(head, _VerifiedStream(reader, reader.take(), chunks, rsp, request),
+                             info)
 
     def close(self) -> None:
         self._transport.close()
@@ -265,14 +309,17 @@ class AsyncHTTPCryptTransport(httpx.AsyncBaseTransport):
             return key
         req = httpx.Request("OPTIONS", self.engine.options_url(scheme, authority),
                             headers=[("Host", authority)], extensions=request.extensions)
-        rsp = await self._transport.handle_async_request(req)
+        with _diagnose(request):
+            rsp = await self._transport.handle_async_request(req)
         try:
             assert isinstance(rsp.stream, httpx.AsyncByteStream)
-            body = await _alimited(rsp.stream, CERTS_LIMIT)
+            with _diagnose(request, reading=True):
+                body = await _alimited(rsp.stream, CERTS_LIMIT)
         finally:
             await rsp.aclose()
         return self.engine.store_certs(authority, rsp.status_code,
-                                       rsp.headers.get("cache-control"), body)
+                                       rsp.headers.get("cache-control"), body,
+                                       rsp.headers.get("content-type"))
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         scheme, authority, target, headers = _split(request)
@@ -290,7 +337,8 @@ class AsyncHTTPCryptTransport(httpx.AsyncBaseTransport):
             else:
                 attempt = engine.build(scheme, authority, key, request.method, target, headers,
                                        body, stream, body_len, retries.own_date)
-            rsp = await self._transport.handle_async_request(_outer_request(attempt, request))
+            with _diagnose(request):
+                rsp = await self._transport.handle_async_request(_outer_request(attempt, request))
             info = attempt.info(n)
             info.status = rsp.status_code
             assert isinstance(rsp.stream, httpx.AsyncByteStream)
@@ -310,7 +358,8 @@ class AsyncHTTPCryptTransport(httpx.AsyncBaseTransport):
             try:
                 while reader.head is None:
                     try:
-                        chunk = await chunks.__anext__()
+                        with _diagnose(request, reading=True):
+                            chunk = await chunks.__anext__()
                     except StopAsyncIteration:
                         reader.end()
                         break
@@ -329,7 +378,8 @@ class AsyncHTTPCryptTransport(httpx.AsyncBaseTransport):
             except BaseException:
                 await rsp.aclose()
                 raise
-            return _response(head, _AsyncVerifiedStream(reader, reader.take(), chunks, rsp), info)
+            return _response(head, _AsyncVerifiedStream(reader, reader.take(), chunks, rsp,
+                                                        request), info)
 
     async def aclose(self) -> None:
         await self._transport.aclose()

@@ -10,6 +10,7 @@ import http.client
 import io
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -18,34 +19,65 @@ import urllib3
 from requests.adapters import HTTPAdapter
 from requests.utils import select_proxy
 from urllib3 import HTTPHeaderDict
+from urllib3.util import SKIP_HEADER
 
 from ._retry import Retries
 from .cert import DiscoveredKey
 from .client import CERTS_LIMIT, PROBLEM_LIMIT, ClientConfig, Engine, ResponseReader
-from .errors import ProtocolError
+from .errors import ProtocolError, connect_failed, timed_out
 
 __all__ = ["HTTPCryptAdapter"]
 
 _CHUNK = 64 * 1024
+# Outer fields urllib3 would add on its own: the outer request carries only
+# what the network needs (erratum E1); the caller's own go inside.
+_NO_DEFAULTS = {"User-Agent": SKIP_HEADER, "Accept-Encoding": SKIP_HEADER}
+
+
+def _seconds(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+@contextmanager
+def _diagnose(authority: str, timeout: urllib3.Timeout, reading: bool = False) -> Iterator[None]:
+    """Names a connection that failed or a limit that ran out (spec §12,
+    client diagnoses) instead of urllib3's own exception."""
+    try:
+        yield
+    except urllib3.exceptions.NewConnectionError as e:
+        raise connect_failed(authority, e) from e
+    except urllib3.exceptions.ConnectTimeoutError as e:
+        raise timed_out(_seconds(timeout.connect_timeout), "connecting") from e
+    except urllib3.exceptions.ReadTimeoutError as e:
+        phase = "reading the answer" if reading else "waiting for the answer"
+        raise timed_out(_seconds(timeout.read_timeout), phase) from e
+    except urllib3.exceptions.MaxRetryError as e:
+        # urllib3 wraps a failed connection when it may not retry.
+        if isinstance(e.reason, urllib3.exceptions.NewConnectionError):
+            raise connect_failed(authority, e.reason) from e
+        raise
 
 
 class _VerifiedRaw(io.RawIOBase):
     """A file over a response's verified plaintext (urllib3 reads it)."""
 
     def __init__(self, first: list[bytes], rest: Iterator[bytes],
-                 outer: urllib3.BaseHTTPResponse):
+                 outer: urllib3.BaseHTTPResponse, authority: str, timeout: urllib3.Timeout):
         super().__init__()
         self._buf = bytearray(b"".join(first))
         self._rest = rest
         self._outer = outer
         self._eof = False
+        self._authority = authority
+        self._timeout = timeout
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, b: Any) -> int:
         while not self._buf and not self._eof:
-            chunk = next(self._rest, None)
+            with _diagnose(self._authority, self._timeout, reading=True):
+                chunk = next(self._rest, None)
             if chunk is None:
                 self._eof = True
                 self._outer.release_conn()
@@ -142,15 +174,18 @@ class HTTPCryptAdapter(HTTPAdapter):
         key = self.engine.cached_key(authority)
         if key is not None:
             return key
-        rsp = pool.urlopen(
-            "OPTIONS", self.engine.options_url(scheme, authority), headers={"Host": authority},
-            redirect=False, retries=False, preload_content=False, timeout=timeout)
+        with _diagnose(authority, timeout):
+            rsp = pool.urlopen(
+                "OPTIONS", self.engine.options_url(scheme, authority),
+                headers={"Host": authority, **_NO_DEFAULTS}, redirect=False, retries=False,
+                preload_content=False, timeout=timeout)
         try:
-            body = _read_limited(rsp, CERTS_LIMIT)
+            with _diagnose(authority, timeout, reading=True):
+                body = _read_limited(rsp, CERTS_LIMIT)
         finally:
             rsp.release_conn()
         return self.engine.store_certs(authority, rsp.status, rsp.headers.get("cache-control"),
-                                       body)
+                                       body, rsp.headers.get("content-type"))
 
     def send(self, request: requests.PreparedRequest, stream: bool = False,
              timeout: Any = None, verify: Any = True, cert: Any = None,
@@ -188,11 +223,14 @@ class HTTPCryptAdapter(HTTPAdapter):
             key = self._key(pool, scheme, authority, to)
             attempt = engine.build(scheme, authority, key, method, target, headers, body,
                                    body_stream, body_len, retries.own_date)
-            rsp = pool.urlopen(
-                attempt.method, attempt.url, body=attempt.body, headers=dict(attempt.headers),
-                redirect=False, retries=False, preload_content=False, decode_content=False,
-                chunked=attempt.body is not None and attempt.content_length is None,
-                timeout=to)
+            with _diagnose(authority, to):
+                rsp = pool.urlopen(
+                    attempt.method, attempt.url, body=attempt.body,
+                    headers={**dict(attempt.headers), **_NO_DEFAULTS}, redirect=False,
+                    retries=False,
+                    preload_content=False, decode_content=False,
+                    chunked=attempt.body is not None and attempt.content_length is None,
+                    timeout=to)
             info = attempt.info(n)
             info.status = rsp.status
             if rsp.status != 200:
@@ -210,7 +248,8 @@ class HTTPCryptAdapter(HTTPAdapter):
             chunks = rsp.stream(_CHUNK, decode_content=False)
             try:
                 while reader.head is None:
-                    chunk = next(chunks, None)
+                    with _diagnose(authority, to, reading=True):
+                        chunk = next(chunks, None)
                     if chunk is None:
                         reader.end()
                         break
@@ -231,8 +270,9 @@ class HTTPCryptAdapter(HTTPAdapter):
                         continue
                     fp: io.IOBase = io.BytesIO(bytes(whole))
                 else:
-                    fp = io.BufferedReader(_VerifiedRaw(reader.take(), _rest(reader, chunks), rsp),
-                                           _CHUNK)
+                    fp = io.BufferedReader(
+                        _VerifiedRaw(reader.take(), _rest(reader, chunks), rsp, authority, to),
+                        _CHUNK)
             except BaseException:
                 rsp.close()
                 raise
