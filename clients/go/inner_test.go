@@ -71,3 +71,13 @@ func TestTransportHeadAnswerWithLength(t *testing.T) {
 	}
 	wantCode(t, err, CodeContentLengthMismatch)
 }
+
+// A sealed 413 is the server's verdict on a record of ours: record_too_large
+// (spec §4.4); the outer 413 is body_too_large.
+func TestTransportInner413IsRecordTooLarge(t *testing.T) {
+	m := newMemServer(t, 1_800_000_000)
+	m.rawInner = "HTTP/1.1 413 Too Large\r\nContent-Type: application/problem+json\r\nContent-Length: 47\r\n\r\n" +
+		`{"type":"urn:httpcrypt:too-large","status":413}`
+	_, err := memFetch(t, memClient(m, Options{}), http.MethodGet, nil, -1)
+	wantCode(t, err, CodeRecordTooLarge)
+}

@@ -327,3 +327,25 @@ def test_response_to_head_and_304(method: str, msg: bytes, expect: str | None) -
         with pytest.raises(ProtocolError) as e:
             inner.decode_response(msg, request_method=method)
         assert e.value.code == expect
+
+
+def test_engine_reads_no_body_for_head() -> None:
+    # The answer to HEAD declares the length a GET would get (erratum E2):
+    # the engine's reader accepts it with no body; the same answer to a
+    # GET is a content_length_mismatch.
+    now = int(time.time())
+    s = Fake(now)
+    e = Engine(mount="/hc")
+    key = e.store_certs("h", 200, None, s.certs())
+    length = [("Content-Length", "1048576")]
+    a = e.build("http", "h", key, "HEAD", "/big", [], b"")
+    rsp, head, _ = s.serve(_outer_bytes(a), now, length, body=b"")
+    assert head.method == "HEAD"
+    h, body = _read(e, a, rsp)
+    assert (h.status, body) == (200, b"")
+    assert inner.field_value(h.fields, "content-length") == "1048576"
+    g = e.build("http", "h", key, "GET", "/big", [], b"")
+    rsp, _, _ = s.serve(_outer_bytes(g), now, length, body=b"")
+    with pytest.raises(ProtocolError) as err:
+        _read(e, g, rsp)
+    assert err.value.code == "content_length_mismatch"
