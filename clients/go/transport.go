@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -435,9 +434,9 @@ func closeBody(req *http.Request) {
 	}
 }
 
-// once is one attempt.
+// once is one attempt: the engine plans it (engine.go), once sends it,
+// reads what the engine decides on, and hands back the verified response.
 func (t *Transport) once(req *http.Request, body io.ReadCloser, cs *call) (*http.Response, outcome, error) {
-	attempt, ownDate := cs.attempt, cs.ownDate
 	ctx := req.Context()
 	authority := req.URL.Host
 	closeIn := func() {
@@ -450,161 +449,30 @@ func (t *Transport) once(req *http.Request, body io.ReadCloser, cs *call) (*http
 		closeIn()
 		return nil, done, err
 	}
-	now := t.now()
-
-	// Credential: a ticket, or a key pair per the policy.
-	var ticket *Ticket
-	var ticketKey SessionKey
-	var own *KexSecret
-	var offset int64
-	var token string
-	var tokenKey SessionKey
-	var admit *AdmitCookie
-	var admitD int
-	t.host(authority, func(h *hostState) {
-		if h.admit != nil && now < h.admitAt+AdmitEchoSeconds {
-			admit, admitD = h.admit, h.admitD
-		}
-		if !t.opts.NoTickets && h.ticket != nil {
-			ticket, ticketKey = h.ticket, h.ticketKey
-		}
-		if t.opts.KeyPolicy == ReuseKeyPerHost {
-			if h.own == nil {
-				h.own = GenerateKexSecret()
-			}
-			own = h.own
-		}
-		offset, token, tokenKey = h.offset, h.token, h.tokenKey
-	})
-	// Profile 2 exactly when the chosen key's certificate has version 2
-	// (spec §4.5), unless turned off or the authority is not sent verbatim
-	// as the outer Host (which record 0 binds).
-	profile := server.Profile()
-	if t.opts.NoCompact || !boundHostOK(authority) {
-		profile = Profile1
-	}
-	compact := profile == ProfileCompact
-	pad := RandomPad
-	if compact {
-		pad = RandomCompactPad
-	}
-	var k SessionKey
-	var cookie string
-	credential := "key"
-	if ticket != nil {
-		k, credential = ticketKey, "ticket"
-		cookie, err = FormatCookie(ticket.TID(), ticket.Sealed(), pad(), pad())
-	} else {
-		if own == nil {
-			own = GenerateKexSecret()
-		}
-		if k, err = own.SessionKey(server.KexPublic[:]); err != nil {
-			closeIn()
-			return nil, done, err
-		}
-		cookie, err = FormatCookie(server.KID(), own.Public(), pad(), pad())
-	}
+	noBody := body == nil || body == http.NoBody
+	a, err := t.plan(ctx, req, authority, server, noBody, cs.ownDate)
 	if err != nil {
 		closeIn()
 		return nil, done, err
 	}
-	var n0 [NonceLen]byte
-	if compact {
-		n0 = NewCompactNonce(now + offset) // the time travels in n0, not in Date
-	} else {
-		n0 = [NonceLen]byte(randomBytes(NonceLen))
-	}
-	echo := false
-	if ticket == nil && admit != nil {
-		// Spec §14.5: a key request to a host that challenged us in the
-		// last 25 s carries the cookie with a solution for this n0.
-		sol, err := SolvePuzzle(ctx, admit, &n0, admitD)
-		if err != nil {
-			closeIn()
-			return nil, done, err
-		}
-		cookie += "; " + AdmitCookieName + "=" + FormatAdmitEcho(admit, sol)
-		echo = true
+	sealer, err := a.sealer()
+	if err != nil {
+		closeIn()
+		return nil, done, err
 	}
 
-	// Inner head: Host, the caller's fields, a Date, Content-Length, tokens.
-	// Profile 2 sends no Date (the time is in n0) and no Host (the outer
-	// one is bound), except a Host the caller set apart from the URL's.
-	head := RequestHead{Method: req.Method, Target: req.URL.RequestURI()}
-	if head.Method == "" {
-		head.Method = http.MethodGet
-	}
-	hostValue := req.Host
-	if hostValue == "" {
-		hostValue = authority
-	}
-	if !compact || hostValue != authority {
-		head.Fields = append(head.Fields, Field{"Host", hostValue})
-	}
-	if compact {
-		ownDate = false // a caller's Date is passed on, not judged
-	}
-	names := make([]string, 0, len(req.Header))
-	for n := range req.Header {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		if isForbidden(n) || strings.EqualFold(n, "content-length") || strings.EqualFold(n, "host") ||
-			(ownDate && strings.EqualFold(n, "date")) {
-			continue
-		}
-		for _, v := range req.Header[n] {
-			head.Fields = append(head.Fields, Field{n, v})
-		}
-	}
-	if !compact && (ownDate || req.Header.Get("Date") == "") {
-		head.Fields = append(head.Fields, Field{"Date", FormatDate(now + offset)})
-	}
-	noBody := body == nil || body == http.NoBody
-	exact := int64(-1)
-	switch {
-	case noBody:
-		exact = 0
-	case req.ContentLength > 0:
-		exact = req.ContentLength
-	}
-	if exact > 0 || exact == 0 && (req.Method == "POST" || req.Method == "PUT") {
-		head.Fields = append(head.Fields, Field{"Content-Length", strconv.FormatInt(exact, 10)})
-	}
-	if isUnsafe(head.Method) {
-		// A token bound to this very session key proves an earlier round
-		// trip; a fresh Client-Random asks for the next one (spec §8.4).
-		if token != "" && tokenKey == k {
-			head.Fields = append(head.Fields, Field{RandomField, token})
-		}
-		_, cr := NewClientRandom()
-		head.Fields = append(head.Fields, Field{ClientRandomField, cr})
-	}
-	headBytes := head.Format(nil)
-
-	// The request sealer and target of the profile; the outer Host is the
-	// authority, exactly the value record 0 binds in profile 2.
-	sealer := NewRequestSealer(k, n0)
-	noncePath, getTarget := t.mount.NoncePath, t.mount.GetTarget
-	if compact {
-		if sealer, err = NewCompactRequestSealer(k, n0, authority); err != nil {
-			closeIn()
-			return nil, done, err
-		}
-		noncePath, getTarget = t.mount.CompactNoncePath, t.mount.CompactGetTarget
-	}
-
+	// The outer request; its Host is the authority, exactly the value
+	// record 0 binds in profile 2.
 	var outer *http.Request
-	if !t.opts.NoGetForm && exact >= 0 && FitsGetFormProfile(t.mount, len(headBytes)+int(exact)+64, profile) {
-		plain := headBytes
+	if t.getForm(a) {
+		plain := a.head
 		if !noBody {
-			b, err := limitedRead(body, exact)
+			b, err := limitedRead(body, a.exact)
 			body.Close()
 			if err != nil {
 				return nil, done, err
 			}
-			if int64(len(b)) != exact {
+			if int64(len(b)) != a.exact {
 				return nil, done, &Error{Code: CodeConfig, Err: errors.New("request body shorter than its ContentLength")}
 			}
 			plain = append(plain, b...)
@@ -613,25 +481,25 @@ func (t *Transport) once(req *http.Request, body io.ReadCloser, cs *call) (*http
 		if err != nil {
 			return nil, done, err
 		}
-		outer, err = http.NewRequestWithContext(ctx, http.MethodGet, "http://"+authority+getTarget(&n0, stream), nil)
+		outer, err = http.NewRequestWithContext(ctx, http.MethodGet, "http://"+authority+t.getTarget(a, stream), nil)
 		if err != nil {
 			return nil, done, &Error{Code: CodeConfig, Err: err}
 		}
 	} else {
-		sr := &sealReader{sealer: sealer, pending: headBytes, body: body, recordSize: t.opts.RecordSize}
-		outer, err = http.NewRequestWithContext(ctx, http.MethodPost, "http://"+authority+noncePath(&n0), sr)
+		sr := &sealReader{sealer: sealer, pending: a.head, body: body, recordSize: t.opts.RecordSize}
+		outer, err = http.NewRequestWithContext(ctx, http.MethodPost, "http://"+authority+t.noncePath(a), sr)
 		if err != nil {
 			closeIn()
 			return nil, done, &Error{Code: CodeConfig, Err: err}
 		}
 		outer.ContentLength = -1
-		if exact >= 0 {
-			outer.ContentLength = sealedLen(int64(len(headBytes))+exact, int64(t.opts.RecordSize))
+		if a.exact >= 0 {
+			outer.ContentLength = sealedLen(int64(len(a.head))+a.exact, int64(t.opts.RecordSize))
 		}
 		outer.Header.Set("Content-Type", contentTypeOctet)
 	}
 	outer.Host = authority
-	outer.Header.Set("Cookie", cookie)
+	outer.Header.Set("Cookie", a.cookie)
 	outer.Header.Set("User-Agent", "") // net/http's default would name the client in clear (erratum E1)
 	var pt phaseTracker
 	outer = outer.WithContext(pt.traced(ctx))
@@ -642,54 +510,32 @@ func (t *Transport) once(req *http.Request, body io.ReadCloser, cs *call) (*http
 		return nil, done, diagnose(ctx, err, authority, pt.phase(), cs.start)
 	}
 	if rsp.StatusCode != http.StatusOK {
-		return t.refused(authority, rsp, ticket != nil, cs)
+		b, _ := limitedRead(rsp.Body, 64*1024)
+		rsp.Body.Close()
+		out, err := t.refusal(a, rsp.StatusCode, rsp.Header.Get("Retry-After"), b, cs)
+		return nil, out, err
 	}
 
-	opener := NewResponseOpener(k, n0, t.limits.MaxRecord)
-	if compact {
-		opener = NewCompactResponseOpener(k, n0, t.limits.MaxRecord)
-	}
 	readErr := func(err error) error { return diagnose(ctx, err, authority, phaseReading, cs.start) }
-	opened, ihead, err := openResponse(rsp.Body, opener, t.limits, head.Method, readErr)
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	opened, ihead, err := openResponse(rsp.Body, t.opener(a), t.limits, method, readErr)
 	if err != nil {
 		rsp.Body.Close()
 		return nil, done, err
 	}
-	if v, ok := Get(ihead.Fields, TicketField); ok {
-		if tic, err := ParseTicketField(v); err == nil {
-			t.host(authority, func(h *hostState) { h.ticket, h.ticketKey = tic, k })
-		}
-	}
-	if v, ok := Get(ihead.Fields, RandomField); ok {
-		t.host(authority, func(h *hostState) { h.token, h.tokenKey = v, k })
-	}
+	t.answered(a, ihead)
 	var rbody io.ReadCloser = opened
-	ctype, _ := Get(ihead.Fields, "content-type")
-	if ihead.Status == 425 || strings.EqualFold(strings.TrimSpace(ctype), contentTypeProblem) {
-		// A (small, authenticated) problem document: read it to decide.
+	if mayBeProblem(ihead) {
 		b, err := limitedRead(opened, 64*1024)
 		opened.Close()
 		if err != nil {
 			return nil, done, err
 		}
-		if p, perr := ParseProblem(b); perr == nil && strings.HasPrefix(p.Type, "urn:httpcrypt:") {
-			switch p.Type {
-			case ProblemStale:
-				if d, ok := Get(ihead.Fields, "date"); ok {
-					if server, err := ParseDate(d); err == nil {
-						local := t.now()
-						t.host(authority, func(h *hostState) { h.offset = server - local })
-					}
-				}
-				return nil, retryStale, nil
-			case ProblemTokenRequired:
-				return nil, retryToken, nil
-			}
-			code := codeForProblem(p.Type)
-			if p.Type == ProblemTooLarge {
-				code = CodeRecordTooLarge // sealed: a record above the server's maximum (spec §4.4)
-			}
-			return nil, done, &Error{Code: code, Type: p.Type, Status: ihead.Status, Authenticated: true}
+		if out, ok, err := t.judgeProblem(a, ihead, b); ok {
+			return nil, out, err
 		}
 		rbody = io.NopCloser(bytes.NewReader(b))
 	}
@@ -713,84 +559,9 @@ func (t *Transport) once(req *http.Request, body io.ReadCloser, cs *call) (*http
 		}
 	}
 	if t.opts.Observe != nil {
-		x := Exchange{Credential: credential, Attempts: attempt, OuterMethod: outer.Method,
-			OuterURL: outer.URL.String(), Profile: profile, Status: ihead.Status, Challenges: cs.challenges, Busy: cs.busy, Echo: echo}
-		if echo {
-			x.Difficulty = admitD
-		}
-		t.opts.Observe(x)
+		t.opts.Observe(a.exchange(outer, ihead.Status, cs))
 	}
 	return out, done, nil
-}
-
-// refused handles a non-200 outer answer: unauthenticated, so only a hint.
-func (t *Transport) refused(authority string, rsp *http.Response, withTicket bool, cs *call) (*http.Response, outcome, error) {
-	defer rsp.Body.Close()
-	b, _ := limitedRead(rsp.Body, 64*1024)
-	p, _ := ParseProblem(b)
-	if p == nil {
-		return nil, done, &Error{Code: CodeRefused, Status: rsp.StatusCode}
-	}
-	if rsp.StatusCode == http.StatusTooManyRequests && p.Type == ProblemAdmission {
-		cs.challenges++
-		c, err := ParseAdmitCookie(p.Admit)
-		if err != nil {
-			return nil, done, &Error{Code: CodeBadAdmission, Type: p.Type, Status: rsp.StatusCode}
-		}
-		// The server checks the cookie's own difficulty byte (its MAC
-		// covers it); the member should equal it. Solve for the larger.
-		d := max(p.Difficulty, c.Difficulty())
-		if d > MaxClientDifficulty {
-			return nil, done, &Error{Code: CodeBadAdmission, Type: p.Type, Status: rsp.StatusCode}
-		}
-		now := t.now()
-		t.host(authority, func(h *hostState) {
-			h.admit, h.admitD, h.admitAt = &c, d, now
-			if withTicket {
-				// A §14 server never challenges a ticket; one that does
-				// wants a key agreement: go again with a key.
-				h.ticket = nil
-			}
-		})
-		return nil, retryAdmission, nil
-	}
-	if rsp.StatusCode == http.StatusTooManyRequests && p.Type == ProblemBusy {
-		cs.busy++
-		secs := p.RetryAfter
-		if secs < 0 {
-			if n, err := strconv.Atoi(strings.TrimSpace(rsp.Header.Get("Retry-After"))); err == nil && n >= 0 {
-				secs = n
-			} else {
-				secs = 1
-			}
-		}
-		cs.busyWait = time.Duration(min(secs, MaxBusyWaitSeconds)) * time.Second
-		return nil, retryBusy, nil
-	}
-	if p.Type == ProblemUnknownKey {
-		var certs []*KeyCert
-		for _, l := range p.Certs {
-			if c, err := ParseCertText(l); err == nil {
-				certs = append(certs, c)
-			}
-		}
-		keys, err := t.acceptCerts(certs)
-		now := t.now()
-		t.host(authority, func(h *hostState) {
-			h.ticket = nil
-			if err == nil {
-				h.keys, h.fetched = keys, now
-			} else {
-				h.keys = nil // the retry goes through OPTIONS again
-			}
-		})
-		return nil, retryUnknownKey, nil
-	}
-	code := CodeRefused
-	if p.Type == ProblemTooLarge {
-		code = CodeBodyTooLarge
-	}
-	return nil, done, &Error{Code: code, Type: p.Type, Status: rsp.StatusCode}
 }
 
 // sealedLen is the stream length of n plaintext bytes in records of rs:
