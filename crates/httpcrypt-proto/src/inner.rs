@@ -40,6 +40,14 @@ pub fn field<'a>(fields: &'a [Field], name: &str) -> Option<&'a [u8]> {
 /// Inner fields that must not appear (spec §4.3): the stream does the framing.
 pub const FORBIDDEN: &[&str] = &["transfer-encoding", "connection", "keep-alive", "upgrade"];
 
+/// Whether an inner answer to a `request_method` request with `status`
+/// carries the representation's `Content-Length` (if any) and an empty body:
+/// the answer to `HEAD`, and a 304 (erratum E2, spec §4.3). Every other
+/// answer's `Content-Length` is its body's length.
+pub fn is_bodiless_answer(request_method: &str, status: u16) -> bool {
+    request_method == "HEAD" || status == 304
+}
+
 /// The head of an inner request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestHead {
@@ -471,7 +479,7 @@ impl Head for ResponseHead {
     }
 
     fn is_bodiless(&self) -> bool {
-        self.status == 304
+        is_bodiless_answer("", self.status)
     }
 }
 
@@ -633,7 +641,7 @@ impl Decoder<ResponseHead> {
     /// `content_length_mismatch`.
     pub fn answering(request_method: &str, limits: Limits) -> Self {
         let mut d = Self::new(limits);
-        d.answers_head = request_method == "HEAD";
+        d.answers_head = is_bodiless_answer(request_method, 0);
         d
     }
 }
