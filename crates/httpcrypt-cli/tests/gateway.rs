@@ -314,3 +314,31 @@ fn large_transfers_stream_through_the_gateway_in_bounded_memory() {
         "fetch download {fetch_down_peak} KiB"
     );
 }
+
+/// Erratum E2: the gateway passes the upstream's HEAD and 304 lengths
+/// through (the representation's, with no body), and the Rust client takes
+/// them; the GET of the same target still carries its bytes.
+#[test]
+fn head_and_304_lengths_pass_through() {
+    let setup = Setup::new(&[]);
+    let out = fetch(&["-X", "HEAD", "-i", &setup.url("/mib")]);
+    assert!(out.status.success(), "{}", out.stderr_text());
+    let (status, fields, body) = split_include(&out.stdout);
+    assert_eq!(status, 200);
+    assert_eq!(field(&fields, "content-length"), Some("1048576"));
+    assert!(body.is_empty(), "{} bytes of body", body.len());
+
+    let out = fetch(&["-i", &setup.url("/not-modified")]);
+    assert!(out.status.success(), "{}", out.stderr_text());
+    let (status, fields, body) = split_include(&out.stdout);
+    assert_eq!(status, 304);
+    assert_eq!(field(&fields, "content-length"), Some("1234"));
+    assert!(body.is_empty());
+
+    let out = fetch(&["-i", &setup.url("/mib")]);
+    assert!(out.status.success(), "{}", out.stderr_text());
+    let (status, fields, body) = split_include(&out.stdout);
+    assert_eq!(status, 200);
+    assert_eq!(field(&fields, "content-length"), Some("1048576"));
+    assert_eq!(body.len(), 1 << 20);
+}

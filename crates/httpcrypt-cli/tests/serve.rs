@@ -573,3 +573,29 @@ fn fetch_through_a_proxy_sends_the_absolute_form() {
     assert!(!out.status.success(), "nothing listens at the origin");
     assert!(lines.recv_timeout(Duration::from_millis(500)).is_err());
 }
+
+/// Erratum E2: `serve` answers HEAD of a 1 MiB file with the length a GET
+/// gets and no body, in both profiles, and the Rust client takes it.
+#[test]
+fn head_carries_the_length_a_get_would_get() {
+    for extra in [&[][..], &["--compact"]] {
+        let site = Site::new(false, extra);
+        let file = common::noise(1 << 20, 9);
+        std::fs::write(site.dir.path().join("root").join("mib.bin"), &file).unwrap();
+        let out = fetch(&["-X", "HEAD", "-i", &site.url("/mib.bin")]);
+        assert!(out.status.success(), "{extra:?}: {}", out.stderr_text());
+        let text = out.stdout_text();
+        assert!(text.starts_with("HTTP/1.1 200 OK\n"), "{extra:?}: {text}");
+        assert!(
+            text.contains("\ncontent-length: 1048576\n"),
+            "{extra:?}: {text}"
+        );
+        // The head, its empty line, and nothing after it.
+        assert!(text.ends_with("\n\n"), "{extra:?}: {text}");
+        assert_eq!(text.matches("\n\n").count(), 1, "{extra:?}: {text}");
+        // The GET of the same file still gets its bytes.
+        let out = fetch(&[&site.url("/mib.bin")]);
+        assert!(out.status.success(), "{extra:?}: {}", out.stderr_text());
+        assert!(out.stdout == file, "{extra:?}");
+    }
+}

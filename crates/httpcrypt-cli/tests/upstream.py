@@ -82,6 +82,21 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
                 sent += len(piece)
             self.wfile.write(b"0\r\n\r\n")
+        elif url.path == "/mib":
+            # A 1 MiB representation: HEAD gets its length and no body.
+            n = 1 << 20
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(n))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write((PATTERN * (n // len(PATTERN) + 1))[:n])
+        elif url.path == "/not-modified":
+            # A 304 states the representation's length, with no body.
+            self.send_response(304)
+            self.send_header("Content-Length", "1234")
+            self.send_header("ETag", '"v1"')
+            self.end_headers()
         elif url.path == "/sink":
             self.answer(200, f"{size[0]} {digest.hexdigest()}".encode())
         elif url.path == "/create":
@@ -116,7 +131,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self.answer(404, b"no such thing\n", extra=[("X-Upstream", "yes")])
 
-    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = handle_any
+    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = handle_any
 
 
 def main():

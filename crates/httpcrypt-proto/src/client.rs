@@ -180,10 +180,23 @@ impl PreparedRequest {
         out
     }
 
-    /// Opens a whole response body and parses the inner response.
+    /// Opens a whole response body and parses the inner response (to a
+    /// request other than `HEAD`; see [`PreparedRequest::open_response_to`]).
     pub fn open_response(&self, body: &[u8], limits: &Limits) -> Result<(ResponseHead, Vec<u8>)> {
+        self.open_response_to("GET", body, limits)
+    }
+
+    /// [`PreparedRequest::open_response`] of the answer to a request with
+    /// inner method `request_method` (the answer to `HEAD` has no body,
+    /// erratum E2).
+    pub fn open_response_to(
+        &self,
+        request_method: &str,
+        body: &[u8],
+        limits: &Limits,
+    ) -> Result<(ResponseHead, Vec<u8>)> {
         let plaintext = stream::open_all(self.response_opener(limits), body)?;
-        inner::decode_all::<ResponseHead>(&plaintext, limits)
+        inner::decode_response(&plaintext, request_method, limits)
     }
 }
 

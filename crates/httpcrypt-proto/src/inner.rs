@@ -40,6 +40,14 @@ pub fn field<'a>(fields: &'a [Field], name: &str) -> Option<&'a [u8]> {
 /// Inner fields that must not appear (spec §4.3): the stream does the framing.
 pub const FORBIDDEN: &[&str] = &["transfer-encoding", "connection", "keep-alive", "upgrade"];
 
+/// Whether an inner answer to a `request_method` request with `status`
+/// carries the representation's `Content-Length` (if any) and an empty body:
+/// the answer to `HEAD`, and a 304 (erratum E2, spec §4.3). Every other
+/// answer's `Content-Length` is its body's length.
+pub fn is_bodiless_answer(request_method: &str, status: u16) -> bool {
+    request_method == "HEAD" || status == 304
+}
+
 /// The head of an inner request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestHead {
@@ -175,6 +183,12 @@ pub trait Head: Sized {
     }
     /// The value of the first field named `name` (ASCII case-insensitive).
     fn field(&self, name: &str) -> Option<&[u8]>;
+    /// Whether the message has no body whatever its `Content-Length` says:
+    /// a 304, whose `Content-Length` is the representation's (erratum E2,
+    /// spec §4.3).
+    fn is_bodiless(&self) -> bool {
+        false
+    }
 }
 
 /// Checks that shared by request and response heads: CRLF line ends only.
@@ -463,6 +477,10 @@ impl Head for ResponseHead {
     fn field(&self, name: &str) -> Option<&[u8]> {
         field(&self.fields, name)
     }
+
+    fn is_bodiless(&self) -> bool {
+        is_bodiless_answer("", self.status)
+    }
 }
 
 /// What a [`Decoder`] yields.
@@ -488,6 +506,9 @@ pub struct Decoder<H> {
     head_done: bool,
     content_length: Option<u64>,
     body_len: u64,
+    // The message answers a HEAD request: its `Content-Length` is the
+    // representation's and its body is empty (erratum E2).
+    answers_head: bool,
     failed: Option<Error>,
     _head: core::marker::PhantomData<H>,
 }
@@ -508,6 +529,7 @@ impl<H: Head> Decoder<H> {
             head_done: false,
             content_length: None,
             body_len: 0,
+            answers_head: false,
             failed: None,
             _head: core::marker::PhantomData,
         }
@@ -566,7 +588,13 @@ impl<H: Head> Decoder<H> {
                 Ok(h) => h,
                 Err(e) => return Err(self.fail(e)),
             };
-            self.content_length = head.field("content-length").and_then(parse_content_length);
+            // An answer to HEAD and a 304 carry the representation's length
+            // (any valid one, checked by the head's parser) and no body.
+            self.content_length = if self.answers_head || head.is_bodiless() {
+                Some(0)
+            } else {
+                head.field("content-length").and_then(parse_content_length)
+            };
             self.head_done = true;
             return Ok(Some(InnerEvent::Head(head)));
         }
@@ -606,9 +634,34 @@ fn find_head_end(buf: &[u8]) -> Option<usize> {
     memchr::memchr_iter(b'\r', buf).find(|&i| buf[i..].starts_with(b"\r\n\r\n"))
 }
 
+impl Decoder<ResponseHead> {
+    /// A decoder for the answer to a request with method `request_method`:
+    /// the answer to `HEAD` carries the length a GET would get, with an
+    /// empty body (erratum E2, spec §4.3); any body is refused with
+    /// `content_length_mismatch`.
+    pub fn answering(request_method: &str, limits: Limits) -> Self {
+        let mut d = Self::new(limits);
+        d.answers_head = is_bodiless_answer(request_method, 0);
+        d
+    }
+}
+
 /// A complete inner message decoded from whole plaintext.
 pub fn decode_all<H: Head>(plaintext: &[u8], limits: &Limits) -> Result<(H, Vec<u8>)> {
-    let mut d = Decoder::<H>::new(*limits);
+    drain(Decoder::<H>::new(*limits), plaintext)
+}
+
+/// A complete inner response to a `request_method` request decoded from
+/// whole plaintext ([`Decoder::answering`]).
+pub fn decode_response(
+    plaintext: &[u8],
+    request_method: &str,
+    limits: &Limits,
+) -> Result<(ResponseHead, Vec<u8>)> {
+    drain(Decoder::answering(request_method, *limits), plaintext)
+}
+
+fn drain<H: Head>(mut d: Decoder<H>, plaintext: &[u8]) -> Result<(H, Vec<u8>)> {
     d.receive(plaintext)?;
     let mut head = None;
     let mut body = Vec::new();
@@ -885,6 +938,65 @@ mod tests {
         assert_eq!(
             decode_all::<ResponseHead>(b"HTTP/1.1 101 Switching\r\n\r\n", &Limits::default()).err(),
             Some(Error::MalformedInner)
+        );
+    }
+
+    /// Erratum E2: the answer to HEAD and a 304 carry the representation's
+    /// length with an empty body; a body is refused; any other answer's
+    /// length is its body's. Fed whole and byte by byte.
+    #[test]
+    fn head_and_304_carry_the_representation_length() {
+        fn decode(msg: &[u8], method: &str) -> Result<(ResponseHead, Vec<u8>)> {
+            let whole = decode_response(msg, method, &Limits::default());
+            let mut d = Decoder::answering(method, Limits::default());
+            let mut bytewise = Ok(());
+            for b in msg {
+                bytewise = d.receive(std::slice::from_ref(b)).and_then(|()| {
+                    while d.next_event()?.is_some() {}
+                    Ok(())
+                });
+                if bytewise.is_err() {
+                    break;
+                }
+            }
+            let bytewise = bytewise.and_then(|()| d.finish());
+            assert_eq!(whole.as_ref().err(), bytewise.err().as_ref(), "{method}");
+            whole
+        }
+        let head = b"HTTP/1.1 200 OK\r\nContent-Length: 1048576\r\n\r\n";
+        assert!(decode(head, "HEAD").is_ok_and(|(_, b)| b.is_empty()));
+        assert_eq!(
+            decode(head, "GET").err(),
+            Some(Error::ContentLengthMismatch)
+        );
+        let with_body = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
+        assert_eq!(
+            decode(with_body, "HEAD").err(),
+            Some(Error::ContentLengthMismatch)
+        );
+        assert!(decode(with_body, "GET").is_ok());
+        let no_length_body = b"HTTP/1.1 200 OK\r\n\r\nhello";
+        assert_eq!(
+            decode(no_length_body, "HEAD").err(),
+            Some(Error::ContentLengthMismatch)
+        );
+        assert!(decode(b"HTTP/1.1 200 OK\r\n\r\n", "HEAD").is_ok());
+        assert_eq!(
+            decode(b"HTTP/1.1 200 OK\r\nContent-Length: abc\r\n\r\n", "HEAD").err(),
+            Some(Error::ContentLengthMismatch)
+        );
+        let not_modified = b"HTTP/1.1 304 Not Modified\r\nContent-Length: 1234\r\n\r\n";
+        for method in ["GET", "HEAD", "POST"] {
+            assert!(decode(not_modified, method).is_ok());
+        }
+        assert_eq!(
+            decode(b"HTTP/1.1 304 Not Modified\r\n\r\nx", "GET").err(),
+            Some(Error::ContentLengthMismatch)
+        );
+        // Methods are case-sensitive: `head` is not HEAD.
+        assert_eq!(
+            decode(head, "head").err(),
+            Some(Error::ContentLengthMismatch)
         );
     }
 

@@ -456,6 +456,10 @@ impl Default for Freshness {
 /// `Content-Length` when absent; profile 2 adds `Date` only to a 425
 /// answer (`stale`, `replay`, `token_required`) and drops `Content-Length`
 /// when the whole response fits in one record (spec §4.5).
+///
+/// An empty body keeps a stated `Content-Length` as it is in both profiles,
+/// and a 304 gets none added: the answer to `HEAD`, and a 304, state the
+/// representation's length (erratum E2, spec §4.3).
 pub fn seal_response(
     key: ResponseKey,
     fresh: [u8; NONCE_LEN],
@@ -470,6 +474,8 @@ pub fn seal_response(
     let record_size = record_size.max(1);
     let add_date = inner::field(&head.fields, "date").is_none() && (!compact || head.status == 425);
     let has_length = inner::field(&head.fields, "content-length").is_some();
+    // A stated length that is not the body's (HEAD, 304) stays as stated.
+    let keep_length = has_length && (body.is_empty() || head.status == 304);
     let sealer = Sealer::response(key, fresh, out);
     // The head is encoded where the first record's plaintext goes, so an
     // answer that fits one record is sealed where it lies.
@@ -480,19 +486,21 @@ pub fn seal_response(
     inner::encode_status_line(head.status, &head.reason, out);
     for f in &head.fields {
         // Profile 2 states the length itself, or leaves it out (below).
-        if !(compact && f.is("content-length")) {
+        if !(compact && !keep_length && f.is("content-length")) {
             inner::encode_field(&f.name, &f.value, out);
         }
     }
     if add_date {
         replay::with_date(now, |d| inner::encode_field("Date", d.as_bytes(), out));
     }
-    let add_length = if compact {
+    let add_length = if keep_length || head.status == 304 || (has_length && !compact) {
+        false
+    } else if compact {
         // The head's length once ended by its empty line.
         let head_len = out.len() - head_at + 2;
         !profile.omits_content_length(head_len, body.len() as u64, record_size)
     } else {
-        !has_length
+        true
     };
     if add_length {
         let mut digits = itoa::Buffer::new();
@@ -565,7 +573,11 @@ mod tests {
                 .push(Field::new("Date", replay::format_date(now)));
         }
         let mut plaintext = Vec::new();
-        if compact {
+        let stated = inner::field(&head.fields, "content-length").is_some();
+        if (stated && body.is_empty()) || head.status == 304 {
+            // HEAD and 304 answers state the representation's length (E2).
+            head.encode(&mut plaintext);
+        } else if compact {
             head.fields.retain(|f| !f.is("content-length"));
             head.encode(&mut plaintext);
             if !key
@@ -597,7 +609,7 @@ mod tests {
         let now = 1_790_000_000;
         let mut cases = 0;
         for profile in [Profile::V1, Profile::Compact] {
-            for status in [200, 425] {
+            for status in [200, 304, 425] {
                 for (date, length) in [(false, false), (true, false), (false, true), (true, true)] {
                     let mut head = ResponseHead::new(status, reason_phrase(status));
                     head.fields.push(Field::new("Content-Type", "text/plain"));
@@ -646,6 +658,6 @@ mod tests {
                 }
             }
         }
-        assert_eq!(cases, 2 * 2 * 4 * 5 * 10);
+        assert_eq!(cases, 2 * 3 * 4 * 5 * 10);
     }
 }

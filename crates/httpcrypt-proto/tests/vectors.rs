@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use httpcrypt_proto::cert::{self, KeyCert};
 use httpcrypt_proto::client::{ClientCredential, PreparedRequest};
-use httpcrypt_proto::inner::{self, RequestHead, ResponseHead};
+use httpcrypt_proto::inner::{self, RequestHead};
 use httpcrypt_proto::keys::{IdentityKey, IdentityPublic, KexPublic, KexSecret, KeyId, SessionKey};
 use httpcrypt_proto::outer::{self, Credential, Form, IdKind, Mount, Route};
 use httpcrypt_proto::profile::{self, Profile};
@@ -89,7 +89,7 @@ fn run(case: &Value) -> Result<Value, Error> {
             let (h, body) = inner::decode_all::<RequestHead>(&msg, &limits)?;
             for_every_split(&msg, |parts| {
                 assert_eq!(
-                    decode_split::<RequestHead>(parts, &limits),
+                    decode_split(inner::RequestDecoder::new(limits), parts),
                     Ok((h.clone(), body.clone()))
                 )
             });
@@ -100,13 +100,13 @@ fn run(case: &Value) -> Result<Value, Error> {
         "inner_response" => {
             let limits = Limits::default();
             let msg = hx(i, "message");
-            let (h, body) = inner::decode_all::<ResponseHead>(&msg, &limits)?;
+            let method = i["request_method"].as_str().unwrap_or("GET");
+            let decoder = || inner::ResponseDecoder::answering(method, limits);
+            let got = decode_split(decoder(), &[&msg]);
             for_every_split(&msg, |parts| {
-                assert_eq!(
-                    decode_split::<ResponseHead>(parts, &limits),
-                    Ok((h.clone(), body.clone()))
-                )
+                assert_eq!(decode_split(decoder(), parts), got)
             });
+            let (h, body) = got?;
             Ok(
                 json!({"status": h.status, "reason": h.reason, "fields": fields_json(&h.fields), "body": hex::encode(body)}),
             )
@@ -719,10 +719,9 @@ fn open_split(mut o: Opener, parts: &[&[u8]]) -> Result<Vec<(Vec<u8>, bool)>, Er
 }
 
 fn decode_split<H: inner::Head + Clone>(
+    mut d: inner::Decoder<H>,
     parts: &[&[u8]],
-    limits: &Limits,
 ) -> Result<(H, Vec<u8>), Error> {
-    let mut d = inner::Decoder::<H>::new(*limits);
     let mut head = None;
     let mut body = Vec::new();
     for p in parts {

@@ -842,7 +842,8 @@ impl Client {
         let opener = prepared.response_opener(&self.config.limits);
         let mut opened = OpenBody::new(
             opener,
-            inner::ResponseDecoder::new(self.config.limits),
+            // The answer to HEAD has no body (erratum E2).
+            inner::ResponseDecoder::answering(parts.method.as_str(), self.config.limits),
             Some(rbody),
             Vec::new(),
         )?;

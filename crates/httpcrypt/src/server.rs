@@ -1165,6 +1165,7 @@ where
             };
             (inner_req, slot, extra, ticket_out, split)
         };
+        let answers_head = inner_req.method() == Method::HEAD;
         let rsp = call(inner, inner_req).await;
         // A body failure is often why the service failed (a gateway's upstream
         // request dies with it): report the protocol error it really is.
@@ -1206,6 +1207,7 @@ where
             cfg.record_size,
             accepted.into_response_key(),
             rsp,
+            answers_head,
             extra,
             now,
             split,
@@ -1333,10 +1335,13 @@ const HOP: &[HeaderName] = &[
     header::UPGRADE,
 ];
 
+/// Seals the service's answer `rsp` (to a `HEAD` request when the flag says
+/// so) as the outer response.
 fn seal_response<RB>(
     record_size: usize,
     key: ResponseKey,
     rsp: Response<RB>,
+    answers_head: bool,
     extra: Vec<Field>,
     now: u64,
     split: Option<SplitPlan<'_>>,
@@ -1346,6 +1351,18 @@ where
     RB::Error: Into<BoxError>,
 {
     let (mut parts, body) = rsp.into_parts();
+    // The answer to HEAD, and a 304, state the representation's length and
+    // carry no body (erratum E2, spec §4.3): the service's length goes in as
+    // it is, and whatever body it gave is dropped.
+    let bodiless = inner::is_bodiless_answer(
+        if answers_head { "HEAD" } else { "" },
+        parts.status.as_u16(),
+    );
+    let body = if bodiless {
+        http_body_util::Either::Left(http_body_util::Empty::<Bytes>::new())
+    } else {
+        http_body_util::Either::Right(body)
+    };
     // `HC-Public` is for the origin only, never sealed (§S1).
     let opt_in = split
         .as_ref()
@@ -1392,9 +1409,13 @@ where
         has_date |= n == header::DATE;
         head.field(n.as_str(), v.as_bytes());
     }
-    let length = exact
-        .or(declared)
-        .filter(|_| status != StatusCode::NO_CONTENT && status != StatusCode::NOT_MODIFIED);
+    let length = if bodiless {
+        declared
+    } else {
+        exact
+            .or(declared)
+            .filter(|_| status != StatusCode::NO_CONTENT)
+    };
     // Profile 2 (spec §4.5) adds no Date to an application's answer, and no
     // Content-Length when head and body go out as one FINAL record.
     let compact = key.profile() == Profile::Compact;
@@ -1409,10 +1430,11 @@ where
     }
     if let (Some(len), true) = (length, compact) {
         // Only an exact length lays the stream out in full records (SealBody).
-        let omit = exact.is_some_and(|e| {
-            key.profile()
-                .omits_content_length(head.finished_len(), e, record_size)
-        });
+        let omit = !bodiless
+            && exact.is_some_and(|e| {
+                key.profile()
+                    .omits_content_length(head.finished_len(), e, record_size)
+            });
         if !omit {
             head.field("Content-Length", itoa::Buffer::new().format(len).as_bytes());
         }

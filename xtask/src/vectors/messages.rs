@@ -1,7 +1,7 @@
 //! Vectors for the small codecs: base64url, key agreement, inner messages,
 //! outer routing, cookies, dates.
 
-use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
+use httpcrypt_proto::inner::{self, Field, RequestHead};
 use httpcrypt_proto::keys::{KexPublic, KexSecret, KeyId};
 use httpcrypt_proto::outer::{self, IdKind, Mount, Route};
 use httpcrypt_proto::{b64, replay, Error, Limits};
@@ -262,9 +262,19 @@ fn inner_cases() -> Vec<Case> {
         Err(Error::InnerHeadTooLarge),
     ));
 
-    let rsp = |name: &str, why: &str, msg: &[u8], want: Result<(), Error>| {
-        let got = inner::decode_all::<ResponseHead>(msg, &Limits::default());
-        let input = json!({"message": hx(msg)});
+    // `method`: the request's method, where the case is about it (erratum
+    // E2: the answer to HEAD, and a 304, carry the representation's length
+    // with an empty body); absent means GET.
+    let answer = |name: &str,
+                  why: &str,
+                  method: Option<&str>,
+                  msg: &[u8],
+                  want: Result<(), Error>| {
+        let got = inner::decode_response(msg, method.unwrap_or("GET"), &Limits::default());
+        let mut input = json!({"message": hx(msg)});
+        if let Some(m) = method {
+            input["request_method"] = json!(m);
+        }
         match want {
             Ok(()) => {
                 let (h, body) = got.unwrap();
@@ -281,6 +291,9 @@ fn inner_cases() -> Vec<Case> {
                 Case::err("inner_response", name, why, input, e)
             }
         }
+    };
+    let rsp = |name: &str, why: &str, msg: &[u8], want: Result<(), Error>| {
+        answer(name, why, None, msg, want)
     };
     v.push(rsp(
         "inner-response-ok",
@@ -299,6 +312,49 @@ fn inner_cases() -> Vec<Case> {
         "the stream frames the body",
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
         Err(Error::ForbiddenHeader),
+    ));
+    let head_length: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 1048576\r\nDate: Fri, 27 Nov 2026 12:00:00 GMT\r\n\r\n";
+    v.push(answer(
+        "inner-response-head-length",
+        "the answer to HEAD carries the length a GET would get, with an empty body",
+        Some("HEAD"),
+        head_length,
+        Ok(()),
+    ));
+    v.push(answer(
+        "inner-response-head-length-to-get",
+        "the same answer to a GET: Content-Length must equal the body length",
+        Some("GET"),
+        head_length,
+        Err(Error::ContentLengthMismatch),
+    ));
+    v.push(answer(
+        "inner-response-304-length",
+        "a 304 carries the representation's length, with an empty body",
+        Some("GET"),
+        b"HTTP/1.1 304 Not Modified\r\nContent-Length: 1234\r\n\r\n",
+        Ok(()),
+    ));
+    v.push(answer(
+        "inner-response-head-body",
+        "an answer to HEAD carries no body",
+        Some("HEAD"),
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+        Err(Error::ContentLengthMismatch),
+    ));
+    v.push(answer(
+        "inner-response-head-no-length",
+        "an answer to HEAD need not carry a length",
+        Some("HEAD"),
+        b"HTTP/1.1 200 OK\r\n\r\n",
+        Ok(()),
+    ));
+    v.push(answer(
+        "inner-response-head-bad-length",
+        "the length of an answer to HEAD is still digits only",
+        Some("HEAD"),
+        b"HTTP/1.1 200 OK\r\nContent-Length: abc\r\n\r\n",
+        Err(Error::ContentLengthMismatch),
     ));
     v
 }
