@@ -169,18 +169,39 @@ struct ServerOpts {
     /// Do not issue tickets.
     #[arg(long)]
     no_tickets: bool,
-    /// Most concurrent connections.
+    /// Most concurrent connections. When all are taken, a new client takes
+    /// the slot of the connection that made the least progress (an idle
+    /// keep-alive one first, then the slowest below --min-rate).
     #[arg(long, default_value_t = 1024)]
     max_connections: usize,
     /// Largest outer request body (or decoded GET query) in bytes; above it 413.
     #[arg(long, default_value_t = httpcrypt::proto::Limits::default().max_body)]
     max_body: usize,
-    /// Seconds a client may take to send a complete request head.
+    /// Seconds a client may take to send a complete request head (from the
+    /// connection's start for the first, from the head's first byte after).
     #[arg(long, default_value_t = 10)]
     header_timeout: u64,
-    /// Seconds a request body may stall before the request fails.
+    /// Seconds a request body may stall before the request fails (408).
     #[arg(long, default_value_t = 30)]
     body_timeout: u64,
+    /// Seconds the server waits, in total, for the bytes of one request body.
+    #[arg(long, default_value_t = listen_default().body_deadline.as_secs())]
+    body_deadline: u64,
+    /// Bytes per second a request body must average once --min-rate-grace
+    /// has passed (0: no rule); also the rate below which a connection may
+    /// be shed when every slot is taken.
+    #[arg(long, default_value_t = listen_default().min_rate, value_name = "BYTES/S")]
+    min_rate: u64,
+    /// Seconds of waiting for a request body before --min-rate applies.
+    #[arg(long, default_value_t = listen_default().min_rate_grace.as_secs())]
+    min_rate_grace: u64,
+    /// Seconds an answer may make no progress because the client does not
+    /// read it; the connection is then reset.
+    #[arg(long, default_value_t = listen_default().write_timeout.as_secs())]
+    write_timeout: u64,
+    /// Seconds a keep-alive connection may stay idle between requests.
+    #[arg(long, default_value_t = listen_default().keepalive_timeout.as_secs())]
+    keepalive_timeout: u64,
     /// Share the strike register through Redis (e.g. redis://127.0.0.1:6379/),
     /// so a replay is refused fleet-wide, not just by this instance.
     #[arg(long)]
@@ -211,6 +232,27 @@ struct ServerOpts {
     defence: flood::DefenceOpts,
     #[command(flatten)]
     asap: asap::ListenOpts,
+}
+
+fn listen_default() -> httpcrypt::runtime::ListenOptions {
+    httpcrypt::runtime::ListenOptions::default()
+}
+
+impl ServerOpts {
+    /// The listener's bounds on connections (the same for every profile).
+    fn listen_options(&self) -> httpcrypt::runtime::ListenOptions {
+        let secs = |s: u64| Duration::from_secs(s.max(1));
+        httpcrypt::runtime::ListenOptions {
+            max_connections: self.max_connections,
+            header_timeout: secs(self.header_timeout),
+            keepalive_timeout: secs(self.keepalive_timeout),
+            body_deadline: secs(self.body_deadline),
+            min_rate: self.min_rate,
+            min_rate_grace: Duration::from_secs(self.min_rate_grace),
+            write_timeout: secs(self.write_timeout),
+            ..listen_default()
+        }
+    }
 }
 
 #[derive(Args)]
@@ -401,11 +443,9 @@ where
     let gate = asap::prepare_listener(&opts.asap, &listener, opts.keys.as_deref())?;
     let svc = tower::Layer::layer(&layer, svc);
     let listen = httpcrypt::runtime::ListenOptions {
-        max_connections: opts.max_connections,
-        header_timeout: Duration::from_secs(opts.header_timeout.max(1)),
         gate,
         abandon_on_hangup,
-        ..Default::default()
+        ..opts.listen_options()
     };
     httpcrypt::runtime::run(listener, svc, listen, async {
         let _ = tokio::signal::ctrl_c().await;

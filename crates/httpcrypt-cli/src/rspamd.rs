@@ -228,11 +228,7 @@ where
         listener.local_addr()?,
         names.join(", ")
     );
-    let listen = httpcrypt::runtime::ListenOptions {
-        max_connections: opts.max_connections,
-        header_timeout: Duration::from_secs(opts.header_timeout.max(1)),
-        ..Default::default()
-    };
+    let listen = opts.listen_options();
     httpcrypt::runtime::run(listener, tower::Layer::layer(&layer, svc), listen, async {
         let _ = tokio::signal::ctrl_c().await;
     })

@@ -440,7 +440,7 @@ async fn evil(origin: SocketAddr, deviation: Deviation, public: &[u8], old: &[u8
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let svc = tower::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+    let svc = tower::service_fn(move |req: http::Request<httpcrypt::runtime::RequestBody>| {
         let state = state.clone();
         async move {
             let rsp = state.handle(req).await;
@@ -467,7 +467,7 @@ impl EvilState {
 
     async fn handle(
         &self,
-        req: http::Request<hyper::body::Incoming>,
+        req: http::Request<httpcrypt::runtime::RequestBody>,
     ) -> http::Response<httpcrypt::server::HcBody> {
         let (mut parts, body) = req.into_parts();
         let body = body.collect().await.unwrap().to_bytes();
@@ -684,7 +684,7 @@ async fn the_application_opts_in_and_out_with_hc_public() {
     let up_addr = up.local_addr().unwrap();
     let other = common::noise(2 * C + 10, 4);
     let (feed2, other2) = (Bytes::from(feed.clone()), Bytes::from(other.clone()));
-    let svc = tower::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+    let svc = tower::service_fn(move |req: http::Request<httpcrypt::runtime::RequestBody>| {
         let body = if req.uri().path() == "/api/feed" {
             feed2.clone()
         } else {

@@ -28,6 +28,7 @@ pub mod dns;
 pub mod error;
 pub mod fleet;
 pub mod keystore;
+mod lifecycle;
 pub mod nonce;
 pub mod rspamd;
 pub mod runtime;

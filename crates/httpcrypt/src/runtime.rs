@@ -1,7 +1,9 @@
 //! The listeners behind `httpcrypt serve` and `httpcrypt gateway`: an
-//! HTTP/1.1 accept loop with keep-alive, a header timeout, a bound on
-//! concurrent connections and outer size limits (spec §11), plus the two
-//! services it usually runs: static files and a reverse proxy.
+//! HTTP/1.1 accept loop with keep-alive, a bound on concurrent connections,
+//! deadlines and a minimum rate for what peers send and read (shedding the
+//! slowest connection when every slot is taken, `crate::lifecycle`) and
+//! outer size limits (spec §11), plus the two services it usually runs:
+//! static files and a reverse proxy.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -20,15 +22,38 @@ use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
 use crate::error::BoxError;
+pub use crate::lifecycle::RequestBody;
+use crate::lifecycle::Slots;
 use crate::server::{ConnState, ExpiryWatch, HcBody};
 
 /// Connection-level settings.
 #[derive(Debug, Clone)]
 pub struct ListenOptions {
-    /// Most connections served at once; further ones wait in the backlog.
+    /// Most connections served at once. When every slot is taken, a new
+    /// connection takes the slot of the one that made the least progress
+    /// among those the server waits on (an idle keep-alive connection
+    /// first, then the slowest peer), if one moves less than `min_rate`;
+    /// otherwise it waits for a slot.
     pub max_connections: usize,
-    /// Longest wait for a complete request head.
+    /// Longest wait for a complete request head: from the connection's
+    /// start for its first request, from the first byte of the head for
+    /// later ones (spec §11.6).
     pub header_timeout: Duration,
+    /// Longest a keep-alive connection stays open between requests.
+    pub keepalive_timeout: Duration,
+    /// Longest the server waits, in total, for the bytes of one request
+    /// body (the time the service spends elsewhere does not count).
+    pub body_deadline: Duration,
+    /// Bytes per second a request body must keep coming at, on average
+    /// over the time the server waited for it, once `min_rate_grace` has
+    /// passed (Apache's mod_reqtimeout `MinRate`); 0 turns the rule off.
+    /// Also the rate below which a connection may be shed.
+    pub min_rate: u64,
+    /// See `min_rate`.
+    pub min_rate_grace: Duration,
+    /// Longest an answer may make no progress at all because the peer
+    /// does not read it; the connection is then reset.
+    pub write_timeout: Duration,
     /// Hard limit on an outer head (request line and fields), bytes: above
     /// it hyper answers 431 without calling the service. The finer limits of
     /// spec §11.6 (414, 431) are the layer's, so this sits above their sum.
@@ -47,11 +72,30 @@ pub struct ListenOptions {
     pub abandon_on_hangup: bool,
 }
 
+impl ListenOptions {
+    fn deadlines(&self) -> crate::lifecycle::Deadlines {
+        let floor = |d: Duration| d.max(Duration::from_millis(100));
+        crate::lifecycle::Deadlines {
+            header: floor(self.header_timeout),
+            keepalive: floor(self.keepalive_timeout),
+            body: floor(self.body_deadline),
+            min_rate: self.min_rate,
+            grace: self.min_rate_grace,
+            write: floor(self.write_timeout),
+        }
+    }
+}
+
 impl Default for ListenOptions {
     fn default() -> Self {
         ListenOptions {
             max_connections: 1024,
             header_timeout: Duration::from_secs(10),
+            keepalive_timeout: Duration::from_secs(15),
+            body_deadline: Duration::from_secs(300),
+            min_rate: 500,
+            min_rate_grace: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(30),
             max_head: 16 * 1024 + 64 * 1024 + 1024,
             gate: None,
             abandon_on_hangup: true,
@@ -64,7 +108,7 @@ impl Default for ListenOptions {
 /// runs on the runtime's workers. Every such service has it.
 pub trait ConnectionService:
     tower::Service<
-        Request<Incoming>,
+        Request<RequestBody>,
         Response = Response<HcBody>,
         Error = std::convert::Infallible,
         Future: Send + 'static,
@@ -76,7 +120,7 @@ pub trait ConnectionService:
 
 impl<S> ConnectionService for S where
     S: tower::Service<
-            Request<Incoming>,
+            Request<RequestBody>,
             Response = Response<HcBody>,
             Error = std::convert::Infallible,
             Future: Send + 'static,
@@ -134,28 +178,30 @@ where
     S: ConnectionService,
 {
     let permits = Arc::new(Semaphore::new(opts.max_connections.max(1)));
-    // One ticker for the expiry of every connection's keys (spec §6).
+    let slots = Arc::new(Slots::new(opts.deadlines()));
+    // One ticker for the expiry of every connection's keys (spec §6) and
+    // the deadlines of every connection (`crate::lifecycle`).
     let watch = Arc::new(ExpiryWatch::default());
     let _ticker = AbortOnDrop(tokio::spawn({
         let watch = watch.clone();
+        let slots = slots.clone();
         async move {
-            let mut every = tokio::time::interval(Duration::from_secs(1));
+            let mut every = tokio::time::interval(slots.period());
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 every.tick().await;
                 watch.tick(crate::keystore::unix_now());
+                slots.check(std::time::Instant::now());
             }
         }
     }));
+    // Shared by the connections (cloning it is one reference count).
+    let opts = Arc::new(opts);
     let shutdown = async move {
         let _ = stopped.wait_for(|s| *s).await;
     };
     tokio::pin!(shutdown);
     loop {
-        let permit = tokio::select! {
-            _ = &mut shutdown => return Ok(()),
-            p = permits.clone().acquire_owned() => p.map_err(std::io::Error::other)?,
-        };
         let (stream, peer) = tokio::select! {
             _ = &mut shutdown => return Ok(()),
             a = listener.accept() => match a {
@@ -167,6 +213,17 @@ where
                 }
             },
         };
+        let permit = match permits.clone().try_acquire_owned() {
+            Ok(p) => p,
+            // Every slot is taken: shed the slowest connection rather than
+            // keep the newcomer waiting behind it.
+            Err(_) => tokio::select! {
+                _ = &mut shutdown => return Ok(()),
+                p = make_room(&slots, &permits) => p.map_err(std::io::Error::other)?,
+            },
+        };
+        let state = ConnState::watched(watch.clone(), peer);
+        slots.add(&state, std::time::Instant::now());
         // Boxed: the task then holds a pointer, so spawning moves 8 bytes, not
         // the connection's whole future (see `serve_connection_task`).
         tokio::spawn(Box::pin(serve_connection_task(
@@ -175,8 +232,24 @@ where
             svc.clone(),
             opts.clone(),
             watch.clone(),
+            state,
             permit,
         )));
+    }
+}
+
+/// A slot for a connection accepted while every slot is taken: sheds the
+/// connection that made the least progress, and waits until its slot is
+/// free; while no connection may be shed, looks again every tick.
+async fn make_room(
+    slots: &Slots,
+    permits: &Arc<Semaphore>,
+) -> Result<tokio::sync::OwnedSemaphorePermit, tokio::sync::AcquireError> {
+    loop {
+        slots.shed(std::time::Instant::now());
+        if let Ok(p) = tokio::time::timeout(slots.period(), permits.clone().acquire_owned()).await {
+            return p;
+        }
     }
 }
 
@@ -190,8 +263,9 @@ fn serve_connection_task<S>(
     stream: tokio::net::TcpStream,
     peer: std::net::SocketAddr,
     svc: S,
-    opts: ListenOptions,
+    opts: Arc<ListenOptions>,
     watch: Arc<ExpiryWatch>,
+    state: ConnState,
     permit: tokio::sync::OwnedSemaphorePermit,
 ) -> impl Future<Output = ()> + Send
 where
@@ -200,6 +274,7 @@ where
     async move {
         if let Some(gate) = &opts.gate {
             if !gate.admit(&stream, peer).await {
+                state.progress().closed();
                 drop(permit);
                 return;
             }
@@ -210,11 +285,12 @@ where
         // connection outlives the keys it was used with (spec §6). It
         // also remembers the connection's last ticket, issued and
         // opened (spec §7.2, D29).
-        let state = ConnState::watched(watch.clone(), peer);
         let noted = state.clone();
-        let hyper_svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+        let hyper_svc = hyper::service::service_fn(move |req: Request<Incoming>| {
             let close = SockPlan::closes(&req);
             SockPlan::request(&noted, &req);
+            noted.progress().request();
+            let mut req = req.map(|body| RequestBody::new(body, &noted));
             // The peer's address travels in the connection state.
             req.extensions_mut().insert(noted.clone());
             let answered = svc.clone().oneshot(req);
@@ -225,10 +301,11 @@ where
                 Ok::<_, std::convert::Infallible>(rsp.map(|body| StallBody { body, conn }))
             }
         });
-        // The builder is dropped here, not kept in the task's future.
+        // The builder is dropped here, not kept in the task's future. The
+        // head's deadline is the listener's (`Slots`), not hyper's timer.
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
-            .header_read_timeout(opts.header_timeout)
+            .header_read_timeout(None)
             .keep_alive(true)
             .half_close(!opts.abandon_on_hangup)
             .max_header_size(opts.max_head)
@@ -250,9 +327,29 @@ where
         tokio::pin!(expiry);
         expiry.as_mut().enable();
         let mut closing = false;
+        let (mut cut_seen, mut dropping) = (false, false);
+        let cut = std::future::poll_fn(|cx| state.progress().poll_cut(cx));
+        tokio::pin!(cut);
         let result = loop {
             tokio::select! {
+                biased;
                 r = conn.as_mut() => break r,
+                _ = cut.as_mut(), if !cut_seen => {
+                    cut_seen = true;
+                    if state.progress().resets() {
+                        // hyper meets the cut at its next read or write
+                        // (polled next, first), where the socket resets the
+                        // connection.
+                        dropping = true;
+                    } else {
+                        // Idle between requests: closed as keep-alive ends.
+                        conn.as_mut().graceful_shutdown();
+                        closing = true;
+                    }
+                }
+                // Cut, and hyper is not reading or writing: the connection
+                // is dropped as is.
+                _ = std::future::ready(()), if dropping => break Ok(()),
                 _ = expiry.as_mut(), if !closing => {
                     if state.expired(crate::keystore::unix_now()) {
                         tracing::debug!(%peer, "closing a connection whose keys expired");
@@ -269,6 +366,7 @@ where
         if let Err(e) = result {
             tracing::debug!(%peer, error = %e, "connection ended with an error");
         }
+        state.progress().closed();
         drop(permit);
     }
 }
@@ -401,9 +499,47 @@ impl tokio::io::AsyncRead for Socket {
         cx: &mut std::task::Context<'_>,
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
+        self.check_cut()?;
+        let before = buf.filled().len();
         let r = std::pin::Pin::new(&mut self.stream).poll_read(cx, buf);
         // Pending: the kernel had nothing; a short read: it had no more.
         self.full_read = r.is_ready() && buf.remaining() == 0;
+        if r.is_ready() {
+            self.conn.progress().read(buf.filled().len() - before);
+        }
+        r
+    }
+}
+
+impl Socket {
+    /// Fails once the listener cut the connection (`crate::lifecycle`),
+    /// first setting a zero linger time: the close then resets the
+    /// connection, and the kernel drops what the peer never read.
+    fn check_cut(&self) -> std::io::Result<()> {
+        if !self.conn.progress().resets() {
+            return Ok(());
+        }
+        let _ = nix::sys::socket::setsockopt(
+            &self.stream,
+            nix::sys::socket::sockopt::Linger,
+            &libc::linger {
+                l_onoff: 1,
+                l_linger: 0,
+            },
+        );
+        Err(std::io::ErrorKind::TimedOut.into())
+    }
+
+    /// Counts a write's outcome for the listener's deadlines.
+    fn wrote(
+        &self,
+        r: std::task::Poll<std::io::Result<usize>>,
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match &r {
+            std::task::Poll::Ready(Ok(n)) => self.conn.progress().wrote(Some(*n)),
+            std::task::Poll::Pending => self.conn.progress().wrote(None),
+            std::task::Poll::Ready(Err(_)) => {}
+        }
         r
     }
 }
@@ -414,8 +550,10 @@ impl tokio::io::AsyncWrite for Socket {
         cx: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
+        self.check_cut()?;
         SockPlan::apply(&self.conn, &self.stream);
-        std::pin::Pin::new(&mut self.stream).poll_write(cx, buf)
+        let r = std::pin::Pin::new(&mut self.stream).poll_write(cx, buf);
+        self.wrote(r)
     }
 
     fn poll_write_vectored(
@@ -423,8 +561,10 @@ impl tokio::io::AsyncWrite for Socket {
         cx: &mut std::task::Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> std::task::Poll<std::io::Result<usize>> {
+        self.check_cut()?;
         SockPlan::apply(&self.conn, &self.stream);
-        std::pin::Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+        let r = std::pin::Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
+        self.wrote(r)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -452,11 +592,18 @@ impl tokio::io::AsyncWrite for Socket {
 }
 
 pin_project_lite::pin_project! {
-    /// An answer's body that tells [`SockPlan`] when it waits for data.
+    /// An answer's body that tells [`SockPlan`] when it waits for data,
+    /// and the listener's deadlines when the answer is complete.
     struct StallBody {
         #[pin]
         body: HcBody,
         conn: ConnState,
+    }
+
+    impl PinnedDrop for StallBody {
+        fn drop(this: Pin<&mut Self>) {
+            this.conn.progress().answered();
+        }
     }
 }
 
@@ -797,9 +944,9 @@ mod tests {
     /// was kept in the future.
     #[test]
     fn a_connection_future_fits_the_thread_cache() {
-        fn returned_size<F, A, B, C, D, E, G, R>(_: F) -> usize
+        fn returned_size<F, A, B, C, D, E, G, H, R>(_: F) -> usize
         where
-            F: FnOnce(A, B, C, D, E, G) -> R,
+            F: FnOnce(A, B, C, D, E, G, H) -> R,
         {
             std::mem::size_of::<R>()
         }
@@ -881,7 +1028,7 @@ mod tests {
     /// Aborting the task that runs `run` stops the accept loop it spawned.
     #[tokio::test]
     async fn dropping_run_closes_the_listener() {
-        let svc = tower::service_fn(|_req: Request<Incoming>| async {
+        let svc = tower::service_fn(|_req: Request<RequestBody>| async {
             Ok::<_, std::convert::Infallible>(Response::new(
                 http_body_util::Empty::new()
                     .map_err(|never| match never {})
@@ -913,7 +1060,7 @@ mod tests {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         for abandon in [true, false] {
             let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
-            let svc = tower::service_fn(move |_req: Request<Incoming>| {
+            let svc = tower::service_fn(move |_req: Request<RequestBody>| {
                 let done = done_tx.clone();
                 async move {
                     // Long enough for the hang-up to arrive first.
@@ -992,7 +1139,7 @@ mod tests {
     #[tokio::test]
     async fn an_answer_leaves_before_an_unread_body_resets_the_connection() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let svc = tower::service_fn(|_req: Request<Incoming>| async {
+        let svc = tower::service_fn(|_req: Request<RequestBody>| async {
             // The body arrives meanwhile and is never read.
             tokio::time::sleep(Duration::from_millis(150)).await;
             Ok::<_, std::convert::Infallible>(Response::new(crate::server::full(
@@ -1039,7 +1186,7 @@ mod tests {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let first_sent = Arc::new(std::sync::Mutex::new(None::<std::time::Instant>));
         let marks = first_sent.clone();
-        let svc = tower::service_fn(move |_req: Request<Incoming>| {
+        let svc = tower::service_fn(move |_req: Request<RequestBody>| {
             let marks = marks.clone();
             async move {
                 let chunks = futures_util::stream::unfold(0u8, move |i| {

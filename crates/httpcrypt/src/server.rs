@@ -127,6 +127,9 @@ struct ConnInner {
     ticketed: std::sync::atomic::AtomicU64,
     /// The last ticket opened on this connection.
     opened: Mutex<LastOpened>,
+    /// What the connection did, for the listener's deadlines
+    /// (`crate::lifecycle`).
+    progress: crate::lifecycle::Progress,
 }
 
 impl ConnState {
@@ -159,6 +162,11 @@ impl ConnState {
     /// The listener's pending socket options for this connection.
     pub(crate) fn sock(&self) -> &std::sync::atomic::AtomicU8 {
         &self.0.sock
+    }
+
+    /// What the connection did, for the listener's deadlines.
+    pub(crate) fn progress(&self) -> &crate::lifecycle::Progress {
+        &self.0.progress
     }
 
     /// Notes this connection's expiry with the listener's watch again

@@ -351,7 +351,10 @@ impl SplitProxy {
         .parse()?)
     }
 
-    async fn relay(self, req: Request<Incoming>) -> Result<Response<HcBody>, BoxError> {
+    async fn relay(
+        self,
+        req: Request<crate::runtime::RequestBody>,
+    ) -> Result<Response<HcBody>, BoxError> {
         let (mut parts, body) = req.into_parts();
         let pq = parts
             .uri
@@ -641,7 +644,7 @@ impl Batch {
     }
 }
 
-impl tower::Service<Request<Incoming>> for SplitProxy {
+impl tower::Service<Request<crate::runtime::RequestBody>> for SplitProxy {
     type Response = Response<HcBody>;
     type Error = std::convert::Infallible;
     type Future = std::pin::Pin<
@@ -655,7 +658,7 @@ impl tower::Service<Request<Incoming>> for SplitProxy {
         std::task::Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: Request<Incoming>) -> Self::Future {
+    fn call(&mut self, req: Request<crate::runtime::RequestBody>) -> Self::Future {
         let this = self.clone();
         Box::pin(async move {
             Ok(match this.relay(req).await {
