@@ -226,6 +226,18 @@ struct ServerOpts {
     /// Split serving: bytes of emitted payloads kept for proxies (suffixes K, M, G).
     #[arg(long, default_value = "256M", value_parser = parse_size)]
     content_store: u64,
+    /// The server's name: the service's `Host` for a sealed request that
+    /// carries none inside (an unauthenticated outer `Host` never reaches
+    /// the service). Without it such a request has no `Host`.
+    #[arg(long, value_parser = parse_field_value)]
+    server_name: Option<http::HeaderValue>,
+    /// An outer field to pass on, e.g. `X-Forwarded-For` set by a trusted
+    /// proxy in front (repeatable; none by default). It is unauthenticated:
+    /// the gateway forwards it under --outer-prefix, never under its own
+    /// name, and the service's request itself holds only what the client
+    /// sealed.
+    #[arg(long = "pass-outer", value_parser = parse_field_name)]
+    pass_outer: Vec<http::HeaderName>,
     #[command(flatten)]
     publish: dns::PublishOpts,
     #[command(flatten)]
@@ -271,6 +283,27 @@ struct GatewayArgs {
     /// The plaintext service, e.g. http://127.0.0.1:3000
     #[arg(long)]
     upstream: http::Uri,
+    /// Prefix of the --pass-outer fields sent upstream; fields of the
+    /// client's sealed request that start with it are dropped.
+    #[arg(long, default_value = httpcrypt::proto::inner::DEFAULT_OUTER_PREFIX, value_parser = parse_outer_prefix)]
+    outer_prefix: String,
+}
+
+fn parse_field_name(text: &str) -> std::result::Result<http::HeaderName, String> {
+    http::HeaderName::from_bytes(text.trim().as_bytes())
+        .map_err(|_| format!("not a field name: {text:?}"))
+}
+
+fn parse_field_value(text: &str) -> std::result::Result<http::HeaderValue, String> {
+    http::HeaderValue::from_str(text.trim()).map_err(|_| format!("not a field value: {text:?}"))
+}
+
+/// A prefix that makes a field name of any field name appended to it.
+fn parse_outer_prefix(text: &str) -> std::result::Result<String, String> {
+    match parse_field_name(&format!("{text}x")) {
+        Ok(_) if !text.is_empty() => Ok(text.to_string()),
+        _ => Err(format!("not a field-name prefix: {text:?}")),
+    }
 }
 
 #[derive(Args)]
@@ -358,7 +391,8 @@ async fn run(cmd: Cmd) -> Result<i32> {
             if a.upstream.scheme_str() != Some("http") || a.upstream.authority().is_none() {
                 bail!("--upstream must be an http:// URL with a host");
             }
-            let upstream = httpcrypt::runtime::Upstream::new(a.upstream);
+            let upstream =
+                httpcrypt::runtime::Upstream::new(a.upstream).with_outer_prefix(&a.outer_prefix);
             if a.server.profile == rspamd::Profile::Rspamd {
                 rspamd::serve(&a.server, upstream).await?;
                 return Ok(0);
@@ -502,6 +536,8 @@ async fn prepare(
             })
         },
         admission: opts.defence.config(),
+        authority: opts.server_name.clone(),
+        pass_outer: opts.pass_outer.clone(),
         ..Default::default()
     };
     let listener = httpcrypt::runtime::bind(opts.listen).await?;

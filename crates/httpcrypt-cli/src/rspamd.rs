@@ -220,6 +220,8 @@ where
             },
             body_timeout: Duration::from_secs(opts.body_timeout.max(1)),
             encrypted_only: opts.encrypted_only,
+            authority: opts.server_name.clone(),
+            pass_outer: opts.pass_outer.clone(),
         },
     );
     let listener = httpcrypt::runtime::bind(opts.listen).await?;

@@ -1,6 +1,7 @@
 //! The inner HTTP/1.1 message carried by a sealed stream (spec §4.3):
 //! encode, incremental parse (httparse) under the inner limits, and the
-//! server's reconstruction of the request from outer and inner headers.
+//! request a server hands to its service, built from the inner message
+//! alone (erratum E1).
 
 use crate::error::{Error, Result};
 use crate::limits::Limits;
@@ -675,41 +676,56 @@ fn drain<H: Head>(mut d: Decoder<H>, plaintext: &[u8]) -> Result<(H, Vec<u8>)> {
     Ok((head.ok_or(Error::MalformedInner)?, body))
 }
 
-/// Outer fields never carried into the reconstructed request (spec §11).
-pub const DROPPED_OUTER: &[&str] = &[
-    "cookie",
-    "content-length",
-    "transfer-encoding",
-    "content-type",
-    "cache-control",
-    "pragma",
-    "expires",
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "upgrade",
-];
+/// Inner request fields that belong to the protocol, not to the service
+/// (spec §4.3, erratum E1): the freshness `Date` (§8.1), the token fields
+/// `Client-Random` and `Random` (§8.4) and `Ticket` (§7.2). A server
+/// consumes them; they never reach the service.
+pub const PROTOCOL_FIELDS: &[&str] = &["date", "client-random", "random", "ticket"];
 
-/// Rebuilds the request the server application sees (spec §4.3): outer
-/// fields minus the dropped ones (and any named in `Connection`), then
-/// inner fields; an inner field replaces every outer field of its name.
-pub fn reconstruct(outer: &[Field], inner: &[Field]) -> Vec<Field> {
-    let connection_named = connection_tokens(
-        outer
-            .iter()
-            .filter(|f| f.is("connection"))
-            .map(|f| f.value.as_slice()),
-    );
-    let mut out: Vec<Field> = outer
-        .iter()
-        .filter(|f| keeps_outer(&f.name, &connection_named, inner))
-        .cloned()
-        .collect();
-    out.extend(inner.iter().cloned());
+/// Whether the inner request field `name` is handed to the service (spec
+/// §4.3): every inner field but the protocol's own ([`PROTOCOL_FIELDS`]).
+pub fn is_service_field(name: &str) -> bool {
+    !PROTOCOL_FIELDS.iter().any(|p| p.eq_ignore_ascii_case(name))
+}
+
+/// The `Host` the service sees (spec §4.3, erratum E1): the inner `Host`
+/// if the inner head has one; else the outer `Host` where the stream's
+/// associated data binds it (`bound`, profile 2, §4.5); else the name the
+/// server is configured with for the mount; else none. An outer `Host`
+/// that nothing authenticated never reaches the service.
+pub fn service_host<'a>(
+    inner: Option<&'a [u8]>,
+    bound: Option<&'a [u8]>,
+    configured: Option<&'a [u8]>,
+) -> Option<&'a [u8]> {
+    inner.or(bound).or(configured)
+}
+
+/// The fields of the request the service sees (spec §4.3, erratum E1),
+/// built from authenticated data alone: the `Host` of [`service_host`]
+/// first when the inner head has none, then the inner fields in their
+/// order, minus the protocol's own. No outer field takes part; an
+/// operator's allow-listed outer fields travel apart from these.
+pub fn service_fields(
+    inner: &[Field],
+    bound: Option<&[u8]>,
+    configured: Option<&[u8]>,
+) -> Vec<Field> {
+    let mut out = Vec::with_capacity(inner.len() + 1);
+    if field(inner, "host").is_none() {
+        if let Some(h) = service_host(None, bound, configured) {
+            out.push(Field::new("Host", h));
+        }
+    }
+    out.extend(inner.iter().filter(|f| is_service_field(&f.name)).cloned());
     out
 }
+
+/// The prefix under which a gateway hands allow-listed outer fields to its
+/// upstream by default (erratum E1: never under their own names). A
+/// gateway also drops inner fields that start with its prefix, so a client
+/// cannot pose as the proxy in front of the server.
+pub const DEFAULT_OUTER_PREFIX: &str = "Httpcrypt-Outer-";
 
 /// The tokens of `Connection` values (comma-separated, whitespace trimmed,
 /// case kept), without allocating.
@@ -719,35 +735,6 @@ pub fn connection_token_iter<'a>(
     values
         .flat_map(|v| v.split(|&b| b == b','))
         .map(<[u8]>::trim_ascii)
-}
-
-/// The field names listed by the outer `Connection` values, lowercase.
-pub fn connection_tokens<'a>(values: impl Iterator<Item = &'a [u8]>) -> Vec<String> {
-    connection_token_iter(values)
-        .map(|t| String::from_utf8_lossy(t).trim().to_ascii_lowercase())
-        .collect()
-}
-
-/// Whether the outer field `name` is carried into the reconstructed request
-/// ([`reconstruct`]): not a dropped field, not named by `Connection`
-/// (`connection_named`, from [`connection_tokens`]), not replaced by an
-/// inner field.
-pub fn keeps_outer(name: &str, connection_named: &[String], inner: &[Field]) -> bool {
-    keeps_outer_with(name, connection_named, |n| inner.iter().any(|i| i.is(n)))
-}
-
-/// [`keeps_outer`] with the inner fields asked through `inner_has` (whether
-/// an inner field has a given name, ASCII case-insensitive).
-pub fn keeps_outer_with(
-    name: &str,
-    connection_named: &[String],
-    inner_has: impl Fn(&str) -> bool,
-) -> bool {
-    !DROPPED_OUTER.iter().any(|d| d.eq_ignore_ascii_case(name))
-        && !connection_named
-            .iter()
-            .any(|c| c.eq_ignore_ascii_case(name))
-        && !inner_has(name)
 }
 
 #[cfg(test)]
@@ -1000,31 +987,44 @@ mod tests {
         );
     }
 
+    /// The service's request holds the inner fields alone (erratum E1):
+    /// no outer field, not even one the inner head lacks; the protocol's
+    /// own fields are consumed; `Host` comes from the inner head, else the
+    /// bound outer one, else the configured name, else nowhere.
     #[test]
-    fn reconstruction() {
-        let outer = vec![
-            Field::new("Host", "a.example"),
-            Field::new("Cookie", "x=y"),
-            Field::new("User-Agent", "proxy-ua"),
-            Field::new("Connection", "X-Hop"),
-            Field::new("X-Hop", "1"),
-            Field::new("Content-Type", "application/octet-stream"),
-            Field::new("Accept", "a"),
-            Field::new("accept", "b"),
-        ];
+    fn the_service_sees_the_inner_fields_only() {
         let inner = vec![
+            Field::new("Host", "app.example"),
             Field::new("ACCEPT", "c"),
+            Field::new("Date", "Tue, 24 Nov 2026 20:00:00 GMT"),
+            Field::new("Client-Random", "x"),
+            Field::new("random", "y"),
+            Field::new("Ticket", "z"),
             Field::new("Content-Type", "text/plain"),
+            Field::new("Accept", "d"),
         ];
-        let got = reconstruct(&outer, &inner);
         assert_eq!(
-            got,
+            service_fields(&inner, Some(b"bound.example"), Some(b"conf.example")),
             vec![
-                Field::new("Host", "a.example"),
-                Field::new("User-Agent", "proxy-ua"),
+                Field::new("Host", "app.example"),
                 Field::new("ACCEPT", "c"),
                 Field::new("Content-Type", "text/plain"),
+                Field::new("Accept", "d"),
             ]
         );
+        let no_host = &inner[1..2];
+        let with = |bound: Option<&[u8]>, conf: Option<&[u8]>| service_fields(no_host, bound, conf);
+        assert_eq!(
+            with(Some(b"bound.example"), Some(b"conf.example"))[0],
+            Field::new("Host", "bound.example")
+        );
+        assert_eq!(
+            with(None, Some(b"conf.example"))[0],
+            Field::new("Host", "conf.example")
+        );
+        assert_eq!(with(None, None), vec![Field::new("ACCEPT", "c")]);
+        for name in ["Host", "date", "Client-Random", "RANDOM", "ticket"] {
+            assert_eq!(is_service_field(name), name == "Host", "{name}");
+        }
     }
 }

@@ -8,7 +8,7 @@
 //! Map of the crate:
 //! - [`keys`]: X25519 key-exchange keys, key IDs, session keys, Ed25519 identity keys;
 //! - [`stream`]: sealed streams ([`stream::Sealer`], [`stream::Opener`]);
-//! - [`inner`]: the inner HTTP/1.1 message, its limits and header reconstruction;
+//! - [`inner`]: the inner HTTP/1.1 message, its limits and the request a server hands to its service;
 //! - [`outer`]: what middleboxes see: nonce path, cookie, outer heads, problems;
 //! - [`profile`]: the compact request profile 2 (time in the nonce, bound `Host`);
 //! - [`server`] and [`client`]: the two ends of one exchange;

@@ -255,6 +255,14 @@ impl Accepted {
         &self.key
     }
 
+    /// The outer `Host` the stream's associated data binds (profile 2,
+    /// spec §4.5), as sent; `None` for v1, which binds no outer field.
+    pub fn bound_host(&self) -> Option<&[u8]> {
+        self.bound_host
+            .get(2..)
+            .filter(|_| self.profile == Profile::Compact)
+    }
+
     /// An opener for the request stream.
     pub fn opener(&self, limits: &Limits) -> Opener {
         match self.profile {

@@ -890,7 +890,13 @@ impl Client {
         let mut out = Response::new(body);
         *out.status_mut() = StatusCode::from_u16(inner_head.status)
             .map_err(|_| httpcrypt_proto::Error::MalformedInner)?;
-        for f in &inner_head.fields {
+        // The ticket and the token are for this client (kept above), not
+        // for its caller: what the caller gets is the application's answer.
+        for f in inner_head
+            .fields
+            .iter()
+            .filter(|f| !f.is(httpcrypt_proto::ticket::TICKET_FIELD) && !f.is(token::RANDOM_FIELD))
+        {
             if let (Ok(n), Ok(v)) = (
                 HeaderName::from_bytes(f.name.as_bytes()),
                 HeaderValue::from_bytes(&f.value),

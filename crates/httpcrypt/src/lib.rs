@@ -40,4 +40,4 @@ pub mod strikes;
 pub use client::{Client, ClientConfig, KeyPolicy};
 pub use error::{BoxError, Error};
 pub use httpcrypt_proto as proto;
-pub use server::{HttpCryptLayer, ServerConfig};
+pub use server::{HttpCryptLayer, OuterFields, ServerConfig};

@@ -845,6 +845,9 @@ pub struct Upstream {
 struct UpstreamInner {
     client: HyperClient<HttpConnector, HcBody>,
     base: Uri,
+    /// Lower-case prefix of the allow-listed outer fields (see
+    /// [`Upstream::with_outer_prefix`]).
+    outer_prefix: String,
 }
 
 impl Upstream {
@@ -856,7 +859,25 @@ impl Upstream {
             inner: Arc::new(UpstreamInner {
                 client: HyperClient::builder(TokioExecutor::new()).build(http),
                 base,
+                outer_prefix: httpcrypt_proto::inner::DEFAULT_OUTER_PREFIX.to_ascii_lowercase(),
             }),
+        }
+    }
+
+    /// The same proxy handing the request's [`crate::server::OuterFields`]
+    /// (the outer fields the operator allow-listed, unauthenticated) to the
+    /// upstream as `{prefix}{name}`, never under their own names (erratum
+    /// E1); default `Httpcrypt-Outer-`. Inner fields starting with the
+    /// prefix are dropped whether or not any outer field is passed: a
+    /// client must not be able to say what the proxy in front said.
+    pub fn with_outer_prefix(self, prefix: &str) -> Self {
+        let inner = UpstreamInner {
+            client: self.inner.client.clone(),
+            base: self.inner.base.clone(),
+            outer_prefix: prefix.to_ascii_lowercase(),
+        };
+        Upstream {
+            inner: Arc::new(inner),
         }
     }
 }
@@ -894,6 +915,7 @@ impl tower::Service<Request<HcBody>> for Upstream {
             .parse()?;
             *req.uri_mut() = uri;
             strip_hop_by_hop(req.headers_mut());
+            pass_outer(&mut req, &up.outer_prefix);
             let rsp = up.client.request(req).await?;
             let (mut parts, body) = rsp.into_parts();
             strip_hop_by_hop(&mut parts.headers);
@@ -918,6 +940,29 @@ fn strip_hop_by_hop(h: &mut http::HeaderMap) {
         .collect();
     for n in HOP_BY_HOP.iter().map(|s| s.to_string()).chain(named) {
         h.remove(n.as_str());
+    }
+}
+
+/// Drops the request's fields named `{prefix}…` and adds its allow-listed
+/// outer fields (the [`crate::server::OuterFields`] extension) under that
+/// prefix; `prefix` is lower case.
+fn pass_outer(req: &mut Request<HcBody>, prefix: &str) {
+    let forged: Vec<http::HeaderName> = req
+        .headers()
+        .keys()
+        .filter(|n| n.as_str().starts_with(prefix))
+        .cloned()
+        .collect();
+    for n in forged {
+        req.headers_mut().remove(n);
+    }
+    let Some(crate::server::OuterFields(outer)) = req.extensions_mut().remove() else {
+        return;
+    };
+    for (n, v) in &outer {
+        if let Ok(name) = http::HeaderName::from_bytes(format!("{prefix}{n}").as_bytes()) {
+            req.headers_mut().append(name, v.clone());
+        }
     }
 }
 

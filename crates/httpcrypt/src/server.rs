@@ -78,6 +78,16 @@ pub struct ServerConfig {
     /// The load-aware defence in front of the key agreement (spec §14);
     /// `None` turns it off. It stays idle until the demand passes its threshold.
     pub admission: Option<httpcrypt_proto::admission::AdmissionConfig>,
+    /// The server's name for the mount: the service's `Host` when the
+    /// inner request carries none and no associated data binds the outer
+    /// one (spec §4.3, erratum E1). `None`: such a request reaches the
+    /// service without `Host`; an unauthenticated outer `Host` never does.
+    pub authority: Option<HeaderValue>,
+    /// Outer fields the operator passes on (e.g. `X-Forwarded-For` set by a
+    /// trusted reverse proxy in front): given to the service apart from its
+    /// request, as the [`OuterFields`] extension, and never merged into it.
+    /// Empty by default.
+    pub pass_outer: Vec<HeaderName>,
 }
 
 impl Default for ServerConfig {
@@ -98,6 +108,8 @@ impl Default for ServerConfig {
             require_token: false,
             split: None,
             admission: Some(httpcrypt_proto::admission::AdmissionConfig::default()),
+            authority: None,
+            pass_outer: Vec::new(),
         }
     }
 }
@@ -278,6 +290,29 @@ pub struct Encrypted {
     pub kid: httpcrypt_proto::KeyId,
     /// The client came back with a ticket.
     pub resumed: bool,
+}
+
+/// The outer fields named by [`ServerConfig::pass_outer`] that a sealed
+/// request arrived with, put in the inner request's extensions when the
+/// list is not empty. They are **not authenticated**: anyone on the path
+/// may have added, changed or removed them, so a service trusts one only as
+/// far as it trusts whatever sits in front of the server (a reverse proxy
+/// of its own that sets `X-Forwarded-For`, say). The request's own fields
+/// are the sealed ones alone (spec §4.3, erratum E1).
+#[derive(Debug, Clone, Default)]
+pub struct OuterFields(pub HeaderMap);
+
+impl OuterFields {
+    /// The fields of `outer` named in `names`, every value of each, in order.
+    pub fn select(outer: &HeaderMap, names: &[HeaderName]) -> Self {
+        let mut passed = HeaderMap::new();
+        for name in names {
+            for v in outer.get_all(name) {
+                passed.append(name.clone(), v.clone());
+            }
+        }
+        OuterFields(passed)
+    }
 }
 
 struct Shared {
@@ -1155,14 +1190,19 @@ where
                 }),
                 _ => None,
             };
-            let inner_req = match build_inner_request(&mut parts, head, opened.boxed_unsync()) {
+            let inner_req = match build_inner_request(
+                &mut parts,
+                head,
+                opened.boxed_unsync(),
+                accepted.bound_host(),
+                cfg,
+            ) {
                 Ok((mut r, split_asked)) => {
                     if let Some(plan) = split.as_mut() {
                         plan.asked = split_asked;
                     }
-                    // The service sees the outer request's extensions (the
-                    // connection state, say) and the facts of the session.
-                    *r.extensions_mut() = std::mem::take(&mut parts.extensions);
+                    // The facts of the session, next to the outer
+                    // request's extensions (build_inner_request).
                     r.extensions_mut().insert(Encrypted {
                         kid: accepted.kid,
                         resumed: matches!(accepted.credential, outer::Credential::Ticket { .. }),
@@ -1286,45 +1326,47 @@ impl TicketOut {
     }
 }
 
-/// Builds the request the wrapped service sees (spec §4.3 reconstruction),
-/// and says whether the outer request carried `Httpcrypt-Split` (which is
-/// for this layer only and not passed on).
+/// Builds the request the wrapped service sees from the inner request alone
+/// (spec §4.3, erratum E1; the rule is `inner::service_fields`): the inner
+/// method, target, fields but the protocol's own, and body; `Host` per
+/// `inner::service_host` with `bound` (the outer `Host` the associated data
+/// covers) and the configured name. Allow-listed outer fields go apart, as
+/// [`OuterFields`]. Says whether the outer request carried
+/// `Httpcrypt-Split` (which is for this layer only).
 fn build_inner_request(
     parts: &mut http::request::Parts,
     head: PackedRequestHead,
     body: HcBody,
+    bound: Option<&[u8]>,
+    cfg: &ServerConfig,
 ) -> Result<(Request<HcBody>, bool), httpcrypt_proto::Error> {
     use httpcrypt_proto::Error::MalformedInner;
     let method = Method::from_bytes(head.method().as_bytes()).map_err(|_| MalformedInner)?;
     // Target and field values are views of the inner head's bytes, not copies.
     let uri = Uri::from_maybe_shared(head.target_bytes()).map_err(|_| MalformedInner)?;
-    // inner::reconstruct (spec §4.3) in the outer header map itself: the
-    // kept outer fields are set aside (shared with it, not copied), the map
-    // is cleared with its room kept, and refilled in the same order, the
-    // kept outer fields first.
-    let mut headers = std::mem::take(&mut parts.headers);
-    let connection_named = inner::connection_tokens(
-        headers
-            .get_all(header::CONNECTION)
-            .iter()
-            .map(|v| v.as_bytes()),
-    );
     // §S3.
-    let mut split_asked = false;
-    let mut kept = Vec::new();
-    for (n, v) in headers.iter() {
-        if n.as_str() == split::SPLIT_FIELD {
-            split_asked = true;
-        } else if inner::keeps_outer_with(n.as_str(), &connection_named, |f| head.has_field(f)) {
-            kept.push((n.clone(), v.clone()));
-        }
-    }
+    let split_asked = parts.headers.contains_key(split::SPLIT_FIELD);
+    let outer_passed =
+        (!cfg.pass_outer.is_empty()).then(|| OuterFields::select(&parts.headers, &cfg.pass_outer));
+    let host = if head.has_field("host") {
+        None
+    } else {
+        inner::service_host(None, bound, cfg.authority.as_ref().map(|v| v.as_bytes()))
+            .map(|h| HeaderValue::from_bytes(h).map_err(|_| MalformedInner))
+            .transpose()?
+    };
+    // The outer map is reused for its room only: cleared, then filled with
+    // the inner fields.
+    let mut headers = std::mem::take(&mut parts.headers);
     headers.clear();
-    headers.reserve(kept.len() + head.field_count());
-    for (n, v) in kept {
-        headers.append(n, v);
+    headers.reserve(head.field_count() + 1);
+    if let Some(h) = host {
+        headers.append(header::HOST, h);
     }
     for (name, value) in head.shared_fields() {
+        if !std::str::from_utf8(name).is_ok_and(inner::is_service_field) {
+            continue;
+        }
         let name = HeaderName::from_bytes(name).map_err(|_| MalformedInner)?;
         let value = HeaderValue::from_maybe_shared(value).map_err(|_| MalformedInner)?;
         headers.append(name, value);
@@ -1333,6 +1375,12 @@ fn build_inner_request(
     *req.method_mut() = method;
     *req.uri_mut() = uri;
     *req.headers_mut() = headers;
+    // The service sees the outer request's extensions (the connection
+    // state, say).
+    *req.extensions_mut() = std::mem::take(&mut parts.extensions);
+    if let Some(passed) = outer_passed {
+        req.extensions_mut().insert(passed);
+    }
     Ok((req, split_asked))
 }
 
@@ -1673,68 +1721,94 @@ mod tests {
         );
     }
 
-    /// The request the wrapped service sees is `inner::reconstruct` of the
-    /// outer and inner fields (spec §4.3), built without copying kept fields.
+    /// The request the wrapped service sees is built from the inner head
+    /// alone, as `inner::service_fields` says (erratum E1): no outer field
+    /// reaches it, whatever its name; allow-listed outer fields arrive
+    /// apart, as [`OuterFields`]; `Host` comes from the inner head, else
+    /// the bound outer one, else the configured name, else nowhere.
     #[test]
-    fn the_inner_request_is_the_reconstruction() {
-        let outer = Request::get("/hc/x")
-            .header("Host", "example.test")
-            .header("Cookie", "hc1=abc")
-            .header("Connection", "keep-alive, X-Hop")
-            .header("X-Hop", "gone")
-            .header("Accept", "*/*")
-            .header("Accept-Language", "en")
-            .header("Accept-Language", "fr")
-            .header("Via", "1.1 proxy")
-            .header("Pragma", "no-cache")
-            .header("X-Hop", "gone too")
-            .header("Via", "1.1 cache")
-            .header("Pragma", "x")
-            .header(split::SPLIT_FIELD, "1")
-            .body(())
-            .unwrap();
-        let (mut parts, ()) = outer.into_parts();
-        let outer_fields: Vec<Field> = parts
-            .headers
-            .iter()
-            .filter(|(n, _)| n.as_str() != split::SPLIT_FIELD)
-            .map(|(n, v)| Field::new(n.as_str(), v.as_bytes()))
-            .collect();
-        let mut head = httpcrypt_proto::inner::RequestHead::new("POST", "/api?q=1");
-        head.fields.push(Field::new("Accept", "text/plain"));
-        head.fields
-            .push(Field::new("Date", "Tue, 24 Nov 2026 20:00:00 GMT"));
-        head.fields.push(Field::new("X-Custom", "1"));
-        let mut encoded = Vec::new();
-        head.encode(&mut encoded);
-        let packed = PackedRequestHead::parse(&encoded, &Limits::default()).unwrap();
-        let (req, split_asked) = build_inner_request(&mut parts, packed, full(Vec::new())).unwrap();
-        assert!(split_asked, "the outer request asked for a split answer");
-        assert_eq!(req.method(), Method::POST);
-        assert_eq!(req.uri(), "/api?q=1");
-        let got: Vec<(String, Vec<u8>)> = req
-            .headers()
-            .iter()
-            .map(|(n, v)| (n.as_str().to_owned(), v.as_bytes().to_vec()))
-            .collect();
-        let want: Vec<(String, Vec<u8>)> = inner::reconstruct(&outer_fields, &head.fields)
+    fn the_inner_request_is_the_inner_head_alone() {
+        let outer = || {
+            let outer = Request::get("/hc/x")
+                .header("Host", "evil.test")
+                .header("Cookie", "hc1=abc")
+                .header("Authorization", "Basic ZXZpbA==")
+                .header("X-HTTP-Method-Override", "DELETE")
+                .header("X-Forwarded-For", "6.6.6.6")
+                .header("X-Forwarded-For", "7.7.7.7")
+                .header("Content-Encoding", "gzip")
+                .header("Accept-Language", "en")
+                .header(split::SPLIT_FIELD, "1")
+                .body(())
+                .unwrap();
+            outer.into_parts().0
+        };
+        let build = |fields: &[(&str, &str)], bound: Option<&[u8]>, cfg: &ServerConfig| {
+            let mut head = httpcrypt_proto::inner::RequestHead::new("POST", "/api?q=1");
+            for (n, v) in fields {
+                head.fields.push(Field::new(*n, *v));
+            }
+            let mut encoded = Vec::new();
+            head.encode(&mut encoded);
+            let packed = PackedRequestHead::parse(&encoded, &Limits::default()).unwrap();
+            let mut parts = outer();
+            let (req, split_asked) =
+                build_inner_request(&mut parts, packed, full(Vec::new()), bound, cfg).unwrap();
+            assert!(split_asked, "the outer request asked for a split answer");
+            assert_eq!(req.method(), Method::POST);
+            assert_eq!(req.uri(), "/api?q=1");
+            let got: Vec<Field> = req
+                .headers()
+                .iter()
+                .map(|(n, v)| Field::new(n.as_str(), v.as_bytes()))
+                .collect();
+            let want: Vec<Field> = inner::service_fields(
+                &head.fields,
+                bound,
+                cfg.authority.as_ref().map(|v| v.as_bytes()),
+            )
             .into_iter()
-            .map(|f| (f.name.to_ascii_lowercase(), f.value))
+            .map(|f| Field::new(f.name.to_ascii_lowercase(), f.value))
             .collect();
-        assert_eq!(got, want);
-        let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(
-            names,
-            [
-                "host",
-                "accept-language",
-                "accept-language",
-                "via",
-                "via",
-                "accept",
-                "date",
-                "x-custom"
-            ]
-        );
+            assert_eq!(got, want);
+            req
+        };
+        let plain = ServerConfig::default();
+        let fields = [
+            ("Host", "app.test"),
+            ("Accept", "text/plain"),
+            ("Date", "Tue, 24 Nov 2026 20:00:00 GMT"),
+            ("Client-Random", "x"),
+            ("X-Custom", "1"),
+        ];
+        let req = build(&fields, Some(b"bound.test"), &plain);
+        let names: Vec<&str> = req.headers().keys().map(|n| n.as_str()).collect();
+        assert_eq!(names, ["host", "accept", "x-custom"]);
+        assert_eq!(req.headers()["host"], "app.test");
+        assert!(req.extensions().get::<OuterFields>().is_none());
+        // No inner Host: the bound outer one, else the configured name,
+        // else none at all.
+        let named = ServerConfig {
+            authority: Some(HeaderValue::from_static("conf.test")),
+            pass_outer: vec![
+                HeaderName::from_static("x-forwarded-for"),
+                HeaderName::from_static("x-absent"),
+            ],
+            ..ServerConfig::default()
+        };
+        let req = build(&fields[1..], Some(b"bound.test"), &named);
+        assert_eq!(req.headers()["host"], "bound.test");
+        let req = build(&fields[1..], None, &named);
+        assert_eq!(req.headers()["host"], "conf.test");
+        let passed = &req.extensions().get::<OuterFields>().unwrap().0;
+        let xff: Vec<&[u8]> = passed
+            .get_all("x-forwarded-for")
+            .iter()
+            .map(|v| v.as_bytes())
+            .collect();
+        assert_eq!(xff, [b"6.6.6.6".as_slice(), b"7.7.7.7"]);
+        assert_eq!(passed.len(), 2, "{passed:?}");
+        let req = build(&fields[1..], None, &plain);
+        assert!(!req.headers().contains_key("host"));
     }
 }

@@ -199,6 +199,16 @@ pub fn gateway(keys: &Path, upstream: SocketAddr, extra: &[&str]) -> Proc {
     spawn_listening(cmd, "httpcrypt gateway", httpcrypt_addr)
 }
 
+/// `httpcrypt gateway` on a free loopback port with `args` and no key
+/// directory (the rspamd profile takes `--keypair` instead).
+pub fn gateway_args(upstream: SocketAddr, args: &[&str]) -> Proc {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["gateway", "--listen", "127.0.0.1:0", "--upstream"])
+        .arg(format!("http://{upstream}"))
+        .args(args);
+    spawn_listening(cmd, "httpcrypt gateway", httpcrypt_addr)
+}
+
 /// `httpcrypt split-proxy` for `origin` on a free loopback port.
 pub fn split_proxy(origin: SocketAddr, cache: &Path, extra: &[&str]) -> Proc {
     let mut cmd = Command::new(BIN);

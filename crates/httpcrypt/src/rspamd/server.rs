@@ -44,6 +44,13 @@ pub struct RspamdConfig {
     /// Refuse plaintext requests (rspamd's own `encrypted_only`) instead of
     /// passing them to the service.
     pub encrypted_only: bool,
+    /// The service's `Host` when the inner request carries none (rspamc
+    /// sends none): the profile authenticates no outer field, so the outer
+    /// `Host` never reaches the service (v1 spec §4.3, erratum E1).
+    pub authority: Option<HeaderValue>,
+    /// Outer fields passed on apart from the request, unauthenticated, as
+    /// [`crate::server::OuterFields`] (as [`crate::ServerConfig::pass_outer`]).
+    pub pass_outer: Vec<HeaderName>,
 }
 
 impl Default for RspamdConfig {
@@ -52,6 +59,8 @@ impl Default for RspamdConfig {
             limits: Limits::default(),
             body_timeout: Duration::from_secs(30),
             encrypted_only: false,
+            authority: None,
+            pass_outer: Vec::new(),
         }
     }
 }
@@ -236,7 +245,18 @@ where
             forward.headers_mut().append(n, v);
         }
     }
+    // The service's request is the inner one alone (erratum E1): `Host`
+    // from inside or from the configuration, allow-listed outer fields apart.
+    if !forward.headers().contains_key(header::HOST) {
+        if let Some(h) = &cfg.authority {
+            forward.headers_mut().insert(header::HOST, h.clone());
+        }
+    }
     forward.extensions_mut().extend(parts.extensions);
+    if !cfg.pass_outer.is_empty() {
+        let passed = crate::server::OuterFields::select(&parts.headers, &cfg.pass_outer);
+        forward.extensions_mut().insert(passed);
+    }
 
     let rsp = match call(inner, forward).await {
         Ok(r) => r,
