@@ -198,10 +198,15 @@ where
     S: ConnectionService,
 {
     async move {
+        let mut early = None;
         if let Some(gate) = &opts.gate {
-            if !gate.admit(&stream, peer).await {
-                drop(permit);
-                return;
+            match gate.admit(&stream, peer).await {
+                crate::asap::Admission::Refused => {
+                    drop(permit);
+                    return;
+                }
+                crate::asap::Admission::Established => {}
+                crate::asap::Admission::Early(budget) => early = Some(budget),
             }
         }
         // The layer notes here the key expiry of every request on this
@@ -238,6 +243,7 @@ where
                     stream,
                     conn: state.clone(),
                     full_read: false,
+                    early,
                 }),
                 hyper_svc,
             );
@@ -393,6 +399,9 @@ struct Socket {
     /// The last read filled the buffer it was given: the kernel may hold
     /// more.
     full_read: bool,
+    /// Admitted by the ASAP gate before its handshake completed: what it
+    /// may still send until then (spec/asap.md §4).
+    early: Option<Box<crate::asap::EarlyBudget>>,
 }
 
 impl tokio::io::AsyncRead for Socket {
@@ -415,7 +424,14 @@ impl tokio::io::AsyncWrite for Socket {
         buf: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
         SockPlan::apply(&self.conn, &self.stream);
-        std::pin::Pin::new(&mut self.stream).poll_write(cx, buf)
+        let this = &mut *self;
+        let bufs = [std::io::IoSlice::new(buf)];
+        if let Some(r) =
+            crate::asap::EarlyBudget::poll_write(&mut this.early, &mut this.stream, cx, &bufs)
+        {
+            return r;
+        }
+        std::pin::Pin::new(&mut this.stream).poll_write(cx, buf)
     }
 
     fn poll_write_vectored(
@@ -424,7 +440,13 @@ impl tokio::io::AsyncWrite for Socket {
         bufs: &[std::io::IoSlice<'_>],
     ) -> std::task::Poll<std::io::Result<usize>> {
         SockPlan::apply(&self.conn, &self.stream);
-        std::pin::Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+        let this = &mut *self;
+        if let Some(r) =
+            crate::asap::EarlyBudget::poll_write(&mut this.early, &mut this.stream, cx, bufs)
+        {
+            return r;
+        }
+        std::pin::Pin::new(&mut this.stream).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
