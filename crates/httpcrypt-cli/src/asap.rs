@@ -32,6 +32,12 @@ pub struct ListenOpts {
     /// certificate before closing the connection.
     #[arg(long, default_value_t = 3)]
     pub handshake_wait: u64,
+    /// Bytes a connection verified by its certificate may be sent before
+    /// its handshake completes, per byte its SYN carried (QUIC's
+    /// anti-amplification factor); the rest of the answer waits for the
+    /// client's ACK.
+    #[arg(long, default_value_t = asap::gate::DEFAULT_EARLY_FACTOR)]
+    pub early_factor: usize,
 }
 
 /// Reads a provenance key file.
@@ -80,11 +86,14 @@ pub fn prepare_listener(
     let store = httpcrypt::keystore::KeyStore::open(dir)
         .with_context(|| format!("opening key directory {}", dir.display()))?;
     let server = ServerId::of(&store.identity());
-    Ok(Some(Arc::new(Gate::new(
-        vec![key],
-        server,
-        Duration::from_secs(o.handshake_wait.max(1)),
-    ))))
+    Ok(Some(Arc::new(
+        Gate::new(
+            vec![key],
+            server,
+            Duration::from_secs(o.handshake_wait.max(1)),
+        )
+        .with_early_factor(o.early_factor),
+    )))
 }
 
 /// `--tfo` values of `fetch`.

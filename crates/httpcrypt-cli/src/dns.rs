@@ -134,6 +134,21 @@ struct ServeArgs {
     /// Seconds a provenance certificate stays valid.
     #[arg(long, default_value_t = 600)]
     provenance_lifetime: u32,
+    /// Largest EDNS UDP payload honoured (answers beyond the size a query
+    /// allows, 512 bytes without EDNS, are truncated with TC set).
+    #[arg(long, default_value_t = dns::limit::DEFAULT_EDNS_MAX)]
+    edns_max: u16,
+    /// UDP responses per second per source /24 (IPv4) or /56 (IPv6);
+    /// 0 turns response rate limiting off.
+    #[arg(long, default_value_t = dns::limit::DEFAULT_RATE)]
+    rrl_rate: u32,
+    /// Every Nth response over the rate is sent as an empty truncated
+    /// answer (the client retries over TCP) instead of dropped; 0 drops all.
+    #[arg(long, default_value_t = dns::limit::DEFAULT_SLIP)]
+    rrl_slip: u32,
+    /// Most source prefixes tracked by the rate limit at once.
+    #[arg(long, default_value_t = dns::limit::DEFAULT_PREFIXES)]
+    rrl_prefixes: usize,
 }
 
 /// Options of `serve`/`gateway`: publish by RFC 2136 at every rotation.
@@ -303,7 +318,12 @@ async fn serve(a: ServeArgs) -> Result<()> {
     let identity = httpcrypt::proto::IdentityKey::from_seed(*store.identity_key().to_seed());
     let identity_public = identity.public();
     let live = keystore::follow(store, Duration::from_secs(a.reload.max(1)))?;
-    let authority = Authority::new(&a.zone, a.names.ttl)?;
+    let authority = Authority::new(&a.zone, a.names.ttl)?.with_limits(dns::limit::ResponseLimits {
+        edns_max: a.edns_max,
+        rate: a.rrl_rate,
+        slip: a.rrl_slip,
+        prefixes: a.rrl_prefixes.max(1),
+    });
     let addresses = dns::records::address_sets(&p, &a.names.address);
     authority.follow(live, identity, p.clone(), addresses);
     let udp = tokio::net::UdpSocket::bind(a.listen)

@@ -473,6 +473,13 @@ fn asap_fetch_rides_in_the_syn_with_a_dns_certificate() {
     let _dns = lab.dns(&[]);
     let srv = lab.serve_asap();
     for i in 1..=3 {
+        // A certificate verifies one flight, and the issuer's certificates
+        // for one address differ from second to second: each fetch gets
+        // its own.
+        let start = now();
+        while now() == start {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let (ok, body, err) = lab.fetch(&["--asap", "--timing"]);
         assert!(ok, "fetch {i}: {err}");
         assert_eq!(body, INDEX);
@@ -648,10 +655,104 @@ fn bad_certificates_wait_for_the_handshake_and_replays_are_refused() {
         let got = lab.in_client(move || rt().block_on(syn_send(me, to, f, Duration::from_secs(5))));
         assert!(got.starts_with(b"HTTP/1.1 "), "round {round}");
     }
+    // The same certificate with one byte of the flight changed: still a
+    // replay (the set is keyed on the certificate, not the flight).
+    let mut changed = flight.clone();
+    let at = changed.iter().position(|&b| b == b'p').unwrap();
+    changed[at] = b'q';
+    let got =
+        lab.in_client(move || rt().block_on(syn_send(me, to, changed, Duration::from_secs(5))));
+    assert!(got.starts_with(b"HTTP/1.1 "), "after the handshake");
     let log = srv.log();
     assert_eq!(stat(&log, "verified"), 1, "{log}");
+    assert_eq!(stat(&log, "replayed"), 2, "{log}");
+    assert_eq!(stat(&log, "unverified"), expected_unverified + 2, "{log}");
+}
+
+/// The reflection of spec/asap.md §6: a certificate naming the victim's
+/// address (an open recursive resolver relays one naming itself) buys one
+/// early answer, and that answer is cut to three times the SYN's bytes.
+#[test]
+fn a_relayed_certificate_buys_one_early_answer_of_at_most_three_times_the_syn() {
+    if !usable() {
+        return;
+    }
+    let lab = Lab::new("0x203");
+    std::fs::write(
+        lab.dir.path().join("root/big.bin"),
+        common::noise(200_000, 3),
+    )
+    .unwrap();
+    // Plaintext outside the mount is served (a large answer to a small
+    // request, whatever the protocol).
+    let pkey = lab.pkey.to_str().unwrap().to_string();
+    let srv = lab.serve(&[
+        "--tfo",
+        "64",
+        "--tfo-no-cookie",
+        "--provenance-key",
+        &pkey,
+        "--handshake-wait",
+        "1",
+        "--mount",
+        "/hc",
+        "--pass-through",
+    ]);
+    let (victim, to) = (lab.victim_ip, SocketAddr::new(lab.server_ip, 8080));
+    let cert = provenance::issue_text(&lab.provenance_key(), victim, lab.server_id(), now(), 600);
+    let mut flight = first_flight(Some(&cert), 300);
+    flight = String::from_utf8(flight)
+        .unwrap()
+        .replace("/index.html", "/big.bin")
+        .into_bytes();
+    // The same certificate, one byte of the flight changed.
+    let mut changed = flight.clone();
+    let at = changed.iter().position(|&b| b == b'p').unwrap();
+    changed[at] = b'q';
+    lab.in_client(move || {
+        rt().block_on(async move {
+            for f in [flight, changed] {
+                let got = syn_send(victim, to, f, Duration::from_millis(1500)).await;
+                assert!(got.is_empty(), "the spoofer got an answer");
+            }
+        })
+    });
+    // The handshake wait (1 s) has passed for both; let the closes go out.
+    let until = Instant::now() + Duration::from_secs(5);
+    while stat(&srv.log(), "dropped") == 0 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let (bytes_in, bytes_out) = lab.victim_bytes();
+    eprintln!("relayed certificate: {bytes_in} B in, {bytes_out} B out");
+    assert!(bytes_in > 0);
+    assert!(
+        bytes_out <= 3 * bytes_in,
+        "{bytes_out} B sent for {bytes_in} B received"
+    );
+    let log = srv.log();
+    assert_eq!(stat(&log, "syn_data"), 2, "{log}");
+    assert_eq!(stat(&log, "verified"), 1, "{log}");
     assert_eq!(stat(&log, "replayed"), 1, "{log}");
-    assert_eq!(stat(&log, "unverified"), expected_unverified + 1, "{log}");
+    assert_eq!(stat(&log, "dropped"), 1, "{log}");
+
+    // An honest client with its own certificate gets the whole answer: the
+    // part beyond the bound follows its ACK.
+    let me = lab.client_ip;
+    let own = provenance::issue_text(&lab.provenance_key(), me, lab.server_id(), now(), 600);
+    let flight = String::from_utf8(first_flight(Some(&own), 10))
+        .unwrap()
+        .replace("/index.html", "/big.bin")
+        .into_bytes();
+    let got =
+        lab.in_client(move || rt().block_on(syn_send(me, to, flight, Duration::from_secs(5))));
+    assert!(
+        got.starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        &got[..got.len().min(100)]
+    );
+    assert!(got.len() > 200_000, "{} bytes", got.len());
+    assert_eq!(stat(&srv.log(), "verified"), 2, "{}", srv.log());
 }
 
 #[test]

@@ -1130,3 +1130,155 @@ fn embedded_authority_follows_rotation() {
         "dns-txt",
     );
 }
+
+/// A query in wire form: `id`, recursion desired, one question, and an OPT
+/// record offering `edns` bytes if given.
+fn query_bytes(id: u16, name: &str, qtype: u16, edns: Option<u16>) -> Vec<u8> {
+    let mut q = Vec::new();
+    q.extend_from_slice(&id.to_be_bytes());
+    q.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, u8::from(edns.is_some())]);
+    for label in name.trim_end_matches('.').split('.') {
+        q.push(label.len() as u8);
+        q.extend_from_slice(label.as_bytes());
+    }
+    q.push(0);
+    q.extend_from_slice(&qtype.to_be_bytes());
+    q.extend_from_slice(&1u16.to_be_bytes());
+    if let Some(size) = edns {
+        q.push(0);
+        q.extend_from_slice(&41u16.to_be_bytes());
+        q.extend_from_slice(&size.to_be_bytes());
+        q.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+    }
+    q
+}
+
+/// The TC bit of a response.
+fn truncated(rsp: &[u8]) -> bool {
+    rsp.len() >= 12 && rsp[2] & 0x02 != 0
+}
+
+fn ancount(rsp: &[u8]) -> u16 {
+    u16::from_be_bytes([rsp[6], rsp[7]])
+}
+
+#[test]
+fn embedded_authority_is_no_amplifier() {
+    if !have(&["dig"]) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let keys = dir.join("keys");
+    // Three live keys: their TLSA set is larger than 512 bytes.
+    let store = httpcrypt::keystore::KeyStore::create(&keys, false).unwrap();
+    let now = httpcrypt::keystore::unix_now();
+    for _ in 0..3 {
+        store.rotate(now, Duration::from_secs(3600)).unwrap();
+    }
+    let dns_port = free_port();
+    let mut cmd = Command::new(BIN);
+    cmd.args([
+        "dns",
+        "serve",
+        "--keys",
+        keys.to_str().unwrap(),
+        "--zone",
+        "a.test",
+        "--host",
+        "www.a.test",
+        "--port",
+        "443",
+        "--address",
+        "127.0.0.1",
+        "--rrl-rate",
+        "20",
+        "--listen",
+        &addr(dns_port).to_string(),
+    ]);
+    let mut d = Daemon::start("httpcrypt-dns-serve", &mut cmd, dir);
+    wait_dns(&mut d, dns_port, "a.test", "SOA");
+    // Over TCP the whole set.
+    assert_eq!(
+        dig("dig", dns_port, "_443._tcp.www.a.test", "TLSA", true).len(),
+        3
+    );
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.connect(addr(dns_port)).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut buf = [0u8; 65_536];
+    let mut ask = |q: &[u8]| -> Vec<u8> {
+        sock.send(q).unwrap();
+        let n = sock.recv(&mut buf).unwrap();
+        buf[..n].to_vec()
+    };
+    // RFC 1035: without EDNS at most 512 bytes, with TC when cut.
+    let q = query_bytes(1, "_443._tcp.www.a.test", 52, None);
+    assert_eq!(q.len(), 38);
+    let rsp = ask(&q);
+    assert!(rsp.len() <= 512, "{} bytes", rsp.len());
+    assert!(truncated(&rsp), "TC not set");
+    // With EDNS (1232 offered) it fits.
+    let rsp = ask(&query_bytes(2, "_443._tcp.www.a.test", 52, Some(1232)));
+    assert!(rsp.len() > 512 && rsp.len() <= 1232, "{} bytes", rsp.len());
+    assert!(!truncated(&rsp));
+    assert_eq!(ancount(&rsp), 3);
+    // Offering more than the cap changes nothing; offering less than the
+    // answer truncates.
+    let rsp = ask(&query_bytes(3, "_443._tcp.www.a.test", 52, Some(4096)));
+    assert!(rsp.len() <= 1232 && !truncated(&rsp));
+    let rsp = ask(&query_bytes(4, "_443._tcp.www.a.test", 52, Some(600)));
+    assert!(rsp.len() <= 600 && truncated(&rsp), "{} bytes", rsp.len());
+    // RFC 8482: ANY gets one RRset (here TXT and AAAA live at the name).
+    let rsp = ask(&query_bytes(5, "_httpcrypt.www.a.test", 255, Some(1232)));
+    assert!(!truncated(&rsp));
+    let n = ancount(&rsp);
+    assert!(
+        n == 3 || n == 9,
+        "{n} records: one RRset, TXT (3) or AAAA (9)"
+    );
+    let any = dig_full(
+        dns_port,
+        "_httpcrypt.www.a.test",
+        "ANY",
+        &["+noall", "+answer"],
+    );
+    let types: std::collections::BTreeSet<&str> = any
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(3))
+        .collect();
+    assert_eq!(types.len(), 1, "{any}");
+
+    // A burst from one source: 20 answers a second, every second excess
+    // response slipped as an empty truncated answer, the rest dropped.
+    std::thread::sleep(Duration::from_millis(1100));
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.connect(addr(dns_port)).unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(1000)))
+        .unwrap();
+    let start = Instant::now();
+    for id in 0..200u16 {
+        sock.send(&query_bytes(id, "www.a.test", 1, None)).unwrap();
+    }
+    let sent_in = start.elapsed();
+    let (mut answered, mut slipped) = (0u32, 0u32);
+    while let Ok(n) = sock.recv(&mut buf) {
+        if truncated(&buf[..n]) {
+            assert_eq!(ancount(&buf[..n]), 0);
+            slipped += 1;
+        } else {
+            answered += 1;
+        }
+    }
+    let allowed = 20 + (20.0 * sent_in.as_secs_f64()).ceil() as u32 + 1;
+    assert!(
+        answered <= allowed,
+        "{answered} answers (at most {allowed}) in {sent_in:?}"
+    );
+    assert!(answered >= 15, "{answered} answers");
+    assert!(
+        slipped >= 60 && answered + slipped < 200,
+        "{slipped} slipped, {answered} answered"
+    );
+    d.assert_running();
+}

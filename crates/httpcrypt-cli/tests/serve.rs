@@ -599,3 +599,33 @@ fn head_carries_the_length_a_get_would_get() {
         assert!(out.stdout == file, "{extra:?}");
     }
 }
+
+#[test]
+fn serve_refuses_a_key_file_others_can_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys");
+    common::keygen(&keys, true);
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let secret = keys.join("identity.key");
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = common::run(
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--keys",
+            keys.to_str().unwrap(),
+            "--root",
+            root.to_str().unwrap(),
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(!out.status.success());
+    let stderr = out.stderr_text();
+    assert!(
+        stderr.contains(&format!("chmod 600 {}", secret.display())),
+        "{stderr}"
+    );
+}

@@ -1,6 +1,7 @@
 //! Keys on disk and their rotation (spec §6).
 //!
-//! Layout of a key directory (every secret file is mode 0600):
+//! Layout of a key directory (every secret file is mode 0600, written as
+//! spec §6.10 says; [`KeyStore::open`] refuses looser modes):
 //!
 //! ```text
 //! DIR/identity.key      base64url Ed25519 seed
@@ -46,21 +47,116 @@ fn cfg(msg: impl Into<String>) -> Error {
     Error::Config(msg.into())
 }
 
+/// Writes a secret file atomically and privately: the bytes go to a fresh
+/// temporary name in the same directory, created exclusively (never an
+/// existing file or a symlink someone planted there) with mode 0600 from
+/// the first instant, are fsynced, renamed over `path`, and the directory is
+/// fsynced so the rename survives a crash.
 pub(crate) fn write_secret(path: &Path, contents: &[u8]) -> Result<(), Error> {
-    let tmp = path.with_extension("tmp");
-    {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| cfg(format!("{}: not a file name", path.display())))?;
+    let mut rnd = [0u8; 8];
+    rand_core::RngCore::fill_bytes(&mut OsRng, &mut rnd);
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        b64::encode(&rnd[..])
+    ));
+    let written = (|| -> std::io::Result<()> {
         let mut opts = std::fs::OpenOptions::new();
-        opts.write(true).create(true).truncate(true);
+        // create_new is O_CREAT|O_EXCL: it fails on any existing name,
+        // a dangling symlink included.
+        opts.write(true).create_new(true);
         #[cfg(unix)]
         {
             use std::os::unix::fs::OpenOptionsExt;
-            opts.mode(0o600);
+            opts.mode(0o600).custom_flags(libc::O_NOFOLLOW);
         }
         let mut f = opts.open(&tmp)?;
         f.write_all(contents)?;
         f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)?;
+        #[cfg(unix)]
+        std::fs::File::open(dir)?.sync_all()?;
+        Ok(())
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e.into());
     }
-    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+/// Refuses a key directory whose secrets others could read or replace, as
+/// ssh does for its keys: the directory (and `kex/`) must not be writable
+/// by group or others, and no secret file (`identity.key`, `kex/*.key`,
+/// `fleet`) may be readable or writable by them. The error names the file
+/// and the `chmod` that fixes it.
+pub fn check_permissions(dir: &Path) -> Result<(), Error> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| -> Result<Option<u32>, Error> {
+            match std::fs::symlink_metadata(p) {
+                Ok(m) => Ok(Some(m.permissions().mode() & 0o7777)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(cfg(format!("cannot inspect {}: {e}", p.display()))),
+            }
+        };
+        for d in [dir.to_path_buf(), dir.join("kex")] {
+            if let Some(m) = mode(&d)? {
+                if m & 0o022 != 0 {
+                    return Err(cfg(format!(
+                        "key directory {} is writable by others (mode {m:04o}); \
+                         fix it with `chmod go-w {}`",
+                        d.display(),
+                        d.display()
+                    )));
+                }
+            }
+        }
+        let mut secrets = vec![dir.join("identity.key"), dir.join(crate::fleet::FLEET_FILE)];
+        if let Ok(entries) = std::fs::read_dir(dir.join("kex")) {
+            for e in entries {
+                let p = e?.path();
+                if p.extension().is_some_and(|x| x == "key") {
+                    secrets.push(p);
+                }
+            }
+        }
+        for p in secrets {
+            if let Some(m) = mode(&p)? {
+                if m & 0o077 != 0 {
+                    return Err(cfg(format!(
+                        "secret key file {} is accessible by others (mode {m:04o}); \
+                         fix it with `chmod 600 {}`",
+                        p.display(),
+                        p.display()
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Creates `dir` and its missing parents with mode 0700 (an existing
+/// directory keeps its mode).
+fn create_private_dir(dir: &Path) -> Result<(), Error> {
+    let mut b = std::fs::DirBuilder::new();
+    b.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        b.mode(0o700);
+    }
+    b.create(dir)?;
     Ok(())
 }
 
@@ -141,7 +237,7 @@ impl KeyStore {
     /// Creates a key directory with a new identity key (and, in static mode,
     /// the one kex key). Refuses to overwrite an existing identity.
     pub fn create(dir: &Path, static_mode: bool) -> Result<KeyStore, Error> {
-        std::fs::create_dir_all(dir.join("kex"))?;
+        create_private_dir(&dir.join("kex"))?;
         let id_path = dir.join("identity.key");
         if id_path.exists() {
             return Err(cfg(format!(
@@ -176,8 +272,10 @@ impl KeyStore {
         Ok(store)
     }
 
-    /// Opens an existing key directory.
+    /// Opens an existing key directory, refusing one whose secrets others
+    /// can read or replace ([`check_permissions`]).
     pub fn open(dir: &Path) -> Result<KeyStore, Error> {
+        check_permissions(dir)?;
         let text = Zeroizing::new(std::fs::read_to_string(dir.join("identity.key")).map_err(
             |e| {
                 cfg(format!(
@@ -187,7 +285,7 @@ impl KeyStore {
             },
         )?);
         let seed = Zeroizing::new(b64::decode_array::<32>(text.trim().as_bytes())?);
-        std::fs::create_dir_all(dir.join("kex"))?;
+        create_private_dir(&dir.join("kex"))?;
         Ok(KeyStore {
             dir: dir.to_path_buf(),
             identity: IdentityKey::from_seed(*seed),
@@ -462,4 +560,97 @@ pub fn follow(store: KeyStore, interval: Duration) -> Result<LiveKeys, Error> {
         }
     });
     Ok(live)
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::metadata(p).expect("metadata").permissions().mode() & 0o777
+    }
+
+    fn set_mode(p: &Path, m: u32) {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).expect("chmod");
+    }
+
+    #[test]
+    fn planted_tmp_files_and_symlinks_do_not_leak_secrets() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let keys = dir.path().join("keys");
+        std::fs::create_dir_all(keys.join("kex")).expect("mkdir");
+        // The names the old implementation wrote through: a 0644 leftover
+        // and a symlink to a world-readable file elsewhere.
+        let planted = keys.join("identity.tmp");
+        std::fs::write(&planted, b"").expect("plant");
+        set_mode(&planted, 0o644);
+        let leak = dir.path().join("leak");
+        std::fs::write(&leak, b"").expect("leak");
+        set_mode(&leak, 0o644);
+        std::os::unix::fs::symlink(&leak, keys.join("kex").join("0000000001.tmp")).expect("ln");
+
+        let store = KeyStore::create(&keys, false).expect("create");
+        store.rotate(unix_now(), DEFAULT_PERIOD).expect("rotate");
+
+        assert_eq!(mode(&keys.join("identity.key")), 0o600);
+        assert_eq!(mode(&keys.join("kex").join("0000000001.key")), 0o600);
+        assert_eq!(std::fs::read(&leak).expect("read"), b"");
+        assert_eq!(std::fs::read(&planted).expect("read"), b"");
+        // No temporary file is left behind.
+        let leftovers: Vec<_> = std::fs::read_dir(keys.join("kex"))
+            .expect("ls")
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+        KeyStore::open(&keys).expect("a private directory opens");
+    }
+
+    #[test]
+    fn readable_secret_refuses_to_open() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let keys = dir.path().join("keys");
+        let store = KeyStore::create(&keys, false).expect("create");
+        store.rotate(unix_now(), DEFAULT_PERIOD).expect("rotate");
+
+        let kex = keys.join("kex").join("0000000001.key");
+        set_mode(&kex, 0o644);
+        let msg = KeyStore::open(&keys).expect_err("refused").to_string();
+        assert!(
+            msg.contains(&format!("chmod 600 {}", kex.display())),
+            "{msg}"
+        );
+        set_mode(&kex, 0o600);
+
+        let id = keys.join("identity.key");
+        set_mode(&id, 0o640);
+        let msg = KeyStore::open(&keys).expect_err("refused").to_string();
+        assert!(
+            msg.contains(&format!("chmod 600 {}", id.display())),
+            "{msg}"
+        );
+        set_mode(&id, 0o600);
+
+        set_mode(&keys, 0o777);
+        let msg = KeyStore::open(&keys).expect_err("refused").to_string();
+        assert!(
+            msg.contains(&format!("chmod go-w {}", keys.display())),
+            "{msg}"
+        );
+        set_mode(&keys, 0o755);
+        KeyStore::open(&keys).expect("fixed");
+    }
+
+    #[test]
+    fn fleet_state_is_private() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let keys = dir.path().join("keys");
+        KeyStore::create(&keys, false).expect("create");
+        let path = crate::fleet::init(&keys, DEFAULT_PERIOD, 0).expect("fleet");
+        assert_eq!(mode(&path), 0o600);
+        set_mode(&path, 0o604);
+        let msg = KeyStore::open(&keys).expect_err("refused").to_string();
+        assert!(msg.contains("chmod 600"), "{msg}");
+    }
 }

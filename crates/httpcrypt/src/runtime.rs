@@ -272,11 +272,16 @@ where
     S: ConnectionService,
 {
     async move {
+        let mut early = None;
         if let Some(gate) = &opts.gate {
-            if !gate.admit(&stream, peer).await {
-                state.progress().closed();
-                drop(permit);
-                return;
+            match gate.admit(&stream, peer).await {
+                crate::asap::Admission::Refused => {
+                    state.progress().closed();
+                    drop(permit);
+                    return;
+                }
+                crate::asap::Admission::Established => {}
+                crate::asap::Admission::Early(budget) => early = Some(budget),
             }
         }
         // The layer notes here the key expiry of every request on this
@@ -315,6 +320,7 @@ where
                     stream,
                     conn: state.clone(),
                     full_read: false,
+                    early,
                 }),
                 hyper_svc,
             );
@@ -491,6 +497,9 @@ struct Socket {
     /// The last read filled the buffer it was given: the kernel may hold
     /// more.
     full_read: bool,
+    /// Admitted by the ASAP gate before its handshake completed: what it
+    /// may still send until then (spec/asap.md §4).
+    early: Option<Box<crate::asap::EarlyBudget>>,
 }
 
 impl tokio::io::AsyncRead for Socket {
@@ -552,8 +561,15 @@ impl tokio::io::AsyncWrite for Socket {
     ) -> std::task::Poll<std::io::Result<usize>> {
         self.check_cut()?;
         SockPlan::apply(&self.conn, &self.stream);
-        let r = std::pin::Pin::new(&mut self.stream).poll_write(cx, buf);
-        self.wrote(r)
+        let this = &mut *self;
+        let bufs = [std::io::IoSlice::new(buf)];
+        if let Some(r) =
+            crate::asap::EarlyBudget::poll_write(&mut this.early, &mut this.stream, cx, &bufs)
+        {
+            return this.wrote(r);
+        }
+        let r = std::pin::Pin::new(&mut this.stream).poll_write(cx, buf);
+        this.wrote(r)
     }
 
     fn poll_write_vectored(
@@ -563,8 +579,14 @@ impl tokio::io::AsyncWrite for Socket {
     ) -> std::task::Poll<std::io::Result<usize>> {
         self.check_cut()?;
         SockPlan::apply(&self.conn, &self.stream);
-        let r = std::pin::Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
-        self.wrote(r)
+        let this = &mut *self;
+        if let Some(r) =
+            crate::asap::EarlyBudget::poll_write(&mut this.early, &mut this.stream, cx, bufs)
+        {
+            return this.wrote(r);
+        }
+        let r = std::pin::Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        this.wrote(r)
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -12,10 +12,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hickory_proto::op::{Edns, Header, MessageType, OpCode, ResponseCode};
+use hickory_proto::op::{Header, MessageType, OpCode, ResponseCode};
 use hickory_proto::rr::rdata::TXT;
 use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
-use hickory_server::authority::MessageResponseBuilder;
 use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
 use hickory_server::ServerFuture;
 use httpcrypt_proto::provenance::{self, ProvenanceKey, ServerId};
@@ -63,7 +62,7 @@ impl RequestHandler for ProvenanceAuthority {
     async fn handle_request<R: ResponseHandler>(
         &self,
         request: &Request,
-        mut response: R,
+        response: R,
     ) -> ResponseInfo {
         let ours = request.op_code() == OpCode::Query
             && request.request_info().is_ok_and(|info| {
@@ -89,28 +88,10 @@ impl RequestHandler for ProvenanceAuthority {
         header.set_response_code(ResponseCode::NoError);
         header.set_authoritative(true);
         header.set_recursion_available(false);
-        let mut builder = MessageResponseBuilder::from_message_request(request);
-        if let Some(e) = request.edns() {
-            let mut edns = Edns::new();
-            edns.set_max_payload(e.max_payload().clamp(512, 1232));
-            builder.edns(edns);
-        }
-        let answers = [record];
-        response
-            .send_response(builder.build(
-                header,
-                answers.iter(),
-                std::iter::empty(),
-                std::iter::empty(),
-                std::iter::empty(),
-            ))
+        // Size and rate limits as for every other answer of the zone.
+        self.inner
+            .respond(request, response, header, &[record], &[])
             .await
-            .unwrap_or_else(|e| {
-                tracing::debug!(error = %e, "cannot send a DNS response");
-                let mut h = Header::response_from_request(request.header());
-                h.set_response_code(ResponseCode::ServFail);
-                h.into()
-            })
     }
 }
 

@@ -23,7 +23,7 @@ use std::net::SocketAddr;
 use tokio::net::{TcpSocket, TcpStream};
 
 pub use discovery::AsapDiscovery;
-pub use gate::{Gate, GateStats};
+pub use gate::{Admission, EarlyBudget, Gate, GateStats};
 pub use issuer::ProvenanceAuthority;
 
 /// TCP Fast Open use on the client.

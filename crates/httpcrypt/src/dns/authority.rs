@@ -5,22 +5,26 @@
 //! It answers only its zone: SOA and NS at the apex, the record sets of
 //! [`super::records`], NODATA (with the SOA, for negative caching) for
 //! other types at existing names and for empty non-terminals such as
-//! `_tcp.{host}`, NXDOMAIN elsewhere in the zone, REFUSED outside it. It is
+//! `_tcp.{host}`, NXDOMAIN elsewhere in the zone, REFUSED outside it; `ANY`
+//! gets one RRset (RFC 8482). UDP answers respect the size the query allows
+//! and a rate per source prefix ([`super::limit`]). It is
 //! meant to be delegated to (or stub-zoned by a resolver), not to be a
 //! general-purpose server: no zone transfers, no updates, no DNSSEC.
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use hickory_proto::op::{Edns, Header, MessageType, OpCode, ResponseCode};
+use hickory_proto::op::{Edns, Header, Message, MessageType, OpCode, ResponseCode};
 use hickory_proto::rr::rdata::{NS, SOA};
 use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
+use hickory_proto::xfer::Protocol;
 use hickory_server::authority::MessageResponseBuilder;
 use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
 use hickory_server::ServerFuture;
 use httpcrypt_proto::IdentityKey;
 use tokio::net::{TcpListener, UdpSocket};
 
+use super::limit::{RateLimiter, ResponseLimits, Verdict};
 use super::records::{self, Publication, RrSet};
 use crate::error::Error;
 use crate::keystore::{unix_now, LiveKeys};
@@ -38,6 +42,7 @@ struct Zone {
 #[derive(Debug, Clone)]
 pub struct Authority {
     zone: Arc<RwLock<Zone>>,
+    limiter: Arc<RateLimiter>,
 }
 
 /// What a query gets.
@@ -67,6 +72,79 @@ impl Authority {
                 ns,
                 records: Vec::new(),
             })),
+            limiter: Arc::new(RateLimiter::new(ResponseLimits::default())),
+        })
+    }
+
+    /// The same zone, its UDP answers held to `limits`.
+    pub fn with_limits(mut self, limits: ResponseLimits) -> Self {
+        self.limiter = Arc::new(RateLimiter::new(limits));
+        self
+    }
+
+    /// Sends `answers` and `soa` (authority section) under `header` as the
+    /// response to `request`. Over UDP the response rate limit applies
+    /// (a response over it is dropped or slipped as an empty truncated
+    /// answer), and an answer larger than the query allows (512 bytes
+    /// without EDNS, the offered EDNS size up to the cap) goes out empty
+    /// with TC set, so the client asks again over TCP.
+    pub(crate) async fn respond<R: ResponseHandler>(
+        &self,
+        request: &Request,
+        mut response: R,
+        mut header: Header,
+        answers: &[Record],
+        soa: &[Record],
+    ) -> ResponseInfo {
+        let mut builder = MessageResponseBuilder::from_message_request(request);
+        let offered = request.edns().map(|e| e.max_payload());
+        let limits = self.limiter.limits();
+        let mut edns_out = None;
+        if let Some(offered) = offered {
+            let mut edns = Edns::new();
+            edns.set_max_payload(offered.clamp(512, limits.edns_max.max(512)));
+            builder.edns(edns.clone());
+            edns_out = Some(edns);
+        }
+        let mut truncate = false;
+        if request.protocol() == Protocol::Udp {
+            match self
+                .limiter
+                .check(request.src().ip(), std::time::Instant::now())
+            {
+                Verdict::Answer => {}
+                Verdict::Slip => truncate = true,
+                Verdict::Drop => {
+                    tracing::debug!(src = %request.src(), "dns: over the response rate; dropped");
+                    return header.into();
+                }
+            }
+            if !truncate {
+                let size = encoded_len(request, header, answers, soa, edns_out);
+                truncate = size.is_none_or(|n| n > limits.udp_max(offered));
+            }
+        }
+        let sent = if truncate {
+            header.set_truncated(true);
+            response
+                .send_response(builder.build_no_records(header))
+                .await
+        } else {
+            response
+                .send_response(builder.build(
+                    header,
+                    answers.iter(),
+                    soa.iter(),
+                    std::iter::empty(),
+                    std::iter::empty(),
+                ))
+                .await
+        };
+        sent.unwrap_or_else(|e| {
+            tracing::debug!(error = %e, "cannot send a DNS response");
+            let mut h = Header::response_from_request(request.header());
+            h.set_response_code(ResponseCode::ServFail);
+            h.into()
         })
     }
 
@@ -107,6 +185,18 @@ impl Authority {
             .filter(|r| r.name() == &name && (rtype == RecordType::ANY || r.record_type() == rtype))
             .cloned()
             .collect();
+        if let Some(first) = answers.first().filter(|_| rtype == RecordType::ANY) {
+            // RFC 8482 §4.2: one RRset is a complete answer to ANY.
+            let kind = first.record_type();
+            return Answer {
+                code: ResponseCode::NoError,
+                answers: answers
+                    .into_iter()
+                    .filter(|r| r.record_type() == kind)
+                    .collect(),
+                soa: Vec::new(),
+            };
+        }
         if !answers.is_empty() {
             return Answer {
                 code: ResponseCode::NoError,
@@ -207,21 +297,9 @@ impl RequestHandler for Authority {
                     header.set_response_code(a.code);
                     header.set_authoritative(a.code != ResponseCode::Refused);
                     header.set_recursion_available(false);
-                    let mut builder = builder;
-                    if let Some(e) = request.edns() {
-                        let mut edns = Edns::new();
-                        edns.set_max_payload(e.max_payload().clamp(512, 1232));
-                        builder.edns(edns);
-                    }
-                    response
-                        .send_response(builder.build(
-                            header,
-                            a.answers.iter(),
-                            a.soa.iter(),
-                            std::iter::empty(),
-                            std::iter::empty(),
-                        ))
-                        .await
+                    return self
+                        .respond(request, response, header, &a.answers, &a.soa)
+                        .await;
                 }
             }
         };
@@ -232,6 +310,28 @@ impl RequestHandler for Authority {
             h.into()
         })
     }
+}
+
+/// The wire size of the response `respond` would send (`None`: it does not
+/// encode).
+fn encoded_len(
+    request: &Request,
+    header: Header,
+    answers: &[Record],
+    soa: &[Record],
+    edns: Option<Edns>,
+) -> Option<usize> {
+    let mut m = Message::new();
+    m.set_header(header);
+    if let Ok(info) = request.request_info() {
+        m.add_query(info.query.original().clone());
+    }
+    m.add_answers(answers.iter().cloned());
+    m.add_name_servers(soa.iter().cloned());
+    if let Some(e) = edns {
+        m.set_edns(e);
+    }
+    m.to_vec().ok().map(|v| v.len())
 }
 
 /// Serves `authority` on `udp` and `tcp` until the returned server is
@@ -260,6 +360,12 @@ mod tests {
         assert_eq!((a.code, a.answers.len()), (ResponseCode::NoError, 1));
         let a = auth.answer(&n("_httpcrypt.www.example.org"), RecordType::AAAA);
         assert_eq!(a.answers.len(), 9);
+        let a = auth.answer(&n("_httpcrypt.www.example.org"), RecordType::ANY);
+        assert!(!a.answers.is_empty());
+        assert!(a
+            .answers
+            .iter()
+            .all(|r| r.record_type() == a.answers[0].record_type()));
         let a = auth.answer(&n("_80._tcp.www.example.org"), RecordType::TLSA);
         assert_eq!(a.answers.len(), 1);
         let a = auth.answer(&n("_tcp.www.example.org"), RecordType::TLSA);

@@ -8,11 +8,14 @@
 //!   and the task that republishes after every rotation;
 //! - [`authority`]: an embedded authoritative server answering from the
 //!   live key store (`httpcrypt dns serve`);
+//! - [`limit`]: what keeps that server from amplifying: UDP size limits
+//!   with truncation, response rate limiting per source prefix;
 //! - [`discovery`]: the client side, TXT → AAAA → TLSA with DNSSEC-aware
 //!   trust in the identity record.
 
 pub mod authority;
 pub mod discovery;
+pub mod limit;
 pub mod records;
 pub mod update;
 
