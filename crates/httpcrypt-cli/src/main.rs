@@ -12,6 +12,7 @@ mod demo;
 mod dns;
 mod fetch;
 mod flood;
+mod ops;
 mod rspamd;
 
 #[derive(Parser)]
@@ -33,8 +34,10 @@ enum Cmd {
     /// Create a key directory; prints the identity public key (base64url).
     Keygen(KeygenArgs),
     /// Serve a directory of static files over HTTPCrypt.
+    #[command(after_help = ops::SIGNALS_HELP)]
     Serve(ServeArgs),
     /// Put HTTPCrypt in front of an existing plaintext HTTP service.
+    #[command(after_help = ops::SIGNALS_HELP)]
     Gateway(GatewayArgs),
     /// Fetch a URL over HTTPCrypt, like curl; the body goes to stdout.
     Fetch(fetch::FetchArgs),
@@ -181,6 +184,10 @@ struct ServerOpts {
     /// Seconds a request body may stall before the request fails.
     #[arg(long, default_value_t = 30)]
     body_timeout: u64,
+    /// Seconds to finish the requests in flight after SIGTERM or SIGINT
+    /// before exiting anyway (0: exit at once).
+    #[arg(long, default_value_t = 30)]
+    shutdown_timeout: u64,
     /// Share the strike register through Redis (e.g. redis://127.0.0.1:6379/),
     /// so a replay is refused fleet-wide, not just by this instance.
     #[arg(long)]
@@ -397,7 +404,7 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
-    let (layer, listener) = prepare(opts).await?;
+    let (layer, listener, live, identity) = prepare(opts).await?;
     let gate = asap::prepare_listener(&opts.asap, &listener, opts.keys.as_deref())?;
     let svc = tower::Layer::layer(&layer, svc);
     let listen = httpcrypt::runtime::ListenOptions {
@@ -407,16 +414,46 @@ where
         abandon_on_hangup,
         ..Default::default()
     };
-    httpcrypt::runtime::run(listener, svc, listen, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
+    ops::Reloader {
+        keys: opts.keys.clone().map(|dir| (dir, identity, live)),
+        config: None,
+    }
+    .on_hangup()?;
+    let stop = ops::stop_signal()?;
+    let drained = httpcrypt::runtime::run_draining(
+        listener,
+        svc,
+        listen,
+        async {
+            let name = stop.await;
+            tracing::info!(
+                signal = name,
+                deadline_s = opts.shutdown_timeout,
+                "draining: no new connections; finishing the requests in flight"
+            );
+        },
+        Duration::from_secs(opts.shutdown_timeout),
+    )
     .await?;
+    match drained {
+        httpcrypt::runtime::Drained::Complete => tracing::info!("stopped"),
+        httpcrypt::runtime::Drained::TimedOut(open) => tracing::warn!(
+            open,
+            "stopped at the --shutdown-timeout deadline; cutting the connections still open"
+        ),
+    }
     Ok(())
 }
 
+/// The layer, the bound listener, the running keys and the identity.
 async fn prepare(
     opts: &ServerOpts,
-) -> Result<(httpcrypt::HttpCryptLayer, tokio::net::TcpListener)> {
+) -> Result<(
+    httpcrypt::HttpCryptLayer,
+    tokio::net::TcpListener,
+    httpcrypt::keystore::LiveKeys,
+    httpcrypt::proto::IdentityPublic,
+)> {
     if !opts.keypair.is_empty() || opts.encrypted_only {
         bail!("--keypair and --encrypted-only belong to --profile rspamd");
     }
@@ -429,7 +466,8 @@ async fn prepare(
     } else {
         httpcrypt::proto::Profile::V1
     });
-    let identity = store.identity().to_b64();
+    let identity_key = store.identity();
+    let identity = identity_key.to_b64();
     let keys = httpcrypt::keystore::start(store, Duration::from_secs(opts.rotation.max(1)))?;
     let config = httpcrypt::ServerConfig {
         mount: httpcrypt::proto::outer::Mount::new(&opts.mount)?,
@@ -476,6 +514,7 @@ async fn prepare(
         "httpcrypt: listening on http://{} (identity {identity})",
         listener.local_addr()?
     );
+    let live = keys.clone();
     let layer = match &opts.redis {
         Some(url) => {
             let window = config
@@ -488,7 +527,7 @@ async fn prepare(
         }
         None => httpcrypt::HttpCryptLayer::new(keys, config),
     };
-    Ok((layer, listener))
+    Ok((layer, listener, live, identity_key))
 }
 
 fn open_store(dir: &Path) -> Result<httpcrypt::keystore::KeyStore> {

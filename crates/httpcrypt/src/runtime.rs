@@ -102,8 +102,40 @@ pub async fn run<S>(
 where
     S: ConnectionService,
 {
+    run_draining(listener, svc, opts, shutdown, Duration::ZERO)
+        .await
+        .map(|_| ())
+}
+
+/// How a draining listener ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drained {
+    /// Every connection closed (or there was no drain to do).
+    Complete,
+    /// The deadline passed with this many connections still open; they are
+    /// cut when the runtime stops.
+    TimedOut(usize),
+}
+
+/// [`run`], draining when `shutdown` resolves: the listener closes at once
+/// (no new connection is accepted), every open connection closes after
+/// the answer it is sending, idle ones at once, and this returns when the
+/// last one is gone or after `drain` (zero: at once, as [`run`]), as nginx
+/// does on a graceful stop.
+pub async fn run_draining<S>(
+    listener: TcpListener,
+    svc: S,
+    opts: ListenOptions,
+    shutdown: impl Future<Output = ()>,
+    drain: Duration,
+) -> std::io::Result<Drained>
+where
+    S: ConnectionService,
+{
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let mut accepting = AbortOnDrop(tokio::spawn(accept_loop(listener, svc, opts, stopped)));
+    let mut accepting = AbortOnDrop(tokio::spawn(accept_loop(
+        listener, svc, opts, stopped, drain,
+    )));
     tokio::pin!(shutdown);
     tokio::select! {
         _ = &mut shutdown => {
@@ -129,11 +161,13 @@ async fn accept_loop<S>(
     svc: S,
     opts: ListenOptions,
     mut stopped: tokio::sync::watch::Receiver<bool>,
-) -> std::io::Result<()>
+    drain: Duration,
+) -> std::io::Result<Drained>
 where
     S: ConnectionService,
 {
-    let permits = Arc::new(Semaphore::new(opts.max_connections.max(1)));
+    let max = opts.max_connections.max(1);
+    let permits = Arc::new(Semaphore::new(max));
     // One ticker for the expiry of every connection's keys (spec §6).
     let watch = Arc::new(ExpiryWatch::default());
     let _ticker = AbortOnDrop(tokio::spawn({
@@ -151,13 +185,37 @@ where
         let _ = stopped.wait_for(|s| *s).await;
     };
     tokio::pin!(shutdown);
+    // Every open connection holds a permit: they are all gone when all
+    // permits are back.
+    let drained = |listener: TcpListener| {
+        drop(listener);
+        if !drain.is_zero() {
+            watch.drain();
+        }
+        let permits = permits.clone();
+        async move {
+            if drain.is_zero() {
+                return Ok(Drained::Complete);
+            }
+            let all = u32::try_from(max).unwrap_or(u32::MAX);
+            match tokio::time::timeout(drain, permits.acquire_many(all)).await {
+                Ok(_) => Ok(Drained::Complete),
+                Err(_) => Ok(Drained::TimedOut(
+                    max.saturating_sub(permits.available_permits()),
+                )),
+            }
+        }
+    };
     loop {
         let permit = tokio::select! {
-            _ = &mut shutdown => return Ok(()),
+            _ = &mut shutdown => return drained(listener).await,
             p = permits.clone().acquire_owned() => p.map_err(std::io::Error::other)?,
         };
         let (stream, peer) = tokio::select! {
-            _ = &mut shutdown => return Ok(()),
+            _ = &mut shutdown => {
+                drop(permit);
+                return drained(listener).await;
+            }
             a = listener.accept() => match a {
                 Ok(a) => a,
                 Err(e) => {
@@ -249,12 +307,15 @@ where
         let expiry = watch.notified();
         tokio::pin!(expiry);
         expiry.as_mut().enable();
-        let mut closing = false;
+        let mut closing = watch.draining();
+        if closing {
+            conn.as_mut().graceful_shutdown();
+        }
         let result = loop {
             tokio::select! {
                 r = conn.as_mut() => break r,
                 _ = expiry.as_mut(), if !closing => {
-                    if state.expired(crate::keystore::unix_now()) {
+                    if watch.draining() || state.expired(crate::keystore::unix_now()) {
                         tracing::debug!(%peer, "closing a connection whose keys expired");
                         conn.as_mut().graceful_shutdown();
                         closing = true;

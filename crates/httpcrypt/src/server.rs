@@ -226,6 +226,9 @@ pub(crate) struct ExpiryWatch {
     /// The earliest noted expiry (unix seconds); `u64::MAX` when none.
     earliest: std::sync::atomic::AtomicU64,
     notify: tokio::sync::Notify,
+    /// Set when the listener drains: every connection is to close once
+    /// its request in flight is answered.
+    draining: std::sync::atomic::AtomicBool,
 }
 
 impl Default for ExpiryWatch {
@@ -233,6 +236,7 @@ impl Default for ExpiryWatch {
         ExpiryWatch {
             earliest: std::sync::atomic::AtomicU64::new(u64::MAX),
             notify: tokio::sync::Notify::new(),
+            draining: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -254,6 +258,19 @@ impl ExpiryWatch {
             self.earliest.store(u64::MAX, Relaxed);
             self.notify.notify_waiters();
         }
+    }
+
+    /// Wakes every connection for good: the listener drains, and each
+    /// connection closes after the request it is answering, if any.
+    pub(crate) fn drain(&self) {
+        self.draining
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.notify.notify_waiters();
+    }
+
+    /// Whether [`ExpiryWatch::drain`] was called.
+    pub(crate) fn draining(&self) -> bool {
+        self.draining.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Resolves at the next [`ExpiryWatch::tick`] that wakes connections;

@@ -1,0 +1,164 @@
+//! Operating `serve` and `gateway` as the built binary: signals (SIGTERM
+//! drains, SIGHUP reloads).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::Proc;
+
+/// A key directory and a site root holding `big.bin` of `big` bytes.
+fn site(dir: &Path, big: usize) -> Vec<u8> {
+    common::keygen(&dir.join("keys"), false);
+    let root = dir.join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("hello.txt"), b"hello\n").unwrap();
+    let bytes = common::noise(big, 3);
+    std::fs::write(root.join("big.bin"), &bytes).unwrap();
+    bytes
+}
+
+fn serve(dir: &Path, extra: &[&str]) -> Proc {
+    let mut args = vec!["--log", "info"];
+    args.extend_from_slice(extra);
+    common::serve(&dir.join("keys"), &dir.join("root"), &args)
+}
+
+/// A download in flight when SIGTERM arrives completes; the listener
+/// closes at once; the server exits 0 once the download is done.
+#[test]
+fn sigterm_drains_a_download_in_flight_and_exits_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = site(dir.path(), 32 << 20);
+    let mut server = serve(dir.path(), &[]);
+    let url = format!("http://{}/big.bin", server.addr);
+    let mut fetch = common::command(&["fetch", &url])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = fetch.stdout.take().unwrap();
+    // The first bytes are here: the download is in flight, and the rest
+    // waits on this reader (pipe and socket buffers hold far less).
+    let mut got = vec![0u8; 64 << 10];
+    out.read_exact(&mut got).unwrap();
+    server.signal("TERM");
+    // The listener closes at once: new connections are refused.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(server.addr).is_ok() {
+        assert!(Instant::now() < deadline, "still accepting after SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        server.wait_exit(Duration::from_millis(300)).is_none(),
+        "exited with a download in flight"
+    );
+    out.read_to_end(&mut got).unwrap();
+    let status = fetch.wait().unwrap();
+    assert!(status.success(), "fetch: {status}");
+    assert_eq!(got.len(), big.len());
+    assert!(got == big, "the download differs from the file");
+    let status = server
+        .wait_exit(Duration::from_secs(20))
+        .expect("the server exits once drained");
+    assert_eq!(status.code(), Some(0), "{}", server.log());
+    let log = server.log();
+    assert!(log.contains("draining"), "{log}");
+    assert!(log.contains("SIGTERM"), "{log}");
+}
+
+/// SIGINT drains too; an idle keep-alive connection does not hold the
+/// exit up until the deadline.
+#[test]
+fn sigint_with_an_idle_connection_exits_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    site(dir.path(), 1000);
+    let mut server = serve(dir.path(), &["--shutdown-timeout", "60"]);
+    let idle = TcpStream::connect(server.addr).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let t = Instant::now();
+    server.signal("INT");
+    let status = server
+        .wait_exit(Duration::from_secs(20))
+        .expect("the server exits");
+    assert_eq!(status.code(), Some(0), "{}", server.log());
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    drop(idle);
+}
+
+/// A stalled client cannot hold the exit past `--shutdown-timeout`.
+#[test]
+fn the_drain_deadline_bounds_the_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    site(dir.path(), 32 << 20);
+    let mut server = serve(dir.path(), &["--shutdown-timeout", "1"]);
+    let url = format!("http://{}/big.bin", server.addr);
+    let mut fetch = common::command(&["fetch", &url])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = fetch.stdout.take().unwrap();
+    let mut first = vec![0u8; 1 << 10];
+    out.read_exact(&mut first).unwrap();
+    // The client reads no more: the download stalls.
+    let t = Instant::now();
+    server.signal("TERM");
+    let status = server
+        .wait_exit(Duration::from_secs(20))
+        .expect("the server exits at the deadline");
+    assert_eq!(status.code(), Some(0), "{}", server.log());
+    assert!(
+        t.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(server.log().contains("deadline"), "{}", server.log());
+    let _ = fetch.kill();
+    let _ = fetch.wait();
+}
+
+/// SIGHUP reloads the key directory (a key copied in is served) and keeps
+/// the server answering, on a connection opened before it too.
+#[test]
+fn sighup_reloads_keys_and_keeps_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    site(dir.path(), 1000);
+    let server = serve(dir.path(), &[]);
+    let host = server.addr.to_string();
+    let options = common::wire("OPTIONS", "/", &[("Host", &host)], b"");
+    let (before, mut conn) = common::exchange(server.addr, &options);
+    assert_eq!(before.status, 200);
+    let serials = |body: &[u8]| String::from_utf8_lossy(body).lines().count();
+    assert_eq!(serials(&before.body), 1);
+
+    // Another process adds a key to the directory (as an operator copying
+    // one in would).
+    let keys = dir.path().join("keys");
+    httpcrypt::keystore::KeyStore::open(&keys)
+        .unwrap()
+        .rotate(httpcrypt::keystore::unix_now(), Duration::from_secs(3600))
+        .unwrap();
+
+    server.signal("HUP");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !server.log().contains("key directory reloaded") {
+        assert!(Instant::now() < deadline, "no reload: {}", server.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The connection opened before SIGHUP still answers, now with both keys.
+    conn.get_mut().write_all(&options).unwrap();
+    let after = common::read_response(&mut conn).expect("an answer after SIGHUP");
+    assert_eq!(after.status, 200);
+    assert_eq!(serials(&after.body), 2, "{}", server.log());
+    let hello = common::fetch(&[&format!("http://{host}/hello.txt")]);
+    assert!(hello.status.success(), "{}", hello.stderr_text());
+    assert_eq!(hello.stdout, b"hello\n");
+}
