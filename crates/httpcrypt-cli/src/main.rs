@@ -7,11 +7,13 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
+mod access;
 mod asap;
 mod demo;
 mod dns;
 mod fetch;
 mod flood;
+mod metrics;
 mod ops;
 mod rspamd;
 
@@ -25,8 +27,18 @@ struct Cli {
     /// Log filter (e.g. info, debug, httpcrypt=trace); also RUST_LOG.
     #[arg(long, global = true, env = "RUST_LOG", default_value = "warn")]
     log: String,
+    /// Log format on stderr: text (colour only on a terminal) or json (one
+    /// object per line).
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    log_format: LogFormat,
     #[command(subcommand)]
     cmd: Cmd,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -175,6 +187,14 @@ struct ServerOpts {
     /// Most concurrent connections.
     #[arg(long, default_value_t = 1024)]
     max_connections: usize,
+    /// Access log (`--log info`): also log each request's inner method and
+    /// target (otherwise only the outer path, which is random).
+    #[arg(long)]
+    log_targets: bool,
+    /// Serve Prometheus metrics at http://ADDR/metrics and a health check
+    /// at /healthz (e.g. 127.0.0.1:9090; unauthenticated: keep it internal).
+    #[arg(long)]
+    metrics: Option<SocketAddr>,
     /// Largest outer request body (or decoded GET query) in bytes; above it 413.
     #[arg(long, default_value_t = httpcrypt::proto::Limits::default().max_body)]
     max_body: usize,
@@ -254,13 +274,7 @@ struct CertsArgs {
 
 fn main() {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(&cli.log)
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    ops::init_logging(&cli.log, cli.log_format == LogFormat::Json);
     let workers = match &cli.cmd {
         Cmd::Serve(a) => a.server.workers,
         Cmd::Gateway(a) => a.server.workers,
@@ -406,7 +420,17 @@ where
 {
     let (layer, listener, live, identity) = prepare(opts).await?;
     let gate = asap::prepare_listener(&opts.asap, &listener, opts.keys.as_deref())?;
-    let svc = tower::Layer::layer(&layer, svc);
+    let health = metrics::Health::default();
+    if let Some(addr) = opts.metrics {
+        metrics::start(addr, health.clone(), live.clone()).await?;
+    }
+    let svc = access::Inner::new(
+        svc,
+        access::Options {
+            targets: opts.log_targets,
+        },
+    );
+    let svc = access::Outer::new(tower::Layer::layer(&layer, svc));
     let listen = httpcrypt::runtime::ListenOptions {
         max_connections: opts.max_connections,
         header_timeout: Duration::from_secs(opts.header_timeout.max(1)),
@@ -426,6 +450,7 @@ where
         listen,
         async {
             let name = stop.await;
+            health.draining();
             tracing::info!(
                 signal = name,
                 deadline_s = opts.shutdown_timeout,

@@ -30,6 +30,54 @@ pub fn stop_signal() -> Result<impl Future<Output = &'static str>> {
     })
 }
 
+/// The reload handle of the log filter (SIGHUP with `--config`).
+static LOG_FILTER: std::sync::OnceLock<
+    tracing_subscriber::reload::Handle<tracing_subscriber::EnvFilter, tracing_subscriber::Registry>,
+> = std::sync::OnceLock::new();
+
+/// Logs to stderr with `filter` (an `EnvFilter` directive; `warn` if it
+/// does not parse), as text or as JSON lines; colour only on a terminal,
+/// so log files and journald get plain text.
+pub fn init_logging(filter: &str, json: bool) {
+    use std::io::IsTerminal;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
+    let _ = LOG_FILTER.set(handle);
+    let registry = tracing_subscriber::registry().with(filter);
+    if json {
+        registry
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .json()
+                    .flatten_event(true)
+                    .with_writer(std::io::stderr),
+            )
+            .init();
+    } else {
+        registry
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(std::io::stderr().is_terminal())
+                    .with_writer(std::io::stderr),
+            )
+            .init();
+    }
+}
+
+/// Replaces the log filter of [`init_logging`].
+#[allow(dead_code)] // the --config reload uses it
+pub fn set_log_filter(filter: &str) -> Result<()> {
+    let f = tracing_subscriber::EnvFilter::try_new(filter)
+        .map_err(|e| anyhow::anyhow!("log filter {filter:?}: {e}"))?;
+    if let Some(h) = LOG_FILTER.get() {
+        h.reload(f)?;
+    }
+    Ok(())
+}
+
 /// What SIGHUP reloads while connections stay open.
 pub struct Reloader {
     /// The key directory and the identity the server started with.

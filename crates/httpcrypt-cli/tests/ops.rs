@@ -162,3 +162,111 @@ fn sighup_reloads_keys_and_keeps_connections() {
     assert!(hello.status.success(), "{}", hello.stderr_text());
     assert_eq!(hello.stdout, b"hello\n");
 }
+
+/// The access lines (target `httpcrypt::access`) of a log.
+fn access_lines(log: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| l.contains("httpcrypt::access"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Waits until the log holds `n` access lines.
+fn wait_access(server: &Proc, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let lines = access_lines(&server.log());
+        if lines.len() >= n {
+            return lines;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no access lines: {}",
+            server.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// One line per request, plain text (stderr is a pipe: no colour), with
+/// the outer path only; the inner target appears with `--log-targets`;
+/// cookies and field values never do.
+#[test]
+fn access_log_text_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    site(dir.path(), 1000);
+    let server = serve(dir.path(), &[]);
+    let url = format!("http://{}/hello.txt", server.addr);
+    let out = common::fetch(&["-H", "Cookie: session=sekrit-value", &url]);
+    assert!(out.status.success(), "{}", out.stderr_text());
+    // OPTIONS for the certificates, then the sealed GET.
+    let lines = wait_access(&server, 2);
+    let log = server.log();
+    assert!(!log.contains('\x1b'), "colour codes in a log file: {log}");
+    assert!(!log.contains("sekrit"), "{log}");
+    assert!(
+        !log.contains("hello.txt"),
+        "the inner target without --log-targets: {log}"
+    );
+    let sealed = lines
+        .iter()
+        .find(|l| l.contains("encrypted=true"))
+        .unwrap_or_else(|| panic!("{lines:?}"));
+    for want in [
+        "method=GET",
+        "status=200",
+        "key=\"fresh\"",
+        "inner_status=\"200\"",
+        "bytes=",
+        "duration_ms=",
+        "complete=true",
+    ] {
+        assert!(sealed.contains(want), "{want} in {sealed}");
+    }
+
+    let server = serve(dir.path(), &["--log-targets"]);
+    let url = format!("http://{}/hello.txt", server.addr);
+    let out = common::fetch(&[&url]);
+    assert!(out.status.success(), "{}", out.stderr_text());
+    let lines = wait_access(&server, 2);
+    assert!(
+        lines.iter().any(
+            |l| l.contains("inner_method=\"GET\"") && l.contains("inner_target=\"/hello.txt\"")
+        ),
+        "{lines:?}"
+    );
+}
+
+/// `--log-format json`: every line is a JSON object; the access line has
+/// the fields as keys.
+#[test]
+fn access_log_json_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    site(dir.path(), 1000);
+    let server = serve(dir.path(), &["--log-format", "json", "--log-targets"]);
+    let url = format!("http://{}/nothing-here", server.addr);
+    let out = common::fetch(&[&url]);
+    // The inner 404 is the application's answer.
+    assert!(
+        !out.stderr_text().contains("panicked"),
+        "{}",
+        out.stderr_text()
+    );
+    let lines = wait_access(&server, 2);
+    let objects: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let sealed = objects
+        .iter()
+        .find(|o| o["encrypted"] == true)
+        .unwrap_or_else(|| panic!("{lines:?}"));
+    assert_eq!(sealed["target"], "httpcrypt::access");
+    assert_eq!(sealed["level"], "INFO");
+    assert_eq!(sealed["inner_status"], "404");
+    assert_eq!(sealed["inner_target"], "/nothing-here");
+    assert_eq!(sealed["key"], "fresh");
+    assert_eq!(sealed["status"], 200);
+    assert!(sealed["bytes"].as_u64().unwrap() > 0);
+    assert!(sealed["duration_ms"].as_f64().is_some());
+}
