@@ -256,6 +256,29 @@ struct GatewayArgs {
     /// The plaintext service, e.g. http://127.0.0.1:3000
     #[arg(long)]
     upstream: http::Uri,
+    /// Seconds to wait for the upstream's connection and answer head;
+    /// past it the client gets 504 (a refused or failed upstream: 502).
+    #[arg(long, default_value_t = 60)]
+    upstream_timeout: u64,
+    /// Idle keep-alive connections kept open to the upstream.
+    #[arg(long, default_value_t = 32)]
+    upstream_pool_idle: usize,
+    /// Seconds an idle upstream connection is kept.
+    #[arg(long, default_value_t = 90)]
+    upstream_idle_timeout: u64,
+    /// Client fields added for the upstream from the TCP peer (the client's
+    /// own fields of these names are dropped): X-Forwarded-For and
+    /// X-Forwarded-Proto, Forwarded (RFC 7239), both, or none.
+    #[arg(long, value_enum, default_value = "xff")]
+    forwarded: ForwardedArg,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ForwardedArg {
+    None,
+    Xff,
+    Forwarded,
+    Both,
 }
 
 #[derive(Args)]
@@ -337,7 +360,23 @@ async fn run(cmd: Cmd) -> Result<i32> {
             if a.upstream.scheme_str() != Some("http") || a.upstream.authority().is_none() {
                 bail!("--upstream must be an http:// URL with a host");
             }
-            let upstream = httpcrypt::runtime::Upstream::new(a.upstream);
+            if a.upstream_timeout == 0 {
+                bail!("--upstream-timeout must be at least 1 second");
+            }
+            let upstream = httpcrypt::runtime::Upstream::with_options(
+                a.upstream,
+                httpcrypt::runtime::UpstreamOptions {
+                    timeout: Duration::from_secs(a.upstream_timeout),
+                    pool_idle: a.upstream_pool_idle,
+                    pool_idle_timeout: Duration::from_secs(a.upstream_idle_timeout.max(1)),
+                    forwarded: match a.forwarded {
+                        ForwardedArg::None => httpcrypt::runtime::Forwarded::None,
+                        ForwardedArg::Xff => httpcrypt::runtime::Forwarded::Xff,
+                        ForwardedArg::Forwarded => httpcrypt::runtime::Forwarded::Forwarded,
+                        ForwardedArg::Both => httpcrypt::runtime::Forwarded::Both,
+                    },
+                },
+            );
             if a.server.profile == rspamd::Profile::Rspamd {
                 rspamd::serve(&a.server, upstream).await?;
                 return Ok(0);

@@ -270,3 +270,136 @@ fn access_log_json_lines() {
     assert!(sealed["bytes"].as_u64().unwrap() > 0);
     assert!(sealed["duration_ms"].as_f64().is_some());
 }
+
+/// A key directory for a gateway.
+fn gateway_keys(dir: &Path) -> std::path::PathBuf {
+    let keys = dir.join("keys");
+    common::keygen(&keys, false);
+    keys
+}
+
+/// The status line and the body of `fetch -i` output.
+fn split_include(stdout: &[u8]) -> (String, Vec<u8>) {
+    let text = String::from_utf8_lossy(stdout);
+    let status = text.lines().next().unwrap_or_default().to_string();
+    let at = stdout
+        .windows(2)
+        .position(|w| w == b"\n\n")
+        .map_or(stdout.len(), |p| p + 2);
+    (status, stdout[at..].to_vec())
+}
+
+/// With the upstream down, the client gets a sealed 502 with an RFC 9457
+/// problem document, and the gateway's log names the upstream.
+#[test]
+fn gateway_with_a_dead_upstream_answers_502_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = gateway_keys(dir.path());
+    // A port nothing listens on.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let gw = common::gateway(&keys, dead, &["--log", "info"]);
+    let out = common::fetch(&["-i", &format!("http://{}/x", gw.addr)]);
+    let (status, body) = split_include(&out.stdout);
+    assert_eq!(status, "HTTP/1.1 502 Bad Gateway", "{}", out.stderr_text());
+    assert!(out
+        .stdout_text()
+        .to_ascii_lowercase()
+        .contains("content-type: application/problem+json"));
+    let doc: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(doc["status"], 502);
+    assert_eq!(doc["title"], "Bad Gateway");
+    assert_eq!(doc["type"], "about:blank");
+    assert!(doc["detail"].as_str().is_some_and(|d| !d.is_empty()));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !gw.log().contains(&format!("upstream=http://{dead}")) {
+        assert!(Instant::now() < deadline, "{}", gw.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// An upstream that accepts and never answers: 504 after --upstream-timeout.
+#[test]
+fn gateway_with_a_slow_upstream_answers_504() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = gateway_keys(dir.path());
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap();
+    // Holds every connection open without a byte of answer.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in silent.incoming().take(8) {
+            held.push(s);
+        }
+        std::thread::sleep(Duration::from_secs(30));
+    });
+    let gw = common::gateway(&keys, addr, &["--upstream-timeout", "1"]);
+    let t = Instant::now();
+    let out = common::fetch(&["-i", &format!("http://{}/x", gw.addr)]);
+    let (status, body) = split_include(&out.stdout);
+    assert_eq!(
+        status,
+        "HTTP/1.1 504 Gateway Timeout",
+        "{}",
+        out.stderr_text()
+    );
+    assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
+    let doc: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(doc["status"], 504);
+}
+
+/// The upstream learns the client's address from the gateway, never from
+/// the client's own X-Forwarded-For.
+#[test]
+fn gateway_adds_forwarded_fields_from_the_tcp_peer() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = gateway_keys(dir.path());
+    let up = common::upstream();
+    let fields = |gw: &Proc| -> Vec<(String, String)> {
+        let out = common::fetch(&[
+            "-H",
+            "X-Forwarded-For: 6.6.6.6",
+            "-H",
+            "Forwarded: for=6.6.6.6",
+            &format!("http://{}/echo", gw.addr),
+        ]);
+        assert!(out.status.success(), "{}", out.stderr_text());
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        doc["headers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|kv| {
+                (
+                    kv[0].as_str().unwrap().to_ascii_lowercase(),
+                    kv[1].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let get = |f: &[(String, String)], n: &str| -> Vec<String> {
+        f.iter()
+            .filter(|(k, _)| k == n)
+            .map(|(_, v)| v.clone())
+            .collect()
+    };
+    let gw = common::gateway(&keys, up.addr, &[]);
+    let f = fields(&gw);
+    assert_eq!(get(&f, "x-forwarded-for"), ["127.0.0.1"], "{f:?}");
+    assert_eq!(get(&f, "x-forwarded-proto"), ["http"], "{f:?}");
+    assert!(get(&f, "forwarded").is_empty(), "{f:?}");
+    drop(gw);
+    let gw = common::gateway(&keys, up.addr, &["--forwarded", "forwarded"]);
+    let f = fields(&gw);
+    assert_eq!(get(&f, "forwarded"), ["for=127.0.0.1;proto=http"], "{f:?}");
+    assert!(get(&f, "x-forwarded-for").is_empty(), "{f:?}");
+    drop(gw);
+    let gw = common::gateway(&keys, up.addr, &["--forwarded", "none"]);
+    let f = fields(&gw);
+    assert!(
+        get(&f, "forwarded").is_empty() && get(&f, "x-forwarded-for").is_empty(),
+        "{f:?}"
+    );
+}
