@@ -7,11 +7,14 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
+mod access;
 mod asap;
 mod demo;
 mod dns;
 mod fetch;
 mod flood;
+mod metrics;
+mod ops;
 mod rspamd;
 
 #[derive(Parser)]
@@ -24,8 +27,18 @@ struct Cli {
     /// Log filter (e.g. info, debug, httpcrypt=trace); also RUST_LOG.
     #[arg(long, global = true, env = "RUST_LOG", default_value = "warn")]
     log: String,
+    /// Log format on stderr: text (colour only on a terminal) or json (one
+    /// object per line).
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    log_format: LogFormat,
     #[command(subcommand)]
     cmd: Cmd,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -33,8 +46,10 @@ enum Cmd {
     /// Create a key directory; prints the identity public key (base64url).
     Keygen(KeygenArgs),
     /// Serve a directory of static files over HTTPCrypt.
+    #[command(after_help = ops::SIGNALS_HELP)]
     Serve(ServeArgs),
     /// Put HTTPCrypt in front of an existing plaintext HTTP service.
+    #[command(after_help = ops::SIGNALS_HELP)]
     Gateway(GatewayArgs),
     /// Fetch a URL over HTTPCrypt, like curl; the body goes to stdout.
     Fetch(fetch::FetchArgs),
@@ -174,6 +189,14 @@ struct ServerOpts {
     /// keep-alive one first, then the slowest below --min-rate).
     #[arg(long, default_value_t = 1024)]
     max_connections: usize,
+    /// Access log (`--log info`): also log each request's inner method and
+    /// target (otherwise only the outer path, which is random).
+    #[arg(long)]
+    log_targets: bool,
+    /// Serve Prometheus metrics at http://ADDR/metrics and a health check
+    /// at /healthz (e.g. 127.0.0.1:9090; unauthenticated: keep it internal).
+    #[arg(long)]
+    metrics: Option<SocketAddr>,
     /// Largest outer request body (or decoded GET query) in bytes; above it 413.
     #[arg(long, default_value_t = httpcrypt::proto::Limits::default().max_body)]
     max_body: usize,
@@ -202,6 +225,10 @@ struct ServerOpts {
     /// Seconds a keep-alive connection may stay idle between requests.
     #[arg(long, default_value_t = listen_default().keepalive_timeout.as_secs())]
     keepalive_timeout: u64,
+    /// Seconds to finish the requests in flight after SIGTERM or SIGINT
+    /// before exiting anyway (0: exit at once).
+    #[arg(long, default_value_t = 30)]
+    shutdown_timeout: u64,
     /// Share the strike register through Redis (e.g. redis://127.0.0.1:6379/),
     /// so a replay is refused fleet-wide, not just by this instance.
     #[arg(long)]
@@ -287,6 +314,29 @@ struct GatewayArgs {
     /// client's sealed request that start with it are dropped.
     #[arg(long, default_value = httpcrypt::proto::inner::DEFAULT_OUTER_PREFIX, value_parser = parse_outer_prefix)]
     outer_prefix: String,
+    /// Seconds to wait for the upstream's connection and answer head;
+    /// past it the client gets 504 (a refused or failed upstream: 502).
+    #[arg(long, default_value_t = 60)]
+    upstream_timeout: u64,
+    /// Idle keep-alive connections kept open to the upstream.
+    #[arg(long, default_value_t = 32)]
+    upstream_pool_idle: usize,
+    /// Seconds an idle upstream connection is kept.
+    #[arg(long, default_value_t = 90)]
+    upstream_idle_timeout: u64,
+    /// Client fields added for the upstream from the TCP peer (the client's
+    /// own fields of these names are dropped): X-Forwarded-For and
+    /// X-Forwarded-Proto, Forwarded (RFC 7239), both, or none.
+    #[arg(long, value_enum, default_value = "xff")]
+    forwarded: ForwardedArg,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ForwardedArg {
+    None,
+    Xff,
+    Forwarded,
+    Both,
 }
 
 fn parse_field_name(text: &str) -> std::result::Result<http::HeaderName, String> {
@@ -322,13 +372,7 @@ struct CertsArgs {
 
 fn main() {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(&cli.log)
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    ops::init_logging(&cli.log, cli.log_format == LogFormat::Json);
     let workers = match &cli.cmd {
         Cmd::Serve(a) => a.server.workers,
         Cmd::Gateway(a) => a.server.workers,
@@ -391,8 +435,24 @@ async fn run(cmd: Cmd) -> Result<i32> {
             if a.upstream.scheme_str() != Some("http") || a.upstream.authority().is_none() {
                 bail!("--upstream must be an http:// URL with a host");
             }
-            let upstream =
-                httpcrypt::runtime::Upstream::new(a.upstream).with_outer_prefix(&a.outer_prefix);
+            if a.upstream_timeout == 0 {
+                bail!("--upstream-timeout must be at least 1 second");
+            }
+            let upstream = httpcrypt::runtime::Upstream::with_options(
+                a.upstream,
+                httpcrypt::runtime::UpstreamOptions {
+                    timeout: Duration::from_secs(a.upstream_timeout),
+                    pool_idle: a.upstream_pool_idle,
+                    pool_idle_timeout: Duration::from_secs(a.upstream_idle_timeout.max(1)),
+                    forwarded: match a.forwarded {
+                        ForwardedArg::None => httpcrypt::runtime::Forwarded::None,
+                        ForwardedArg::Xff => httpcrypt::runtime::Forwarded::Xff,
+                        ForwardedArg::Forwarded => httpcrypt::runtime::Forwarded::Forwarded,
+                        ForwardedArg::Both => httpcrypt::runtime::Forwarded::Both,
+                    },
+                },
+            )
+            .with_outer_prefix(&a.outer_prefix);
             if a.server.profile == rspamd::Profile::Rspamd {
                 rspamd::serve(&a.server, upstream).await?;
                 return Ok(0);
@@ -473,24 +533,65 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
-    let (layer, listener) = prepare(opts).await?;
+    let (layer, listener, live, identity) = prepare(opts).await?;
     let gate = asap::prepare_listener(&opts.asap, &listener, opts.keys.as_deref())?;
-    let svc = tower::Layer::layer(&layer, svc);
+    let health = metrics::Health::default();
+    if let Some(addr) = opts.metrics {
+        metrics::start(addr, health.clone(), live.clone()).await?;
+    }
+    let svc = access::Inner::new(
+        svc,
+        access::Options {
+            targets: opts.log_targets,
+        },
+    );
+    let svc = access::Outer::new(tower::Layer::layer(&layer, svc));
     let listen = httpcrypt::runtime::ListenOptions {
         gate,
         abandon_on_hangup,
         ..opts.listen_options()
     };
-    httpcrypt::runtime::run(listener, svc, listen, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
+    ops::Reloader {
+        keys: opts.keys.clone().map(|dir| (dir, identity, live)),
+        config: None,
+    }
+    .on_hangup()?;
+    let stop = ops::stop_signal()?;
+    let drained = httpcrypt::runtime::run_draining(
+        listener,
+        svc,
+        listen,
+        async {
+            let name = stop.await;
+            health.draining();
+            tracing::info!(
+                signal = name,
+                deadline_s = opts.shutdown_timeout,
+                "draining: no new connections; finishing the requests in flight"
+            );
+        },
+        Duration::from_secs(opts.shutdown_timeout),
+    )
     .await?;
+    match drained {
+        httpcrypt::runtime::Drained::Complete => tracing::info!("stopped"),
+        httpcrypt::runtime::Drained::TimedOut(open) => tracing::warn!(
+            open,
+            "stopped at the --shutdown-timeout deadline; cutting the connections still open"
+        ),
+    }
     Ok(())
 }
 
+/// The layer, the bound listener, the running keys and the identity.
 async fn prepare(
     opts: &ServerOpts,
-) -> Result<(httpcrypt::HttpCryptLayer, tokio::net::TcpListener)> {
+) -> Result<(
+    httpcrypt::HttpCryptLayer,
+    tokio::net::TcpListener,
+    httpcrypt::keystore::LiveKeys,
+    httpcrypt::proto::IdentityPublic,
+)> {
     if !opts.keypair.is_empty() || opts.encrypted_only {
         bail!("--keypair and --encrypted-only belong to --profile rspamd");
     }
@@ -503,7 +604,8 @@ async fn prepare(
     } else {
         httpcrypt::proto::Profile::V1
     });
-    let identity = store.identity().to_b64();
+    let identity_key = store.identity();
+    let identity = identity_key.to_b64();
     let keys = httpcrypt::keystore::start(store, Duration::from_secs(opts.rotation.max(1)))?;
     let config = httpcrypt::ServerConfig {
         mount: httpcrypt::proto::outer::Mount::new(&opts.mount)?,
@@ -552,6 +654,7 @@ async fn prepare(
         "httpcrypt: listening on http://{} (identity {identity})",
         listener.local_addr()?
     );
+    let live = keys.clone();
     let layer = match &opts.redis {
         Some(url) => {
             let window = config
@@ -564,7 +667,7 @@ async fn prepare(
         }
         None => httpcrypt::HttpCryptLayer::new(keys, config),
     };
-    Ok((layer, listener))
+    Ok((layer, listener, live, identity_key))
 }
 
 fn open_store(dir: &Path) -> Result<httpcrypt::keystore::KeyStore> {

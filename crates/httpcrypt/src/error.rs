@@ -96,7 +96,7 @@ pub fn from_box(e: BoxError) -> Error {
 }
 
 /// Displays an error followed by its sources, `: `-separated.
-struct Chain<'a>(&'a (dyn std::error::Error + 'static));
+pub(crate) struct Chain<'a>(pub(crate) &'a (dyn std::error::Error + 'static));
 
 impl std::fmt::Display for Chain<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

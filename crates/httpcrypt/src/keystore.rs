@@ -518,9 +518,11 @@ pub fn start(store: KeyStore, period: Duration) -> Result<LiveKeys, Error> {
             match store.rotate(now, period) {
                 Ok(epoch) => {
                     tracing::info!(serial = epoch.cert.serial, kid = %epoch.cert.kid().to_b64(), "rotated key");
+                    metrics::counter!(crate::stats::ROTATIONS, "result" => "ok").increment(1);
                     task_keys.add(epoch);
                 }
                 Err(e) => {
+                    metrics::counter!(crate::stats::ROTATIONS, "result" => "failed").increment(1);
                     tracing::error!(error = %e, "key rotation failed; keeping the current keys")
                 }
             }
@@ -530,6 +532,36 @@ pub fn start(store: KeyStore, period: Duration) -> Result<LiveKeys, Error> {
         }
     });
     Ok(live)
+}
+
+/// Re-reads a key directory into running keys (`httpcrypt serve` on
+/// SIGHUP): adds every stored epoch not held yet (a key copied in by an
+/// operator, say), drops expired ones, and returns how many were added.
+/// Never creates keys, so it does not disturb the rotation task. A fleet
+/// directory's keys come from the ratchet, not from files: nothing to do.
+/// The identity is not reloaded: a directory whose identity is no longer
+/// `identity` is refused (a restart takes a new identity).
+pub fn reload(dir: &Path, identity: &IdentityPublic, live: &LiveKeys) -> Result<usize, Error> {
+    if dir.join(crate::fleet::FLEET_FILE).exists() {
+        return Ok(0);
+    }
+    let store = KeyStore::open(dir)?;
+    if store.identity().to_b64() != identity.to_b64() {
+        return Err(cfg(format!(
+            "{}: the identity key changed; restart to use the new identity",
+            dir.display()
+        )));
+    }
+    let now = unix_now();
+    let mut added = 0;
+    for e in store.load(now)? {
+        if !live.holds(&e.cert) {
+            live.add(e);
+            added += 1;
+        }
+    }
+    live.remove_expired(now);
+    Ok(added)
 }
 
 /// A read-only [`LiveKeys`] that follows a key directory another process

@@ -146,8 +146,40 @@ pub async fn run<S>(
 where
     S: ConnectionService,
 {
+    run_draining(listener, svc, opts, shutdown, Duration::ZERO)
+        .await
+        .map(|_| ())
+}
+
+/// How a draining listener ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drained {
+    /// Every connection closed (or there was no drain to do).
+    Complete,
+    /// The deadline passed with this many connections still open; they are
+    /// cut when the runtime stops.
+    TimedOut(usize),
+}
+
+/// [`run`], draining when `shutdown` resolves: the listener closes at once
+/// (no new connection is accepted), every open connection closes after
+/// the answer it is sending, idle ones at once, and this returns when the
+/// last one is gone or after `drain` (zero: at once, as [`run`]), as nginx
+/// does on a graceful stop.
+pub async fn run_draining<S>(
+    listener: TcpListener,
+    svc: S,
+    opts: ListenOptions,
+    shutdown: impl Future<Output = ()>,
+    drain: Duration,
+) -> std::io::Result<Drained>
+where
+    S: ConnectionService,
+{
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let mut accepting = AbortOnDrop(tokio::spawn(accept_loop(listener, svc, opts, stopped)));
+    let mut accepting = AbortOnDrop(tokio::spawn(accept_loop(
+        listener, svc, opts, stopped, drain,
+    )));
     tokio::pin!(shutdown);
     tokio::select! {
         _ = &mut shutdown => {
@@ -173,18 +205,22 @@ async fn accept_loop<S>(
     svc: S,
     opts: ListenOptions,
     mut stopped: tokio::sync::watch::Receiver<bool>,
-) -> std::io::Result<()>
+    drain: Duration,
+) -> std::io::Result<Drained>
 where
     S: ConnectionService,
 {
-    let permits = Arc::new(Semaphore::new(opts.max_connections.max(1)));
+    let max = opts.max_connections.max(1);
+    let permits = Arc::new(Semaphore::new(max));
     let slots = Arc::new(Slots::new(opts.deadlines()));
-    // One ticker for the expiry of every connection's keys (spec §6) and
-    // the deadlines of every connection (`crate::lifecycle`).
+    // One ticker for the expiry of every connection's keys (spec §6), the
+    // deadlines of every connection (`crate::lifecycle`) and the gauge of
+    // open connections.
     let watch = Arc::new(ExpiryWatch::default());
     let _ticker = AbortOnDrop(tokio::spawn({
         let watch = watch.clone();
         let slots = slots.clone();
+        let permits = permits.clone();
         async move {
             let mut every = tokio::time::interval(slots.period());
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -192,6 +228,9 @@ where
                 every.tick().await;
                 watch.tick(crate::keystore::unix_now());
                 slots.check(std::time::Instant::now());
+                // Every open connection holds a permit.
+                metrics::gauge!(crate::stats::OPEN_CONNECTIONS)
+                    .set(max.saturating_sub(permits.available_permits()) as f64);
             }
         }
     }));
@@ -201,9 +240,30 @@ where
         let _ = stopped.wait_for(|s| *s).await;
     };
     tokio::pin!(shutdown);
+    // Every open connection holds a permit: they are all gone when all
+    // permits are back.
+    let drained = |listener: TcpListener| {
+        drop(listener);
+        if !drain.is_zero() {
+            watch.drain();
+        }
+        let permits = permits.clone();
+        async move {
+            if drain.is_zero() {
+                return Ok(Drained::Complete);
+            }
+            let all = u32::try_from(max).unwrap_or(u32::MAX);
+            match tokio::time::timeout(drain, permits.acquire_many(all)).await {
+                Ok(_) => Ok(Drained::Complete),
+                Err(_) => Ok(Drained::TimedOut(
+                    max.saturating_sub(permits.available_permits()),
+                )),
+            }
+        }
+    };
     loop {
         let (stream, peer) = tokio::select! {
-            _ = &mut shutdown => return Ok(()),
+            _ = &mut shutdown => return drained(listener).await,
             a = listener.accept() => match a {
                 Ok(a) => a,
                 Err(e) => {
@@ -218,7 +278,7 @@ where
             // Every slot is taken: shed the slowest connection rather than
             // keep the newcomer waiting behind it.
             Err(_) => tokio::select! {
-                _ = &mut shutdown => return Ok(()),
+                _ = &mut shutdown => return drained(listener).await,
                 p = make_room(&slots, &permits) => p.map_err(std::io::Error::other)?,
             },
         };
@@ -332,7 +392,10 @@ where
         let expiry = watch.notified();
         tokio::pin!(expiry);
         expiry.as_mut().enable();
-        let mut closing = false;
+        let mut closing = watch.draining();
+        if closing {
+            conn.as_mut().graceful_shutdown();
+        }
         let (mut cut_seen, mut dropping) = (false, false);
         let cut = std::future::poll_fn(|cx| state.progress().poll_cut(cx));
         tokio::pin!(cut);
@@ -357,7 +420,7 @@ where
                 // is dropped as is.
                 _ = std::future::ready(()), if dropping => break Ok(()),
                 _ = expiry.as_mut(), if !closing => {
-                    if state.expired(crate::keystore::unix_now()) {
+                    if watch.draining() || state.expired(crate::keystore::unix_now()) {
                         tracing::debug!(%peer, "closing a connection whose keys expired");
                         conn.as_mut().graceful_shutdown();
                         closing = true;
@@ -870,18 +933,72 @@ struct UpstreamInner {
     /// Lower-case prefix of the allow-listed outer fields (see
     /// [`Upstream::with_outer_prefix`]).
     outer_prefix: String,
+    opts: UpstreamOptions,
+}
+
+/// Which fields tell the upstream who the client is (the TCP peer of the
+/// gateway). Fields of these names a client sent are removed first: only
+/// the gateway's word reaches the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Forwarded {
+    /// None (and none passed on from the client).
+    None,
+    /// `X-Forwarded-For` and `X-Forwarded-Proto`, as most proxies send.
+    #[default]
+    Xff,
+    /// `Forwarded` (RFC 7239).
+    Forwarded,
+    /// Both kinds.
+    Both,
+}
+
+/// How [`Upstream`] treats its upstream.
+#[derive(Debug, Clone)]
+pub struct UpstreamOptions {
+    /// Longest wait for the connection and the answer's head; past it the
+    /// client gets 504.
+    pub timeout: Duration,
+    /// Idle keep-alive connections kept to the upstream.
+    pub pool_idle: usize,
+    /// How long an idle upstream connection is kept.
+    pub pool_idle_timeout: Duration,
+    /// The client fields added for the upstream.
+    pub forwarded: Forwarded,
+}
+
+impl Default for UpstreamOptions {
+    fn default() -> Self {
+        UpstreamOptions {
+            timeout: Duration::from_secs(60),
+            pool_idle: 32,
+            pool_idle_timeout: Duration::from_secs(90),
+            forwarded: Forwarded::Xff,
+        }
+    }
 }
 
 impl Upstream {
     /// A proxy to `base`.
     pub fn new(base: Uri) -> Self {
+        Self::with_options(base, UpstreamOptions::default())
+    }
+
+    /// A proxy to `base` with `opts`.
+    pub fn with_options(base: Uri, opts: UpstreamOptions) -> Self {
         let mut http = HttpConnector::new();
         http.set_nodelay(true);
+        http.set_connect_timeout(Some(opts.timeout));
         Upstream {
             inner: Arc::new(UpstreamInner {
-                client: HyperClient::builder(TokioExecutor::new()).build(http),
+                client: HyperClient::builder(TokioExecutor::new())
+                    .pool_max_idle_per_host(opts.pool_idle)
+                    .pool_idle_timeout(opts.pool_idle_timeout)
+                    .pool_timer(TokioTimer::new())
+                    .timer(TokioTimer::new())
+                    .build(http),
                 base,
                 outer_prefix: httpcrypt_proto::inner::DEFAULT_OUTER_PREFIX.to_ascii_lowercase(),
+                opts,
             }),
         }
     }
@@ -897,11 +1014,70 @@ impl Upstream {
             client: self.inner.client.clone(),
             base: self.inner.base.clone(),
             outer_prefix: prefix.to_ascii_lowercase(),
+            opts: self.inner.opts.clone(),
         };
         Upstream {
             inner: Arc::new(inner),
         }
     }
+}
+
+/// Adds the client fields of `how` for the TCP peer `peer` (spec: none;
+/// this is the gateway's convention, as nginx's and Caddy's).
+fn add_forwarded(h: &mut http::HeaderMap, how: Forwarded, peer: Option<SocketAddr>) {
+    for name in [
+        "x-forwarded-for",
+        "x-forwarded-proto",
+        "x-forwarded-host",
+        "forwarded",
+    ] {
+        h.remove(name);
+    }
+    let Some(peer) = peer else { return };
+    let ip = peer.ip();
+    if matches!(how, Forwarded::Xff | Forwarded::Both) {
+        if let Ok(v) = http::HeaderValue::from_str(&ip.to_string()) {
+            h.insert("x-forwarded-for", v);
+        }
+        h.insert("x-forwarded-proto", http::HeaderValue::from_static("http"));
+    }
+    if matches!(how, Forwarded::Forwarded | Forwarded::Both) {
+        let node = match ip {
+            std::net::IpAddr::V4(v4) => v4.to_string(),
+            std::net::IpAddr::V6(v6) => format!("\"[{v6}]\""),
+        };
+        if let Ok(v) = http::HeaderValue::from_str(&format!("for={node};proto=http")) {
+            h.insert(header::FORWARDED, v);
+        }
+    }
+}
+
+/// The gateway's own answer when the upstream fails: an RFC 9457 problem
+/// document (`about:blank`, the status's reason as title), as nginx and
+/// Caddy answer 502 and 504. The detail does not name the upstream (the
+/// log does).
+fn gateway_problem(status: http::StatusCode, detail: &str) -> Response<HcBody> {
+    let doc = serde_json::json!({
+        "type": "about:blank",
+        "title": status.canonical_reason().unwrap_or("Bad Gateway"),
+        "status": status.as_u16(),
+        "detail": detail,
+    });
+    let mut r = Response::new(
+        http_body_util::Full::new(Bytes::from(doc.to_string()))
+            .map_err(|never| match never {})
+            .boxed_unsync(),
+    );
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/problem+json"),
+    );
+    r.headers_mut().insert(
+        header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-store"),
+    );
+    r
 }
 
 impl tower::Service<Request<HcBody>> for Upstream {
@@ -938,7 +1114,45 @@ impl tower::Service<Request<HcBody>> for Upstream {
             *req.uri_mut() = uri;
             strip_hop_by_hop(req.headers_mut());
             pass_outer(&mut req, &up.outer_prefix);
-            let rsp = up.client.request(req).await?;
+            let peer = req
+                .extensions()
+                .get::<ConnState>()
+                .and_then(ConnState::peer);
+            add_forwarded(req.headers_mut(), up.opts.forwarded, peer);
+            let rsp = match tokio::time::timeout(up.opts.timeout, up.client.request(req)).await {
+                Ok(Ok(rsp)) => rsp,
+                Ok(Err(e)) => {
+                    // The connect timeout is an io::Error a few sources down.
+                    let mut cause = std::error::Error::source(&e);
+                    let mut timed_out = false;
+                    for _ in 0..8 {
+                        let Some(c) = cause else { break };
+                        timed_out |= c
+                            .downcast_ref::<std::io::Error>()
+                            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut);
+                        cause = c.source();
+                    }
+                    tracing::warn!(upstream = %base, error = %crate::error::Chain(&e), "upstream request failed");
+                    return Ok(if timed_out {
+                        gateway_problem(
+                            http::StatusCode::GATEWAY_TIMEOUT,
+                            "the upstream service did not answer in time",
+                        )
+                    } else {
+                        gateway_problem(
+                            http::StatusCode::BAD_GATEWAY,
+                            "the upstream service could not be reached or failed",
+                        )
+                    });
+                }
+                Err(_) => {
+                    tracing::warn!(upstream = %base, timeout_s = up.opts.timeout.as_secs_f64(), "upstream timed out");
+                    return Ok(gateway_problem(
+                        http::StatusCode::GATEWAY_TIMEOUT,
+                        "the upstream service did not answer in time",
+                    ));
+                }
+            };
             let (mut parts, body) = rsp.into_parts();
             strip_hop_by_hop(&mut parts.headers);
             Ok(Response::from_parts(

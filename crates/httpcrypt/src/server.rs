@@ -246,6 +246,9 @@ pub(crate) struct ExpiryWatch {
     /// The earliest noted expiry (unix seconds); `u64::MAX` when none.
     earliest: std::sync::atomic::AtomicU64,
     notify: tokio::sync::Notify,
+    /// Set when the listener drains: every connection is to close once
+    /// its request in flight is answered.
+    draining: std::sync::atomic::AtomicBool,
 }
 
 impl Default for ExpiryWatch {
@@ -253,6 +256,7 @@ impl Default for ExpiryWatch {
         ExpiryWatch {
             earliest: std::sync::atomic::AtomicU64::new(u64::MAX),
             notify: tokio::sync::Notify::new(),
+            draining: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -276,6 +280,19 @@ impl ExpiryWatch {
         }
     }
 
+    /// Wakes every connection for good: the listener drains, and each
+    /// connection closes after the request it is answering, if any.
+    pub(crate) fn drain(&self) {
+        self.draining
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.notify.notify_waiters();
+    }
+
+    /// Whether [`ExpiryWatch::drain`] was called.
+    pub(crate) fn draining(&self) -> bool {
+        self.draining.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Resolves at the next [`ExpiryWatch::tick`] that wakes connections;
     /// enable it (or poll it) before noting an expiry.
     pub(crate) fn notified(&self) -> tokio::sync::futures::Notified<'_> {
@@ -290,6 +307,9 @@ pub struct Encrypted {
     pub kid: httpcrypt_proto::KeyId,
     /// The client came back with a ticket.
     pub resumed: bool,
+    /// The client sent its key, and the session key came from the session
+    /// cache rather than a key agreement.
+    pub cached: bool,
 }
 
 /// The outer fields named by [`ServerConfig::pass_outer`] that a sealed
@@ -427,7 +447,7 @@ impl Shared {
         &self,
         sk: &core::ServerKey,
         peer: &httpcrypt_proto::KexPublic,
-        held: &mut Option<httpcrypt_proto::KeyId>,
+        held: &mut Held,
     ) -> Result<httpcrypt_proto::SessionKey, httpcrypt_proto::Error> {
         match self.cached(sk, peer, held) {
             Some(k) => Ok(k),
@@ -441,7 +461,7 @@ impl Shared {
         &self,
         sk: &core::ServerKey,
         peer: &httpcrypt_proto::KexPublic,
-        held: &mut Option<httpcrypt_proto::KeyId>,
+        held: &mut Held,
     ) -> Option<httpcrypt_proto::SessionKey> {
         let hit = self
             .cache
@@ -449,7 +469,9 @@ impl Shared {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .lookup(&sk.kid, peer)?;
-        *held = hit.ticket;
+        held.ticket = hit.ticket;
+        held.cached = true;
+        metrics::counter!(crate::stats::CACHE_HITS).increment(1);
         Some(hit.key)
     }
 
@@ -460,6 +482,7 @@ impl Shared {
         peer: &httpcrypt_proto::KexPublic,
     ) -> Result<httpcrypt_proto::SessionKey, httpcrypt_proto::Error> {
         let k = sk.secret.session_key(peer)?;
+        metrics::counter!(crate::stats::KEY_AGREEMENTS).increment(1);
         if let Some(cache) = &self.cache {
             cache
                 .lock()
@@ -480,7 +503,7 @@ impl Shared {
         addr: std::net::IpAddr,
         cookies: &[&[u8]],
         refused: &mut Option<httpcrypt_proto::admission::Verdict>,
-        held: &mut Option<httpcrypt_proto::KeyId>,
+        held: &mut Held,
     ) -> Result<httpcrypt_proto::SessionKey, httpcrypt_proto::Error> {
         use httpcrypt_proto::admission::Verdict;
         let Some(defence) = &self.defence else {
@@ -795,6 +818,7 @@ fn inner_problem_with(
     now: u64,
     extra: Vec<Field>,
 ) -> Response<HcBody> {
+    crate::stats::rejected(err.code());
     let (mut head, body) = core::problem_response(err)
         .unwrap_or_else(|| (ResponseHead::new(500, "Internal Server Error"), Vec::new()));
     head.fields.extend(extra);
@@ -877,8 +901,17 @@ struct Admitted<B> {
     body: B,
     accepted: Accepted,
     /// The ticket key of the last ticket this session got, on a cache hit.
-    held: Option<httpcrypt_proto::KeyId>,
+    held: Held,
     now: u64,
+}
+
+/// What the session cache gave a fresh-key request.
+#[derive(Debug, Default, Clone, Copy)]
+struct Held {
+    /// The ticket key of the last ticket issued for the session.
+    ticket: Option<httpcrypt_proto::KeyId>,
+    /// The session key came from the cache (no X25519).
+    cached: bool,
 }
 
 /// The outer checks of a request within the outer HTTP limits (route,
@@ -933,7 +966,7 @@ fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) -> Admission<
     let addr = crate::defence::peer_ip(&parts.extensions);
     let mut refused = None;
     // The ticket key of the last ticket this session got, on a cache hit.
-    let mut held = None;
+    let mut held = Held::default();
     let conn = parts.extensions.get::<ConnState>();
     let decision = shared.keys.with(|keys| {
         core::accept_resuming(
@@ -963,6 +996,7 @@ fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) -> Admission<
     shared.purge_cache(now);
     let accepted = match decision {
         Err(_) if refused.is_some() => {
+            crate::stats::rejected("admission");
             return Admission::Answer(crate::defence::refusal_response(
                 &refused.expect("checked just above"),
             ));
@@ -970,6 +1004,7 @@ fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) -> Admission<
         Err(e) => {
             let certs = shared.keys.with(|k| k.cert_lines(now));
             tracing::debug!(code = e.code(), "refused outer request");
+            crate::stats::rejected(e.code());
             return Admission::Answer(outer_problem(&e, &certs));
         }
         // `call` passes requests outside the mount on before this, by
@@ -1011,6 +1046,9 @@ fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) -> Admission<
         }
         Ok(Accept::Request(a)) => a,
     };
+    if matches!(accepted.credential, outer::Credential::Ticket { .. }) {
+        metrics::counter!(crate::stats::TICKET_RESUMPTIONS).increment(1);
+    }
     if let Some(conn) = conn {
         if let Some(not_after) = shared
             .keys
@@ -1140,7 +1178,9 @@ where
             // ticket key on an earlier connection gets none (spec §7.2, D29): its
             // client reuses its key pair, so it is linkable by that anyway, and a new
             // ticket would differ from the one it holds only in its nonce.
-            if cfg.tickets && (held.is_none() || held != shared.keys.with(|k| current_tid(k, now)))
+            if cfg.tickets
+                && (held.ticket.is_none()
+                    || held.ticket != shared.keys.with(|k| current_tid(k, now)))
             {
                 let conn = parts.extensions.get::<ConnState>();
                 let session =
@@ -1206,6 +1246,7 @@ where
                     r.extensions_mut().insert(Encrypted {
                         kid: accepted.kid,
                         resumed: matches!(accepted.credential, outer::Credential::Ticket { .. }),
+                        cached: held.cached,
                     });
                     r
                 }

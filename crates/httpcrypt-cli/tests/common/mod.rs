@@ -67,6 +67,32 @@ impl Proc {
         fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
     }
 
+    /// Sends the signal `name` (e.g. `TERM`, `HUP`) with kill(1).
+    pub fn signal(&self, name: &str) {
+        let ok = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.pid().to_string())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{name} {}", self.pid());
+    }
+
+    /// Waits up to `timeout` for the process to exit; its status, or None
+    /// if it still runs.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return Some(s);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Resets the peak RSS (`VmHWM`) to the current RSS; false if refused.
     pub fn reset_peak_rss(&self) -> bool {
         std::fs::write(format!("/proc/{}/clear_refs", self.pid()), b"5").is_ok()

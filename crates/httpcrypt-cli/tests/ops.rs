@@ -1,0 +1,405 @@
+//! Operating `serve` and `gateway` as the built binary: signals (SIGTERM
+//! drains, SIGHUP reloads).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::Proc;
+
+/// A key directory and a site root holding `big.bin` of `big` bytes.
+fn site(dir: &Path, big: usize) -> Vec<u8> {
+    common::keygen(&dir.join("keys"), false);
+    let root = dir.join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("hello.txt"), b"hello\n").unwrap();
+    let bytes = common::noise(big, 3);
+    std::fs::write(root.join("big.bin"), &bytes).unwrap();
+    bytes
+}
+
+fn serve(dir: &Path, extra: &[&str]) -> Proc {
+    let mut args = vec!["--log", "info"];
+    args.extend_from_slice(extra);
+    common::serve(&dir.join("keys"), &dir.join("root"), &args)
+}
+
+/// A download in flight when SIGTERM arrives completes; the listener
+/// closes at once; the server exits 0 once the download is done.
+#[test]
+fn sigterm_drains_a_download_in_flight_and_exits_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = site(dir.path(), 32 << 20);
+    let mut server = serve(dir.path(), &[]);
+    let url = format!("http://{}/big.bin", server.addr);
+    let mut fetch = common::command(&["fetch", &url])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = fetch.stdout.take().unwrap();
+    // The first bytes are here: the download is in flight, and the rest
+    // waits on this reader (pipe and socket buffers hold far less).
+    let mut got = vec![0u8; 64 << 10];
+    out.read_exact(&mut got).unwrap();
+    server.signal("TERM");
+    // The listener closes at once: new connections are refused.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(server.addr).is_ok() {
+        assert!(Instant::now() < deadline, "still accepting after SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        server.wait_exit(Duration::from_millis(300)).is_none(),
+        "exited with a download in flight"
+    );
+    out.read_to_end(&mut got).unwrap();
+    let status = fetch.wait().unwrap();
+    assert!(status.success(), "fetch: {status}");
+    assert_eq!(got.len(), big.len());
+    assert!(got == big, "the download differs from the file");
+    let status = server
+        .wait_exit(Duration::from_secs(20))
+        .expect("the server exits once drained");
+    assert_eq!(status.code(), Some(0), "{}", server.log());
+    let log = server.log();
+    assert!(log.contains("draining"), "{log}");
+    assert!(log.contains("SIGTERM"), "{log}");
+}
+
+/// SIGINT drains too; an idle keep-alive connection does not hold the
+/// exit up until the deadline.
+#[test]
+fn sigint_with_an_idle_connection_exits_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    site(dir.path(), 1000);
+    let mut server = serve(dir.path(), &["--shutdown-timeout", "60"]);
+    let idle = TcpStream::connect(server.addr).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let t = Instant::now();
+    server.signal("INT");
+    let status = server
+        .wait_exit(Duration::from_secs(20))
+        .expect("the server exits");
+    assert_eq!(status.code(), Some(0), "{}", server.log());
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    drop(idle);
+}
+
+/// A stalled client cannot hold the exit past `--shutdown-timeout`.
+#[test]
+fn the_drain_deadline_bounds_the_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    site(dir.path(), 32 << 20);
+    let mut server = serve(dir.path(), &["--shutdown-timeout", "1"]);
+    let url = format!("http://{}/big.bin", server.addr);
+    let mut fetch = common::command(&["fetch", &url])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = fetch.stdout.take().unwrap();
+    let mut first = vec![0u8; 1 << 10];
+    out.read_exact(&mut first).unwrap();
+    // The client reads no more: the download stalls.
+    let t = Instant::now();
+    server.signal("TERM");
+    let status = server
+        .wait_exit(Duration::from_secs(20))
+        .expect("the server exits at the deadline");
+    assert_eq!(status.code(), Some(0), "{}", server.log());
+    assert!(
+        t.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(server.log().contains("deadline"), "{}", server.log());
+    let _ = fetch.kill();
+    let _ = fetch.wait();
+}
+
+/// SIGHUP reloads the key directory (a key copied in is served) and keeps
+/// the server answering, on a connection opened before it too.
+#[test]
+fn sighup_reloads_keys_and_keeps_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    site(dir.path(), 1000);
+    let server = serve(dir.path(), &[]);
+    let host = server.addr.to_string();
+    let options = common::wire("OPTIONS", "/", &[("Host", &host)], b"");
+    let (before, mut conn) = common::exchange(server.addr, &options);
+    assert_eq!(before.status, 200);
+    let serials = |body: &[u8]| String::from_utf8_lossy(body).lines().count();
+    assert_eq!(serials(&before.body), 1);
+
+    // Another process adds a key to the directory (as an operator copying
+    // one in would).
+    let keys = dir.path().join("keys");
+    httpcrypt::keystore::KeyStore::open(&keys)
+        .unwrap()
+        .rotate(httpcrypt::keystore::unix_now(), Duration::from_secs(3600))
+        .unwrap();
+
+    server.signal("HUP");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !server.log().contains("key directory reloaded") {
+        assert!(Instant::now() < deadline, "no reload: {}", server.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The connection opened before SIGHUP still answers, now with both keys.
+    conn.get_mut().write_all(&options).unwrap();
+    let after = common::read_response(&mut conn).expect("an answer after SIGHUP");
+    assert_eq!(after.status, 200);
+    assert_eq!(serials(&after.body), 2, "{}", server.log());
+    let hello = common::fetch(&[&format!("http://{host}/hello.txt")]);
+    assert!(hello.status.success(), "{}", hello.stderr_text());
+    assert_eq!(hello.stdout, b"hello\n");
+}
+
+/// The access lines (target `httpcrypt::access`) of a log.
+fn access_lines(log: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| l.contains("httpcrypt::access"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Waits until the log holds `n` access lines.
+fn wait_access(server: &Proc, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let lines = access_lines(&server.log());
+        if lines.len() >= n {
+            return lines;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no access lines: {}",
+            server.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// One line per request, plain text (stderr is a pipe: no colour), with
+/// the outer path only; the inner target appears with `--log-targets`;
+/// cookies and field values never do.
+#[test]
+fn access_log_text_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    site(dir.path(), 1000);
+    let server = serve(dir.path(), &[]);
+    let url = format!("http://{}/hello.txt", server.addr);
+    let out = common::fetch(&["-H", "Cookie: session=sekrit-value", &url]);
+    assert!(out.status.success(), "{}", out.stderr_text());
+    // OPTIONS for the certificates, then the sealed GET.
+    let lines = wait_access(&server, 2);
+    let log = server.log();
+    assert!(!log.contains('\x1b'), "colour codes in a log file: {log}");
+    assert!(!log.contains("sekrit"), "{log}");
+    assert!(
+        !log.contains("hello.txt"),
+        "the inner target without --log-targets: {log}"
+    );
+    let sealed = lines
+        .iter()
+        .find(|l| l.contains("encrypted=true"))
+        .unwrap_or_else(|| panic!("{lines:?}"));
+    for want in [
+        "method=GET",
+        "status=200",
+        "key=\"fresh\"",
+        "inner_status=\"200\"",
+        "bytes=",
+        "duration_ms=",
+        "complete=true",
+    ] {
+        assert!(sealed.contains(want), "{want} in {sealed}");
+    }
+
+    let server = serve(dir.path(), &["--log-targets"]);
+    let url = format!("http://{}/hello.txt", server.addr);
+    let out = common::fetch(&[&url]);
+    assert!(out.status.success(), "{}", out.stderr_text());
+    let lines = wait_access(&server, 2);
+    assert!(
+        lines.iter().any(
+            |l| l.contains("inner_method=\"GET\"") && l.contains("inner_target=\"/hello.txt\"")
+        ),
+        "{lines:?}"
+    );
+}
+
+/// `--log-format json`: every line is a JSON object; the access line has
+/// the fields as keys.
+#[test]
+fn access_log_json_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    site(dir.path(), 1000);
+    let server = serve(dir.path(), &["--log-format", "json", "--log-targets"]);
+    let url = format!("http://{}/nothing-here", server.addr);
+    let out = common::fetch(&[&url]);
+    // The inner 404 is the application's answer.
+    assert!(
+        !out.stderr_text().contains("panicked"),
+        "{}",
+        out.stderr_text()
+    );
+    let lines = wait_access(&server, 2);
+    let objects: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let sealed = objects
+        .iter()
+        .find(|o| o["encrypted"] == true)
+        .unwrap_or_else(|| panic!("{lines:?}"));
+    assert_eq!(sealed["target"], "httpcrypt::access");
+    assert_eq!(sealed["level"], "INFO");
+    assert_eq!(sealed["inner_status"], "404");
+    assert_eq!(sealed["inner_target"], "/nothing-here");
+    assert_eq!(sealed["key"], "fresh");
+    assert_eq!(sealed["status"], 200);
+    assert!(sealed["bytes"].as_u64().unwrap() > 0);
+    assert!(sealed["duration_ms"].as_f64().is_some());
+}
+
+/// A key directory for a gateway.
+fn gateway_keys(dir: &Path) -> std::path::PathBuf {
+    let keys = dir.join("keys");
+    common::keygen(&keys, false);
+    keys
+}
+
+/// The status line and the body of `fetch -i` output.
+fn split_include(stdout: &[u8]) -> (String, Vec<u8>) {
+    let text = String::from_utf8_lossy(stdout);
+    let status = text.lines().next().unwrap_or_default().to_string();
+    let at = stdout
+        .windows(2)
+        .position(|w| w == b"\n\n")
+        .map_or(stdout.len(), |p| p + 2);
+    (status, stdout[at..].to_vec())
+}
+
+/// With the upstream down, the client gets a sealed 502 with an RFC 9457
+/// problem document, and the gateway's log names the upstream.
+#[test]
+fn gateway_with_a_dead_upstream_answers_502_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = gateway_keys(dir.path());
+    // A port nothing listens on.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let gw = common::gateway(&keys, dead, &["--log", "info"]);
+    let out = common::fetch(&["-i", &format!("http://{}/x", gw.addr)]);
+    let (status, body) = split_include(&out.stdout);
+    assert_eq!(status, "HTTP/1.1 502 Bad Gateway", "{}", out.stderr_text());
+    assert!(out
+        .stdout_text()
+        .to_ascii_lowercase()
+        .contains("content-type: application/problem+json"));
+    let doc: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(doc["status"], 502);
+    assert_eq!(doc["title"], "Bad Gateway");
+    assert_eq!(doc["type"], "about:blank");
+    assert!(doc["detail"].as_str().is_some_and(|d| !d.is_empty()));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !gw.log().contains(&format!("upstream=http://{dead}")) {
+        assert!(Instant::now() < deadline, "{}", gw.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// An upstream that accepts and never answers: 504 after --upstream-timeout.
+#[test]
+fn gateway_with_a_slow_upstream_answers_504() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = gateway_keys(dir.path());
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap();
+    // Holds every connection open without a byte of answer.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in silent.incoming().take(8) {
+            held.push(s);
+        }
+        std::thread::sleep(Duration::from_secs(30));
+    });
+    let gw = common::gateway(&keys, addr, &["--upstream-timeout", "1"]);
+    let t = Instant::now();
+    let out = common::fetch(&["-i", &format!("http://{}/x", gw.addr)]);
+    let (status, body) = split_include(&out.stdout);
+    assert_eq!(
+        status,
+        "HTTP/1.1 504 Gateway Timeout",
+        "{}",
+        out.stderr_text()
+    );
+    assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
+    let doc: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(doc["status"], 504);
+}
+
+/// The upstream learns the client's address from the gateway, never from
+/// the client's own X-Forwarded-For.
+#[test]
+fn gateway_adds_forwarded_fields_from_the_tcp_peer() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = gateway_keys(dir.path());
+    let up = common::upstream();
+    let fields = |gw: &Proc| -> Vec<(String, String)> {
+        let out = common::fetch(&[
+            "-H",
+            "X-Forwarded-For: 6.6.6.6",
+            "-H",
+            "Forwarded: for=6.6.6.6",
+            &format!("http://{}/echo", gw.addr),
+        ]);
+        assert!(out.status.success(), "{}", out.stderr_text());
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        doc["headers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|kv| {
+                (
+                    kv[0].as_str().unwrap().to_ascii_lowercase(),
+                    kv[1].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let get = |f: &[(String, String)], n: &str| -> Vec<String> {
+        f.iter()
+            .filter(|(k, _)| k == n)
+            .map(|(_, v)| v.clone())
+            .collect()
+    };
+    let gw = common::gateway(&keys, up.addr, &[]);
+    let f = fields(&gw);
+    assert_eq!(get(&f, "x-forwarded-for"), ["127.0.0.1"], "{f:?}");
+    assert_eq!(get(&f, "x-forwarded-proto"), ["http"], "{f:?}");
+    assert!(get(&f, "forwarded").is_empty(), "{f:?}");
+    drop(gw);
+    let gw = common::gateway(&keys, up.addr, &["--forwarded", "forwarded"]);
+    let f = fields(&gw);
+    assert_eq!(get(&f, "forwarded"), ["for=127.0.0.1;proto=http"], "{f:?}");
+    assert!(get(&f, "x-forwarded-for").is_empty(), "{f:?}");
+    drop(gw);
+    let gw = common::gateway(&keys, up.addr, &["--forwarded", "none"]);
+    let f = fields(&gw);
+    assert!(
+        get(&f, "forwarded").is_empty() && get(&f, "x-forwarded-for").is_empty(),
+        "{f:?}"
+    );
+}
