@@ -1,6 +1,6 @@
 """The inner HTTP/1.1 message carried by a sealed stream (spec §4.3):
-format, incremental parse under the inner limits, and the server's
-reconstruction of a request from outer and inner fields.
+format and incremental parse under the inner limits. (The service's
+request is the inner message alone, erratum E1: no outer field is merged.)
 
 Field names and values are ``str`` holding their bytes as Latin-1.
 """
@@ -285,27 +285,3 @@ def _decode_all(d: _Decoder[H], plaintext: bytes) -> tuple[H, bytes]:
     assert d.head is not None
     return d.head, b"".join(body)
 
-
-DROPPED_OUTER = frozenset({
-    "cookie", "content-length", "transfer-encoding", "content-type", "cache-control",
-    "pragma", "expires", "connection", "keep-alive", "proxy-connection", "te", "trailer",
-    "upgrade",
-})
-
-
-def reconstruct(outer: Fields, inner: Fields) -> Fields:
-    """The fields the server application sees (spec §4.3): outer fields
-    minus dropped ones, those named in ``Connection`` and those the inner
-    message carries; then the inner fields."""
-    named = {
-        t.strip().lower()
-        for n, v in outer if n.lower() == "connection"
-        for t in v.split(",")
-    }
-    inner_names = {n.lower() for n, _ in inner}
-    kept = [
-        (n, v) for n, v in outer
-        if n.lower() not in DROPPED_OUTER and n.lower() not in named
-        and n.lower() not in inner_names
-    ]
-    return kept + list(inner)
