@@ -4,8 +4,9 @@
 // page's HttpOnly session cookie and records every request the server gets.
 // Checked: the page's own cookies survive a burst of concurrent calls (the
 // client bounds its live request cookies), concurrent first calls share one
-// OPTIONS, a verified sealed GET raises no failed-request event, and the
-// default hcFetch finds the mount of a pass-through server. A missing
+// OPTIONS, a verified sealed GET raises no failed-request event, the
+// default hcFetch finds the mount of a pass-through server, and the caller's
+// fields travel inside only, with no Referer outside (erratum E1). A missing
 // Chromium or server binary FAILS these tests (test.sh installs Chromium).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -21,17 +22,22 @@ const outDir = path.join(pkgDir, 'test-output');
 const SEALED = /^\/hc\/2?[A-Za-z0-9_-]{32}$/;
 const cleanups = [];
 let server, proxy, browser;
-/** What the server was asked, in order: `{ method, path, cookie }`. */
+/** What the server was asked, in order: `{ method, path, cookie, headers }`. */
 const seen = [];
 
+/** How long the proxy holds a sealed request, as a distant server would: calls overlap as they do on a real network. */
+const LATENCY_MS = 150;
+
 /**
- * A forwarding proxy in front of the server: counts requests, and adds an
- * HttpOnly session cookie to the page (the one a login would set).
+ * A forwarding proxy in front of the server: counts requests, holds sealed
+ * ones for `LATENCY_MS`, and adds an HttpOnly session cookie to the page
+ * (the one a login would set).
  */
 function startProxy(target) {
   const [host, port] = target.split(':');
-  const srv = http.createServer((req, res) => {
-    seen.push({ method: req.method, path: req.url.split('?')[0], cookie: req.headers.cookie ?? '' });
+  const srv = http.createServer(async (req, res) => {
+    seen.push({ method: req.method, path: req.url.split('?')[0], cookie: req.headers.cookie ?? '', headers: req.headers });
+    if (SEALED.test(req.url.split('?')[0])) await new Promise((resolve) => setTimeout(resolve, LATENCY_MS));
     const up = http.request({ host, port: Number(port), method: req.method, path: req.url, headers: req.headers }, (ur) => {
       const headers = { ...ur.headers };
       if (req.url.startsWith('/index.html')) headers['set-cookie'] = ['session=s3cr3t-login; Path=/; HttpOnly; SameSite=Lax'];
@@ -104,6 +110,20 @@ test('the default hcFetch on a page served by serve --pass-through finds the mou
   // Let late network events arrive before judging.
   await page.waitForTimeout(500);
   assert.deepEqual(failed, [], 'no request of a verified exchange fails (net::ERR_ABORTED)');
+
+  // Erratum E1 in the browser: the caller's fields travel inside only, and no Referer names the page outside.
+  const before = seen.length;
+  const status = await page.evaluate(async () => {
+    const r = await window.hc.hcFetch('/data.txt', { headers: { Authorization: 'Bearer page-token-e1', 'X-Custom': 'page-value-e1' } });
+    await r.text();
+    return r.status;
+  });
+  assert.equal(status, 200);
+  const sealed = seen.slice(before).filter((r) => SEALED.test(r.path));
+  assert.equal(sealed.length, 1);
+  const wire = JSON.stringify(sealed[0].headers);
+  assert.ok(!wire.includes('page-token-e1') && !wire.includes('page-value-e1'), `caller fields outside: ${wire}`);
+  assert.equal(sealed[0].headers.referer, undefined, `outer Referer: ${sealed[0].headers.referer}`);
   assert.deepEqual(errors, []);
   await page.context().close();
 });
