@@ -11,6 +11,10 @@
  * When the chosen certificate has version 2 it sends profile 2 (spec §4.5):
  * the time in the nonce, record 0 bound to the outer `Host` (`URL.host`,
  * what fetch puts on the wire), no inner `Host` or `Date`, pads of 0–7.
+ * Every field the caller sets travels inside (erratum E1); the answer to
+ * HEAD and a 304 have no body (erratum E2). Failures to reach or recognise
+ * a server are the shared diagnoses of spec §12 (`connect_failed`,
+ * `timeout`, `not_httpcrypt`, `no_endpoint`).
  */
 import { ADMIT_COOKIE_LEN, ADMIT_COOKIE_NAME, ADMIT_ECHO_SECONDS, MAX_CLIENT_DIFFICULTY, cookieDifficulty, formatEcho, solvePuzzle } from './admission.js';
 import { b64uDecodeExact } from './b64u.js';
@@ -39,7 +43,7 @@ export interface ClientOptions {
    * Seconds without progress after which a call fails with `timeout`
    * (default 30): while connecting and waiting for an answer, between
    * request records sent, and while a read of the response body waits for
-   * the network (a caller that stops reading is not timed out).
+   * the network (a caller that stops reading is not timed out). `0`: none.
    */
   timeout?: number;
   /** Authenticated mode: certificates must verify under this Ed25519 identity (32 bytes or base64url). */
