@@ -147,7 +147,7 @@ export function chooseCert<C extends KeyCert>(certs: readonly C[], now: number, 
     }
     if (best === null || c.serial > best.serial || (c.serial === best.serial && c.notBefore > best.notBefore)) best = c;
   }
-  if (best === null) fail(sawBad ? 'bad_signature' : 'not_valid');
+  if (best === null) fail(sawBad ? 'bad_signature' : 'not_valid', sawBad ? 'the certificates are not signed by the pinned identity' : 'no certificate is valid now');
   return best;
 }
 

@@ -11,6 +11,10 @@
  * When the chosen certificate has version 2 it sends profile 2 (spec §4.5):
  * the time in the nonce, record 0 bound to the outer `Host` (`URL.host`,
  * what fetch puts on the wire), no inner `Host` or `Date`, pads of 0–7.
+ * Every field the caller sets travels inside (erratum E1); the answer to
+ * HEAD and a 304 have no body (erratum E2). Failures to reach or recognise
+ * a server are the shared diagnoses of spec §12 (`connect_failed`,
+ * `timeout`, `not_httpcrypt`, `no_endpoint`).
  */
 import { ADMIT_COOKIE_LEN, ADMIT_COOKIE_NAME, ADMIT_ECHO_SECONDS, MAX_CLIENT_DIFFICULTY, cookieDifficulty, formatEcho, solvePuzzle } from './admission.js';
 import { b64uDecodeExact } from './b64u.js';
@@ -28,8 +32,20 @@ import { CLIENT_RANDOM_FIELD, RANDOM_FIELD, formatClientRandom } from './token.j
 
 /** Options of `createClient`. */
 export interface ClientOptions {
-  /** The server's mount path (default `''`: `/{n0}`). */
+  /**
+   * The server's mount path. Default: discovered per origin among
+   * `DEFAULT_MOUNTS` (`''`, the server's default, and `/hc`, the mount of a
+   * server that also serves the pages, `serve --pass-through --mount /hc`):
+   * the first whose `OPTIONS {mount}/` answers a certificate list is kept.
+   */
   mount?: string;
+  /**
+   * Seconds without progress after which a call fails with `timeout`
+   * (default 30): while connecting and waiting for an answer, between
+   * request records sent, and while a read of the response body waits for
+   * the network (a caller that stops reading is not timed out). `0`: none.
+   */
+  timeout?: number;
   /** Authenticated mode: certificates must verify under this Ed25519 identity (32 bytes or base64url). */
   identity?: Uint8Array | string;
   /**
@@ -62,6 +78,13 @@ export interface ClientOptions {
    * (Node); `document` sets a same-origin cookie scoped to the request's
    * nonce path through `document.cookie` (browsers, which forbid the field).
    * Default: `document` when `document` exists, else `header`.
+   *
+   * In `document` mode the request goes with `credentials: 'same-origin'`,
+   * so the browser also puts every page cookie matching the nonce path
+   * (all `path=/` ones, HttpOnly included) in the outer `Cookie`, in clear
+   * for anyone on the path; the service never sees them (erratum E1: only
+   * what is sealed reaches it). At most `MAX_LIVE_COOKIES` request cookies
+   * are in the jar at once.
    */
   cookieMode?: 'header' | 'document';
   /**
@@ -117,6 +140,128 @@ interface HostState {
   clockOffset: number;
   /** The admission cookie to echo on fresh-key requests until `until` (clock seconds), spec §14.5. */
   admit: { cookie: Uint8Array; difficulty: number; until: number } | null;
+  /** The mount this origin serves HTTPCrypt under: configured, or found by discovery (null: not yet). */
+  mount: string | null;
+}
+
+/** Mounts tried, in order, when none is configured: the server's default and the documented pass-through mount. */
+export const DEFAULT_MOUNTS: readonly string[] = ['', '/hc'];
+
+/**
+ * Request cookies a page may hold at once (browsers, all clients of the
+ * page together). Each sealed request in document mode puts one cookie in
+ * the page's jar; Chromium keeps 180 per site and evicts the least recently
+ * used, which would be the page's own (its login included) under a burst of
+ * calls. A call takes a slot before it seals and gives it back as soon as
+ * its request was answered and its cookie removed.
+ */
+export const MAX_LIVE_COOKIES = 8;
+
+/** A counting semaphore for the page's request cookies. */
+const cookieSlots = {
+  free: MAX_LIVE_COOKIES,
+  waiting: [] as (() => void)[],
+  async take(signal: AbortSignal | undefined): Promise<() => void> {
+    if (this.free > 0) this.free--;
+    else {
+      await new Promise<void>((resolve, reject) => {
+        const wake = (): void => {
+          signal?.removeEventListener('abort', abort);
+          resolve();
+        };
+        const abort = (): void => {
+          const i = this.waiting.indexOf(wake);
+          if (i >= 0) this.waiting.splice(i, 1);
+          reject(new HttpCryptError('transport', 'aborted while waiting for a request cookie slot', undefined, { cause: signal?.reason }));
+        };
+        if (signal?.aborted) return abort();
+        signal?.addEventListener('abort', abort, { once: true });
+        this.waiting.push(wake);
+      });
+    }
+    let given = false;
+    return () => {
+      if (given) return;
+      given = true;
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.free++;
+    };
+  },
+};
+
+/** `HOST:PORT` of an http origin, as diagnoses name it. */
+function hostPort(origin: string): string {
+  const u = new URL(origin);
+  return `${u.hostname}:${u.port || '80'}`;
+}
+
+/** Node's codes for failures to reach a host, and how a diagnosis words them. */
+const CONNECT_ERRORS: Record<string, string> = {
+  ECONNREFUSED: 'connection refused',
+  ENOTFOUND: 'host not found',
+  EAI_AGAIN: 'name lookup failed',
+  EAI_FAIL: 'name lookup failed',
+  EHOSTUNREACH: 'host unreachable',
+  ENETUNREACH: 'network unreachable',
+  EADDRNOTAVAIL: 'address not available',
+  ECONNABORTED: 'connection aborted',
+  ETIMEDOUT: 'connection timed out',
+  UND_ERR_CONNECT_TIMEOUT: 'connection timed out',
+};
+
+/** The code of the innermost `cause` that has one (Node: `TypeError('fetch failed')` ← `Error{code}`). */
+function causeCode(e: unknown): string | undefined {
+  for (let c: unknown = e, depth = 0; c !== null && typeof c === 'object' && depth < 4; c = (c as { cause?: unknown }).cause, depth++) {
+    const code = (c as { code?: unknown }).code;
+    if (typeof code === 'string') return code;
+  }
+  return undefined;
+}
+
+/**
+ * A timer that fails the call with `timeout` after `seconds` without
+ * progress: armed while waiting on the network, with the phase that waits;
+ * it aborts the transport through `signal` (which also follows the
+ * caller's signal). It never aborts after the exchange ended.
+ */
+class Watchdog {
+  readonly signal: AbortSignal;
+  readonly #controller = new AbortController();
+  readonly #seconds: number;
+  #timer: ReturnType<typeof setTimeout> | null = null;
+  #fired: HttpCryptError | null = null;
+
+  constructor(seconds: number, caller: AbortSignal | undefined) {
+    this.#seconds = seconds;
+    this.signal = this.#controller.signal;
+    if (caller?.aborted) this.#controller.abort(caller.reason);
+    else caller?.addEventListener('abort', () => this.#controller.abort(caller.reason), { once: true });
+  }
+
+  /** The timeout error, once it fired. */
+  get fired(): HttpCryptError | null {
+    return this.#fired;
+  }
+
+  arm(phase: string): void {
+    this.disarm();
+    if (!(this.#seconds > 0) || !Number.isFinite(this.#seconds)) return;
+    this.#timer = setTimeout(() => {
+      this.#fired = new HttpCryptError('timeout', `timed out after ${this.#seconds} s while ${phase}`);
+      this.#controller.abort(this.#fired);
+    }, this.#seconds * 1000);
+  }
+
+  disarm(): void {
+    if (this.#timer !== null) clearTimeout(this.#timer);
+    this.#timer = null;
+  }
+
+  /** The error to report for `e`, a failure while the watchdog watched: its own, or `e`. */
+  explain(e: unknown): unknown {
+    return this.#fired ?? e;
+  }
 }
 
 type Outcome =
@@ -157,6 +302,23 @@ function sleep(seconds: number, signal: AbortSignal | undefined): Promise<void> 
 const SAFE = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
 const NULL_BODY = new Set([101, 204, 205, 304]);
 const PROBLEM_LIMIT = 64 * 1024;
+/** The media type of a certificate list (spec §6.5). */
+const CERTS_TYPE = 'application/httpcrypt-certs';
+
+/**
+ * What a failed transport call becomes: an `HttpCryptError` as it is (a
+ * `timeout` among them), `connect_failed` when the host could not be
+ * reached (Node names the reason; a browser's fetch does not say, so there it
+ * stays `transport`), else `transport`.
+ */
+function transportError(e: unknown, origin: string, what: string): HttpCryptError {
+  if (e instanceof HttpCryptError) return e;
+  const code = causeCode(e);
+  const reason = code === undefined ? undefined : CONNECT_ERRORS[code];
+  if (reason !== undefined) return new HttpCryptError('connect_failed', `cannot connect to ${hostPort(origin)}: ${reason}`, undefined, { cause: e });
+  const detail = code !== undefined ? `${String(e)} (${code})` : String(e);
+  return new HttpCryptError('transport', `${what}: ${detail}`, undefined, { cause: e });
+}
 
 /** The HTTPCrypt client: `fetch` plus state per host (keys, tickets, clock offset). */
 export interface HcClient {
@@ -205,7 +367,8 @@ async function normalizeBody(body: BodyInit | null | undefined): Promise<{ bytes
 
 /** Creates a client. */
 export function createClient(options: ClientOptions = {}): HcClient {
-  const mount = normalizeMount(options.mount ?? '');
+  const configuredMount = options.mount === undefined ? null : normalizeMount(options.mount);
+  const timeout = options.timeout ?? 30;
   let identity: Uint8Array | undefined;
   if (options.identity !== undefined) {
     identity = typeof options.identity === 'string' ? b64uDecodeExact(options.identity, 32) : options.identity;
@@ -229,7 +392,7 @@ export function createClient(options: ClientOptions = {}): HcClient {
   const host = (origin: string): HostState => {
     let h = hosts.get(origin);
     if (!h) {
-      h = { certs: [], fetched: 0, maxAge: 0, key: null, ticket: null, token: null, clockOffset: 0, admit: null };
+      h = { certs: [], fetched: 0, maxAge: 0, key: null, ticket: null, token: null, clockOffset: 0, admit: null, mount: configuredMount };
       if (options.certs) {
         h.certs = checked(options.certs.map(certFromText));
         h.fetched = now();
@@ -254,21 +417,89 @@ export function createClient(options: ClientOptions = {}): HcClient {
     });
   }
 
-  async function refreshCerts(origin: string): Promise<KeyCert[]> {
+  /** Discoveries in flight, one per origin: concurrent first calls share one `OPTIONS`. */
+  const discovering = new Map<string, Promise<KeyCert[]>>();
+
+  function refreshCerts(origin: string): Promise<KeyCert[]> {
+    let p = discovering.get(origin);
+    if (p === undefined) {
+      p = discover(origin).finally(() => discovering.delete(origin));
+      discovering.set(origin, p);
+    }
+    return p;
+  }
+
+  /**
+   * `OPTIONS {mount}/` at the origin's mount, or, with none configured, at
+   * each of `DEFAULT_MOUNTS` until one answers a certificate list (then kept).
+   * Nothing there is `no_endpoint` (404) or `not_httpcrypt` (any other
+   * answer); with several candidates the first one's diagnosis is reported.
+   */
+  async function discover(origin: string): Promise<KeyCert[]> {
+    const h = host(origin);
+    const candidates = h.mount !== null ? [h.mount] : DEFAULT_MOUNTS;
+    let first: unknown = null;
+    for (const m of candidates) {
+      try {
+        const found = await optionsAt(origin, m);
+        h.mount = m;
+        return found;
+      } catch (e) {
+        if (!(e instanceof HttpCryptError && (e.code === 'no_endpoint' || e.code === 'not_httpcrypt'))) throw e;
+        first ??= e;
+      }
+    }
+    throw first;
+  }
+
+  async function optionsAt(origin: string, m: string): Promise<KeyCert[]> {
+    const where = hostPort(origin);
+    const watchdog = new Watchdog(timeout, undefined);
+    const phase = `fetching the certificates (OPTIONS ${m}/)`;
     let rsp: Response;
+    watchdog.arm(phase);
     try {
-      rsp = await transport(`${origin}${mount}/`, { method: 'OPTIONS', cache: 'no-store', redirect: 'manual' });
+      rsp = await transport(`${origin}${m}/`, { method: 'OPTIONS', cache: 'no-store', redirect: 'manual', signal: watchdog.signal });
     } catch (e) {
-      throw new HttpCryptError('transport', `OPTIONS ${origin}${mount}/: ${String(e)}`, undefined, { cause: e });
+      throw transportError(watchdog.explain(e), origin, `OPTIONS ${origin}${m}/`);
+    } finally {
+      watchdog.disarm();
     }
-    if (rsp.status !== 200) {
-      await rsp.body?.cancel().catch(() => undefined);
-      throw new HttpCryptError('refused', `OPTIONS answered ${rsp.status}`, { type: '', status: rsp.status, scope: 'outer' });
+    const ctype = rsp.headers.get('content-type')?.split(';')[0]?.trim().toLowerCase();
+    // A refusal's body is read (within a bound) rather than cancelled, which a browser would log as a failed request.
+    const drain = (): Promise<unknown> => readLimited(rsp.body, PROBLEM_LIMIT).catch(() => undefined);
+    if (rsp.status === 404) {
+      await drain();
+      throw new HttpCryptError('no_endpoint', `no HTTPCrypt endpoint at ${m || '/'} on ${where}: wrong mount?`, { type: '', status: 404, scope: 'outer' });
     }
-    const m = /(?:^|,)\s*max-age=(\d+)/.exec(rsp.headers.get('cache-control') ?? '');
+    if (rsp.status !== 200 || (ctype !== undefined && ctype !== CERTS_TYPE)) {
+      await drain();
+      throw new HttpCryptError('not_httpcrypt', `${where} is not an HTTPCrypt server (OPTIONS ${m}/ answered ${rsp.status})`, {
+        type: '',
+        status: rsp.status,
+        scope: 'outer',
+      });
+    }
+    const m2 = /(?:^|,)\s*max-age=(\d+)/.exec(rsp.headers.get('cache-control') ?? '');
     // max-age=0 (a rotation is due) means "ask again soon", not "keep forever".
-    const maxAge = m ? Math.max(1, Number(m[1])) : 0;
-    const certs = parseCertList(await readLimited(rsp.body, PROBLEM_LIMIT));
+    const maxAge = m2 ? Math.max(1, Number(m2[1])) : 0;
+    let text: Uint8Array;
+    watchdog.arm(`reading the certificates (OPTIONS ${m}/)`);
+    try {
+      text = await readLimited(rsp.body, PROBLEM_LIMIT);
+    } catch (e) {
+      throw transportError(watchdog.explain(e), origin, `OPTIONS ${origin}${m}/`);
+    } finally {
+      watchdog.disarm();
+    }
+    let certs: KeyCert[];
+    try {
+      certs = parseCertList(text);
+    } catch (e) {
+      // Without the certificate list's type, a body that is not one is some other service's answer.
+      if (ctype === undefined) throw new HttpCryptError('not_httpcrypt', `${where} is not an HTTPCrypt server (OPTIONS ${m}/ answered ${rsp.status})`);
+      throw e;
+    }
     const t = now();
     chooseCert(certs, t, identity); // bad_signature / not_valid when nothing usable
     const h = host(origin);
@@ -358,10 +589,34 @@ export function createClient(options: ClientOptions = {}): HcClient {
     signal: AbortSignal | undefined,
     stats: CallStats,
   ): Promise<Outcome> {
+    const cert = await currentCert(url.origin);
+    // Browsers: a slot for this request's cookie, taken before sealing (profile 2 seals the time).
+    const slot = cookieMode === 'document' ? await cookieSlots.take(signal) : () => undefined;
+    const watchdog = new Watchdog(timeout, signal);
+    try {
+      return await exchange(url, method, callerHeaders, body, attempts, ownDate, stats, cert, slot, watchdog);
+    } finally {
+      slot();
+    }
+  }
+
+  async function exchange(
+    url: URL,
+    method: string,
+    callerHeaders: Headers,
+    body: { bytes: Uint8Array | null; stream: ReadableStream<Uint8Array> | null },
+    attempts: number,
+    ownDate: boolean,
+    stats: CallStats,
+    cert: KeyCert,
+    slot: () => void,
+    watchdog: Watchdog,
+  ): Promise<Outcome> {
     const origin = url.origin;
     const authority = url.host;
-    const cert = await currentCert(origin);
+    const signal = watchdog.signal;
     const h = host(origin);
+    const mount = h.mount ?? DEFAULT_MOUNTS[0]!;
     if (keyReuse && h.key === null) h.key = randomBytes(32);
     const cred: ClientCredential =
       useTickets && h.ticket !== null ? { kind: 'ticket', ...h.ticket } : { kind: 'key', secret: h.key ?? randomBytes(32) };
@@ -406,8 +661,8 @@ export function createClient(options: ClientOptions = {}): HcClient {
     const useGet = form !== 'post' && fits;
     const outerHeaders = new Headers();
     let outerUrl: string;
-    const outerInit: RequestInit & { duplex?: 'half' } = { headers: outerHeaders, redirect: 'manual' };
-    if (signal) outerInit.signal = signal;
+    // Outside only what the network needs (erratum E1): not even the page's address as Referer.
+    const outerInit: RequestInit & { duplex?: 'half' } = { headers: outerHeaders, redirect: 'manual', signal, referrerPolicy: 'no-referrer' };
     if (useGet) {
       const stream = sealAll(requestSealer(p), concat(head, body.bytes ?? new Uint8Array(0)), recordSize);
       outerUrl = origin + getTarget(mount, p.n0, stream, profile);
@@ -417,7 +672,7 @@ export function createClient(options: ClientOptions = {}): HcClient {
       outerInit.method = 'POST';
       outerHeaders.set('Content-Type', OCTET_STREAM);
       if (body.stream !== null) {
-        const sealed = sealStream(p, head, body.stream, recordSize);
+        const sealed = sealStream(p, head, body.stream, recordSize, watchdog);
         if (streaming) {
           outerInit.body = sealed;
           outerInit.duplex = 'half';
@@ -425,24 +680,37 @@ export function createClient(options: ClientOptions = {}): HcClient {
           outerInit.body = own(await readLimited(sealed, Number.MAX_SAFE_INTEGER));
         }
       } else {
-        outerInit.body = own(sealAll(requestSealer(p), concat(head, body.bytes ?? new Uint8Array(0)), recordSize));
+        const bytes = body.bytes ?? new Uint8Array(0);
+        if (streaming && bytes.length > recordSize) {
+          // Sealed record by record as the transport takes them, so that a server refusing the body early is heard (ioTurn).
+          outerInit.body = sealStream(p, head, new Blob([own(bytes)]).stream(), recordSize, watchdog);
+          outerInit.duplex = 'half';
+        } else {
+          outerInit.body = own(sealAll(requestSealer(p), concat(head, bytes), recordSize));
+        }
       }
     }
     const path = new URL(outerUrl).pathname;
     const release = attachCookie(p, echo, outerHeaders, outerInit, url, path);
     let rsp: Response;
+    watchdog.arm(outerInit.body instanceof ReadableStream ? 'sending the request' : 'waiting for the response');
     try {
       rsp = await transport(outerUrl, outerInit);
     } catch (e) {
-      if (e instanceof HttpCryptError) throw e;
-      throw new HttpCryptError('transport', `${method} ${url.href}: ${String(e)}`, undefined, { cause: e });
+      throw transportError(watchdog.explain(e), origin, `${method} ${url.href}`);
     } finally {
+      watchdog.disarm();
+      // The request is answered: its cookie leaves the jar and its slot is free for the next one.
       release();
+      slot();
     }
 
     if (rsp.status !== 200) {
       // Unauthenticated: at most a hint for a retry, never data.
-      const text = await readLimited(rsp.body, PROBLEM_LIMIT).catch(() => new Uint8Array(0));
+      watchdog.arm('reading the response');
+      const text = await readLimited(rsp.body, PROBLEM_LIMIT)
+        .catch(() => new Uint8Array(0))
+        .finally(() => watchdog.disarm());
       const problem = parseProblem(text);
       if (problem?.type === 'urn:httpcrypt:unknown-key') {
         const certs: KeyCert[] = [];
@@ -489,7 +757,7 @@ export function createClient(options: ClientOptions = {}): HcClient {
         return { kind: 'retry_busy', wait: Math.min(Math.max(0, s), MAX_BUSY_WAIT), problem: info };
       }
       const type = problem?.type ?? '';
-      throw new HttpCryptError(type ? codeForProblem(type, rsp.status) : 'refused', `outer ${rsp.status}${type ? ' ' + type : ''} (unauthenticated)`, {
+      throw new HttpCryptError(type ? codeForProblem(type, 'outer') : 'refused', `outer ${rsp.status}${type ? ' ' + type : ''} (unauthenticated)`, {
         type,
         status: rsp.status,
         scope: 'outer',
@@ -497,7 +765,7 @@ export function createClient(options: ClientOptions = {}): HcClient {
       });
     }
 
-    const opened = openBody(responseOpener(p, maxRecord), InnerDecoder.response(innerLimits), rsp.body);
+    const opened = openBody(responseOpener(p, maxRecord), InnerDecoder.response(innerLimits, method), outerBody(rsp), watchdog);
     const inner = await opened.head;
     const ticketField = fieldValue(inner.fields, TICKET_FIELD);
     if (ticketField !== undefined && useTickets) {
@@ -528,7 +796,7 @@ export function createClient(options: ClientOptions = {}): HcClient {
         }
         if (problem.type === 'urn:httpcrypt:token-required') return { kind: 'retry_token' };
         // Sealed, so it is the server's own word; still a protocol failure, not a document.
-        throw new HttpCryptError(codeForProblem(problem.type, inner.status), `server reported ${inner.status} ${problem.type}`, {
+        throw new HttpCryptError(codeForProblem(problem.type, 'inner'), `server reported ${inner.status} ${problem.type}`, {
           type: problem.type,
           status: inner.status,
           scope: 'inner',
@@ -594,8 +862,50 @@ export function createClient(options: ClientOptions = {}): HcClient {
   };
 }
 
+/**
+ * One turn of the event loop's I/O phase (Node's `setImmediate`), so that
+ * an answer the server sent while the body is still being written (an early
+ * 413 before it closes) is read before the next write can fail on the
+ * closed connection; the transport then resolves with that answer rather
+ * than a connection reset. Elsewhere a microtask.
+ */
+function ioTurn(): Promise<void> {
+  const immediate = (globalThis as { setImmediate?: (f: () => void) => unknown }).setImmediate;
+  return new Promise((resolve) => (immediate ? immediate(resolve) : queueMicrotask(resolve)));
+}
+
+/** Outer answers up to this announced length are read whole (`outerBody`). */
+const WHOLE_LIMIT = 1 << 20;
+
+/**
+ * The sealed answer's bytes as a stream. An answer of announced length up
+ * to `WHOLE_LIMIT` is taken with `arrayBuffer()`, which lets the platform
+ * finish the load itself: Chromium reports a fetch whose body a stream
+ * reader drained before the network layer signalled completion as
+ * cancelled (`net::ERR_ABORTED`), although every byte arrived. Longer or
+ * unannounced answers stream through the reader.
+ */
+function outerBody(rsp: Response): ReadableStream<Uint8Array> | null {
+  const announced = Number(rsp.headers.get('content-length') ?? Number.NaN);
+  if (rsp.body === null || !Number.isSafeInteger(announced) || announced > WHOLE_LIMIT) return rsp.body;
+  let taken = false;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (taken) {
+        controller.close();
+        return;
+      }
+      taken = true;
+      controller.enqueue(new Uint8Array(await rsp.arrayBuffer()));
+    },
+    async cancel() {
+      await rsp.body?.cancel().catch(() => undefined);
+    },
+  });
+}
+
 /** Seals `head` then the caller's body stream, as records of `recordSize`, the last FINAL. */
-function sealStream(p: PreparedRequest, head: Uint8Array, input: ReadableStream<Uint8Array>, recordSize: number): ReadableStream<Uint8Array> {
+function sealStream(p: PreparedRequest, head: Uint8Array, input: ReadableStream<Uint8Array>, recordSize: number, watchdog: Watchdog): ReadableStream<Uint8Array> {
   const sealer = requestSealer(p);
   const reader = input.getReader();
   let pending: Uint8Array = head;
@@ -609,11 +919,17 @@ function sealStream(p: PreparedRequest, head: Uint8Array, input: ReadableStream<
         else if (value.length > 0) pending = concat(pending, value);
       }
       if (pending.length > recordSize) {
-        controller.enqueue(sealer.seal(pending.subarray(0, recordSize)));
+        const record = sealer.seal(pending.subarray(0, recordSize));
         pending = pending.slice(recordSize);
+        await ioTurn();
+        watchdog.arm('sending the request');
+        controller.enqueue(record);
         return;
       }
-      controller.enqueue(sealer.finish(pending));
+      const last = sealer.finish(pending);
+      await ioTurn();
+      watchdog.arm('waiting for the response');
+      controller.enqueue(last);
       pending = new Uint8Array(0);
       controller.close();
     },
@@ -632,6 +948,7 @@ function openBody(
   opener: Opener,
   decoder: InnerDecoder<ResponseHead>,
   source: ReadableStream<Uint8Array> | null,
+  watchdog: Watchdog,
 ): { head: Promise<ResponseHead>; body: ReadableStream<Uint8Array> } {
   const reader = source?.getReader() ?? null;
   const ready: Uint8Array[] = [];
@@ -641,7 +958,19 @@ function openBody(
   /** Pulls input until some body bytes are ready, the head arrived (when `forHead`), or the end. */
   async function step(forHead: boolean): Promise<void> {
     while (ready.length === 0 && !finished && !(forHead && head !== null)) {
-      const r = reader ? await reader.read() : { done: true as const, value: undefined };
+      let r: ReadableStreamReadResult<Uint8Array>;
+      if (reader === null) r = { done: true, value: undefined };
+      else {
+        watchdog.arm('reading the response');
+        try {
+          r = await reader.read();
+        } catch (e) {
+          const why = watchdog.explain(e);
+          throw why instanceof HttpCryptError ? why : new HttpCryptError('transport', `reading the response: ${String(why)}`, undefined, { cause: why });
+        } finally {
+          watchdog.disarm();
+        }
+      }
       if (r.done) {
         opener.finish();
         decoder.finish();

@@ -44,6 +44,15 @@ export type ErrorCode =
   | 'admission_required'
   /** The server's budget for this source prefix stayed empty after the retries (spec §14.5). */
   | 'busy'
+  // Client diagnoses (spec §12), the same in every client:
+  /** The host could not be reached: `cannot connect to HOST:PORT: REASON`. */
+  | 'connect_failed'
+  /** No progress for the configured time: `timed out after N s while PHASE`. */
+  | 'timeout'
+  /** `OPTIONS {mount}/` answered neither a certificate list nor 404: `HOST:PORT is not an HTTPCrypt server (OPTIONS MOUNT answered STATUS)`. */
+  | 'not_httpcrypt'
+  /** `OPTIONS {mount}/` answered 404: `no HTTPCrypt endpoint at MOUNT on HOST:PORT: wrong mount?`. */
+  | 'no_endpoint'
   // Client side, not in the wire protocol:
   /** The server answered with a non-200 outer status (unauthenticated). */
   | 'refused'
@@ -81,8 +90,12 @@ export interface ProblemInfo {
   title?: string;
 }
 
-/** The code a problem type maps to on the client (the fine-grained code does not travel, spec §4.4). */
-export function codeForProblem(type: string, status: number): ErrorCode {
+/**
+ * The code a problem type maps to on the client (the fine-grained code does
+ * not travel, spec §4.4). `too-large` is `body_too_large` outside (the outer
+ * body was refused) and `record_too_large` inside (a record was refused).
+ */
+export function codeForProblem(type: string, scope: ProblemScope): ErrorCode {
   switch (type) {
     case PROBLEM.unknownKey:
       return 'unknown_key';
@@ -101,7 +114,7 @@ export function codeForProblem(type: string, status: number): ErrorCode {
     case PROBLEM.busy:
       return 'busy';
     case PROBLEM.tooLarge:
-      return status === 413 ? 'body_too_large' : 'record_too_large';
+      return scope === 'outer' ? 'body_too_large' : 'record_too_large';
     case PROBLEM.malformed:
       return 'malformed_inner';
     default:

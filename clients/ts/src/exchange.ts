@@ -80,7 +80,13 @@ export function encodeOuterRequest(p: PreparedRequest, form: 'post' | 'get', mou
   return latin1(formatOuterRequestHead('get', getTarget(mount, p.n0, stream, p.profile), host, p.cookie, 0));
 }
 
-/** Opens a whole response body and parses the inner response. */
-export function openResponse(p: PreparedRequest, body: Uint8Array, limits: InnerLimits = DEFAULT_INNER_LIMITS, maxRecord = DEFAULT_MAX_RECORD): { head: ResponseHead; body: Uint8Array } {
-  return decodeAll(InnerDecoder.response(limits), openAll(responseOpener(p, maxRecord), body));
+/** Opens a whole response body and parses the inner response to a `requestMethod` request (HEAD: erratum E2). */
+export function openResponse(
+  p: PreparedRequest,
+  body: Uint8Array,
+  limits: InnerLimits = DEFAULT_INNER_LIMITS,
+  maxRecord = DEFAULT_MAX_RECORD,
+  requestMethod = 'GET',
+): { head: ResponseHead; body: Uint8Array } {
+  return decodeAll(InnerDecoder.response(limits, requestMethod), openAll(responseOpener(p, maxRecord), body));
 }

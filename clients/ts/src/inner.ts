@@ -168,17 +168,27 @@ export class InnerDecoder<H extends RequestHead | ResponseHead> {
   #contentLength: bigint | null = null;
   #bodyLen = 0n;
   #error: HttpCryptError | null = null;
+  /** The message answers a HEAD request: its Content-Length is the representation's, its body empty (erratum E2). */
+  readonly #answersHead: boolean;
 
-  constructor(parse: (head: string, limits: InnerLimits) => H, limits: InnerLimits = DEFAULT_INNER_LIMITS) {
+  constructor(parse: (head: string, limits: InnerLimits) => H, limits: InnerLimits = DEFAULT_INNER_LIMITS, answersHead = false) {
     this.#parse = parse;
     this.#limits = limits;
+    this.#answersHead = answersHead;
   }
 
   static request(limits?: InnerLimits): InnerDecoder<RequestHead> {
     return new InnerDecoder(parseRequestHead, limits);
   }
-  static response(limits?: InnerLimits): InnerDecoder<ResponseHead> {
-    return new InnerDecoder(parseResponseHead, limits);
+  /**
+   * A decoder for the answer to a request with method `requestMethod`
+   * (default GET). The answer to HEAD, and any 304, carry the length the
+   * representation would have with an empty body (erratum E2, spec §4.3):
+   * their Content-Length is checked for syntax only, and a body byte is
+   * `content_length_mismatch`.
+   */
+  static response(limits?: InnerLimits, requestMethod = 'GET'): InnerDecoder<ResponseHead> {
+    return new InnerDecoder(parseResponseHead, limits, requestMethod === 'HEAD');
   }
 
   #fail(e: unknown): never {
@@ -223,7 +233,8 @@ export class InnerDecoder<H extends RequestHead | ResponseHead> {
         this.#fail(e);
       }
       const cl = fieldValue(head.fields, 'content-length');
-      this.#contentLength = cl === undefined ? null : parseContentLength(cl);
+      const bodiless = this.#answersHead || (head as Partial<ResponseHead>).status === 304;
+      this.#contentLength = bodiless ? 0n : cl === undefined ? null : parseContentLength(cl);
       this.#headDone = true;
       const rest = buf.slice(end);
       this.#headBuf = new Uint8Array(0);

@@ -133,7 +133,7 @@ const RUN = {
     return { method: head.method, target: head.target, fields: head.fields, body };
   },
   inner_response: (i) => {
-    const { head, body } = JSON.parse(sameForEverySplit(hex(i.message), (chunks) => decodeSplit(hc.InnerDecoder.response(), chunks)));
+    const { head, body } = JSON.parse(sameForEverySplit(hex(i.message), (chunks) => decodeSplit(hc.InnerDecoder.response(undefined, i.request_method ?? 'GET'), chunks)));
     return { status: head.status, reason: head.reason, fields: head.fields, body };
   },
   route: (i) => {
