@@ -919,28 +919,33 @@ fn fetch_releases_what_the_server_sealed_and_seals_what_the_user_set() {
     assert!(!cookie.contains("session=mine"), "{cookie}");
 }
 
-/// The layer in an axum app, reached by the Rust client through the relay:
-/// the handler sees the client's fields and nothing the relay added; the
-/// allow-listed `X-Forwarded-For` arrives as `OuterFields` only; the
-/// client releases the handler's answer and nothing the relay added.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn axum_layer_sees_the_sealed_request_and_the_client_the_sealed_answer() {
+/// What the axum handler saw: the request and its `OuterFields`.
+type AppLog = Arc<Mutex<Vec<(Seen, Option<HeaderMap>)>>>;
+
+/// An axum app behind the layer (mount `/hc`, `config` otherwise) whose
+/// handler logs what it receives and answers `app ok` with `X-App`;
+/// `profile` is what its certificates announce. Returns its address, the
+/// identity key and the log.
+async fn axum_app(
+    dir: &std::path::Path,
+    config: httpcrypt::ServerConfig,
+    profile: httpcrypt::proto::Profile,
+) -> (SocketAddr, httpcrypt::proto::IdentityPublic, AppLog) {
     use axum::extract::Request as AxumRequest;
     use tower::Layer as _;
-    let dir = tempfile::tempdir().unwrap();
-    let store = httpcrypt::keystore::KeyStore::create(dir.path(), false).unwrap();
+    let store = httpcrypt::keystore::KeyStore::create(dir, false)
+        .unwrap()
+        .with_profile(profile);
     let identity = store.identity();
     let keys = httpcrypt::keystore::start(store, Duration::from_secs(3600)).unwrap();
     let layer = httpcrypt::HttpCryptLayer::new(
         keys,
         httpcrypt::ServerConfig {
             mount: Mount::new("/hc").unwrap(),
-            pass_outer: vec![HeaderName::from_static("x-forwarded-for")],
-            ..Default::default()
+            ..config
         },
     );
-    type Log = Arc<Mutex<Vec<(Seen, Option<HeaderMap>)>>>;
-    let log: Log = Arc::default();
+    let log: AppLog = Arc::default();
     let handler_log = log.clone();
     let app = axum::Router::new().fallback(move |req: AxumRequest| {
         let log = handler_log.clone();
@@ -975,6 +980,21 @@ async fn axum_layer_sees_the_sealed_request_and_the_client_the_sealed_answer() {
     tokio::spawn(async move {
         let _ = axum::serve(listener, tower::make::Shared::new(svc)).await;
     });
+    (origin, identity, log)
+}
+
+/// The layer in an axum app, reached by the Rust client through the relay:
+/// the handler sees the client's fields and nothing the relay added; the
+/// allow-listed `X-Forwarded-For` arrives as `OuterFields` only; the
+/// client releases the handler's answer and nothing the relay added.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn axum_layer_sees_the_sealed_request_and_the_client_the_sealed_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = httpcrypt::ServerConfig {
+        pass_outer: vec![HeaderName::from_static("x-forwarded-for")],
+        ..Default::default()
+    };
+    let (origin, identity, log) = axum_app(dir.path(), config, httpcrypt::proto::Profile::V1).await;
     let client = httpcrypt::Client::new(httpcrypt::ClientConfig {
         mount: Mount::new("/hc").unwrap(),
         identity: Some(identity),
@@ -1075,4 +1095,54 @@ fn the_inner_ticket_is_in_the_sealed_answer_but_not_released() {
     assert!(out.status.success(), "{}", out.stderr_text());
     let text = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
     assert!(!text.contains("\nticket:"), "{text}");
+}
+
+/// Profile 2 binds the outer `Host` (spec §4.5): the Rust client seals
+/// none, so the handler gets the bound one; a relay that changes it breaks
+/// the request (`integrity`), and the handler sees nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bound_host_reaches_the_service_and_a_changed_one_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = httpcrypt::ServerConfig {
+        authority: Some(HeaderValue::from_static("configured.example")),
+        ..Default::default()
+    };
+    let (origin, identity, log) =
+        axum_app(dir.path(), config, httpcrypt::proto::Profile::Compact).await;
+    let client = httpcrypt::Client::new(httpcrypt::ClientConfig {
+        mount: Mount::new("/hc").unwrap(),
+        identity: Some(identity),
+        compact: true,
+        ..Default::default()
+    });
+    let relay = Mitm::start(origin, keep(), false, keep());
+    let get = |authority: String| {
+        Request::get(format!("http://{authority}/p"))
+            .body(Bytes::new())
+            .unwrap()
+    };
+    let rsp = client.send(get(relay.addr.to_string())).await.unwrap();
+    assert_eq!(rsp.status(), 200);
+    let (seen, _) = log.lock().unwrap().pop().unwrap();
+    let host: Vec<&[u8]> = seen
+        .fields
+        .iter()
+        .filter(|(n, _)| n == "host")
+        .map(|(_, v)| v.as_slice())
+        .collect();
+    assert_eq!(host, [relay.addr.to_string().as_bytes()], "{seen:?}");
+
+    let evil = Mitm::start(
+        origin,
+        Arc::new(|h: &mut HeaderMap| set(h, "host", "evil.example")),
+        false,
+        keep(),
+    );
+    // The server's sealed inner 500 `integrity` (spec §4.4).
+    let failed = client.send(get(evil.addr.to_string())).await.unwrap();
+    assert_eq!(failed.status(), 500);
+    let body = failed.into_body().collect().await.unwrap().to_bytes();
+    let problem = httpcrypt::proto::outer::parse_problem(&body).unwrap();
+    assert_eq!(problem.type_uri, "urn:httpcrypt:integrity");
+    assert!(log.lock().unwrap().is_empty(), "the handler saw a request");
 }
