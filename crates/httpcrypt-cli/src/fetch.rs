@@ -27,7 +27,8 @@ pub struct FetchArgs {
     /// Request method.
     #[arg(short = 'X', long = "request", default_value = "GET")]
     pub method: String,
-    /// Extra request field, "Name: value" (repeatable).
+    /// Extra request field, "Name: value" (repeatable); sealed inside the
+    /// request with every other field, never sent in the clear.
     #[arg(short = 'H', long = "header")]
     pub headers: Vec<String>,
     /// Request body.

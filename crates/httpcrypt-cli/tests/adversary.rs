@@ -1,6 +1,7 @@
 //! An attacker on the path (spec §4.3 as amended by erratum E1, and the
 //! "Security considerations" of spec/httpcrypt.md): a relay written here
-//! (a hyper server in front of the target, a hyper client behind it) adds,
+//! (`adversary/relay.rs`: a hyper server in front of the target, a hyper
+//! client behind it) adds,
 //! changes, duplicates and removes outer fields of every class, re-frames
 //! bodies, and adds outer response fields; raw sockets play the framing
 //! games a relay built on an HTTP library cannot. Against `serve`,
@@ -11,393 +12,21 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 mod common;
+#[path = "adversary/relay.rs"]
+mod relay;
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use common::{exchange, Proc, Sealed};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response};
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use httpcrypt::proto::inner::{self, Field, ResponseHead};
 use httpcrypt::proto::outer::Mount;
-use hyper::body::Incoming;
-
-/// The runtime of the servers written here (recorder, relay), apart from
-/// the tests' own blocking sockets.
-static RT: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-});
-
-type Body = BoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
-
-fn full(b: impl Into<Bytes>) -> Body {
-    Full::new(b.into()).map_err(|never| match never {}).boxed()
-}
-
-/// Serves `handle` with HTTP/1.1 on a loopback port of [`RT`].
-fn http_server<F, Fut>(handle: F) -> SocketAddr
-where
-    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
-    Fut: std::future::Future<Output = Response<Body>> + Send + 'static,
-{
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
-    RT.spawn(async move {
-        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                return;
-            };
-            let handle = handle.clone();
-            tokio::spawn(async move {
-                let svc = hyper::service::service_fn(move |req| {
-                    let handle = handle.clone();
-                    async move { Ok::<_, Infallible>(handle(req).await) }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(tcp), svc)
-                    .await;
-            });
-        }
-    });
-    addr
-}
-
-/// A request as a service received it: field names lower case, in order.
-#[derive(Clone, PartialEq, Eq)]
-struct Seen {
-    method: String,
-    target: String,
-    fields: Vec<(String, Vec<u8>)>,
-    body: Vec<u8>,
-}
-
-impl std::fmt::Debug for Seen {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let fields: Vec<String> = self
-            .fields
-            .iter()
-            .map(|(n, v)| format!("{n}: {}", String::from_utf8_lossy(v)))
-            .collect();
-        f.debug_struct("Seen")
-            .field("method", &self.method)
-            .field("target", &self.target)
-            .field("fields", &fields)
-            .field("body", &format_args!("{} bytes", self.body.len()))
-            .finish()
-    }
-}
-
-impl Seen {
-    /// What a service should see of an inner request: every sealed field
-    /// but the protocol's own (erratum E1).
-    fn sealed(method: &str, target: &str, fields: &[(&str, &str)], body: &[u8]) -> Seen {
-        let mut all: Vec<(String, Vec<u8>)> = fields
-            .iter()
-            .filter(|(n, _)| inner::is_service_field(n))
-            .map(|(n, v)| (n.to_ascii_lowercase(), v.as_bytes().to_vec()))
-            .collect();
-        if !body.is_empty() {
-            all.push(("content-length".into(), body.len().to_string().into_bytes()));
-        }
-        Seen {
-            method: method.into(),
-            target: target.into(),
-            fields: all,
-            body: body.to_vec(),
-        }
-    }
-
-    fn sorted(mut self) -> Seen {
-        self.fields.sort();
-        self
-    }
-}
-
-fn fields_of(h: &HeaderMap) -> Vec<(String, Vec<u8>)> {
-    h.iter()
-        .map(|(n, v)| (n.as_str().to_string(), v.as_bytes().to_vec()))
-        .collect()
-}
-
-/// An upstream that records every complete request it receives and
-/// answers 200 `upstream ok` with `X-Upstream: yes`.
-struct Recorder {
-    addr: SocketAddr,
-    seen: Arc<Mutex<Vec<Seen>>>,
-}
-
-impl Recorder {
-    fn start() -> Recorder {
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let log = seen.clone();
-        let addr = http_server(move |req: Request<Incoming>| {
-            let log = log.clone();
-            async move {
-                let (parts, body) = req.into_parts();
-                // A body that fails (the client's stream did not verify)
-                // is no request the service saw.
-                let Ok(body) = body.collect().await else {
-                    return Response::new(full("body failed"));
-                };
-                log.lock().unwrap().push(Seen {
-                    method: parts.method.to_string(),
-                    target: parts.uri.to_string(),
-                    fields: fields_of(&parts.headers),
-                    body: body.to_bytes().to_vec(),
-                });
-                let mut r = Response::new(full("upstream ok"));
-                r.headers_mut()
-                    .insert("x-upstream", HeaderValue::from_static("yes"));
-                r.headers_mut()
-                    .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
-                r
-            }
-        });
-        Recorder { addr, seen }
-    }
-
-    fn take(&self) -> Vec<Seen> {
-        std::mem::take(&mut *self.seen.lock().unwrap())
-    }
-}
-
-/// What the relay does to the outer messages it carries.
-type Edit = Arc<dyn Fn(&mut HeaderMap) + Send + Sync>;
-
-/// A request body passed on without its size, so the relay's client
-/// re-frames it (chunked).
-struct Unsized(Incoming);
-
-impl http_body::Body for Unsized {
-    type Data = Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, hyper::Error>>> {
-        std::pin::Pin::new(&mut self.get_mut().0).poll_frame(cx)
-    }
-}
-
-/// The attacker: an HTTP relay to `target` that applies `request` to
-/// every outer request head (and, with `rechunk`, re-frames its body) and
-/// `response` to every outer response head. It keeps the outer request
-/// heads it received, as the client sent them.
-struct Mitm {
-    addr: SocketAddr,
-    received: Arc<Mutex<Vec<HeaderMap>>>,
-}
-
-impl Mitm {
-    fn start(target: SocketAddr, request: Edit, rechunk: bool, response: Edit) -> Mitm {
-        let received = Arc::new(Mutex::new(Vec::new()));
-        let log = received.clone();
-        let client =
-            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-                .pool_max_idle_per_host(0)
-                .build_http::<Body>();
-        let addr = http_server(move |req: Request<Incoming>| {
-            let (log, client, request, response) = (
-                log.clone(),
-                client.clone(),
-                request.clone(),
-                response.clone(),
-            );
-            async move {
-                let (mut parts, body) = req.into_parts();
-                log.lock().unwrap().push(parts.headers.clone());
-                request(&mut parts.headers);
-                let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-                parts.uri = format!("http://{target}{pq}").parse().unwrap();
-                let body: Body = if rechunk {
-                    parts.headers.remove(header::CONTENT_LENGTH);
-                    Unsized(body).map_err(Into::into).boxed()
-                } else {
-                    body.map_err(Into::into).boxed()
-                };
-                match client.request(Request::from_parts(parts, body)).await {
-                    Ok(rsp) => {
-                        let (mut parts, body) = rsp.into_parts();
-                        response(&mut parts.headers);
-                        Response::from_parts(parts, body.map_err(Into::into).boxed())
-                    }
-                    Err(e) => {
-                        let mut r = Response::new(full(format!("relay: {e}")));
-                        *r.status_mut() = http::StatusCode::BAD_GATEWAY;
-                        r
-                    }
-                }
-            }
-        });
-        Mitm { addr, received }
-    }
-
-    fn received(&self) -> Vec<HeaderMap> {
-        self.received.lock().unwrap().clone()
-    }
-}
-
-fn keep() -> Edit {
-    Arc::new(|_: &mut HeaderMap| {})
-}
-
-fn set(h: &mut HeaderMap, name: &'static str, value: &'static str) {
-    h.insert(
-        HeaderName::from_static(name),
-        HeaderValue::from_static(value),
-    );
-}
-
-fn add(h: &mut HeaderMap, name: &'static str, value: &'static str) {
-    h.append(
-        HeaderName::from_static(name),
-        HeaderValue::from_static(value),
-    );
-}
-
-/// Fields an attacker adds to make a service act on its word: credentials,
-/// method overrides, client addresses, codings, ranges and preconditions,
-/// origins, and the request's own representation metadata.
-const INJECTED: &[(&str, &str)] = &[
-    ("authorization", "Basic ZXZpbDpldmls"),
-    ("x-http-method-override", "DELETE"),
-    ("x-method-override", "DELETE"),
-    ("x-forwarded-for", "6.6.6.6"),
-    ("x-forwarded-host", "evil.example"),
-    ("x-forwarded-proto", "https"),
-    ("x-real-ip", "6.6.6.6"),
-    ("forwarded", "for=6.6.6.6;host=evil.example;proto=https"),
-    ("via", "1.1 evil"),
-    ("content-encoding", "gzip"),
-    ("content-language", "xx"),
-    ("range", "bytes=0-4"),
-    ("if-none-match", "*"),
-    ("if-match", "\"nope\""),
-    ("if-modified-since", "Thu, 01 Jan 2099 00:00:00 GMT"),
-    ("if-unmodified-since", "Thu, 01 Jan 1970 00:00:00 GMT"),
-    ("if-range", "\"nope\""),
-    ("origin", "http://evil.example"),
-    ("referer", "http://evil.example/"),
-    ("user-agent", "evil-agent"),
-    ("accept", "application/evil"),
-    ("accept-encoding", "gzip, br"),
-    ("accept-language", "xx"),
-    ("max-forwards", "0"),
-    ("x-custom", "injected"),
-    ("date", "Thu, 01 Jan 1970 00:00:00 GMT"),
-    ("client-random", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"),
-    ("random", "AAAA"),
-    ("ticket", "AAAA"),
-];
-
-/// One attack: a name, what the relay does, and whether the server should
-/// still serve the request (else: refuse it, and the service sees nothing).
-struct Attack {
-    name: &'static str,
-    request: Edit,
-    rechunk: bool,
-    served: bool,
-}
-
-fn attack(
-    name: &'static str,
-    served: bool,
-    edit: impl Fn(&mut HeaderMap) + Send + Sync + 'static,
-) -> Attack {
-    Attack {
-        name,
-        request: Arc::new(edit),
-        rechunk: false,
-        served,
-    }
-}
-
-/// Every class of outer request field, added, changed, duplicated and
-/// removed; and a re-framed body.
-fn attacks() -> Vec<Attack> {
-    let mut all = vec![
-        attack("nothing", true, |_| {}),
-        attack("inject every class", true, |h| {
-            for (n, v) in INJECTED {
-                add(h, n, v);
-            }
-        }),
-        attack("another host", true, |h| set(h, "host", "evil.example")),
-        attack("cookie extras", true, |h| {
-            let mine = h.get(header::COOKIE).and_then(|v| v.to_str().ok());
-            let more = match mine {
-                Some(mine) => format!("{mine}; session=evil; admin=1"),
-                None => "session=evil; admin=1".to_string(),
-            };
-            h.insert(header::COOKIE, HeaderValue::from_str(&more).unwrap());
-            add(h, "cookie", "second=field");
-        }),
-        attack("another content type", true, |h| {
-            set(h, "content-type", "application/x-www-form-urlencoded")
-        }),
-        attack("duplicated fields", true, |h| {
-            for n in [header::CONTENT_TYPE, header::COOKIE] {
-                let vs: Vec<HeaderValue> = h.get_all(&n).iter().cloned().collect();
-                for v in vs {
-                    h.append(n.clone(), v);
-                }
-            }
-            add(h, "x-custom", "one");
-            add(h, "x-custom", "two");
-        }),
-        attack("connection-named fields", true, |h| {
-            set(h, "connection", "keep-alive, x-hop, authorization");
-            add(h, "x-hop", "1");
-            add(h, "authorization", "Bearer evil");
-            add(h, "keep-alive", "timeout=5");
-            add(h, "te", "trailers");
-        }),
-        attack("no content type", true, |h| {
-            h.remove(header::CONTENT_TYPE);
-        }),
-        attack("no cookie", false, |h| {
-            h.remove(header::COOKIE);
-        }),
-        attack("a foreign cookie only", false, |h| {
-            set(h, "cookie", "session=evil")
-        }),
-    ];
-    all.push(Attack {
-        name: "re-chunked body with injected fields",
-        request: Arc::new(|h: &mut HeaderMap| {
-            add(h, "authorization", "Basic ZXZpbDpldmls");
-            add(h, "content-encoding", "gzip");
-        }),
-        rechunk: true,
-        served: true,
-    });
-    all
-}
-
-/// Response edits: fields an attacker adds to, or changes in, the outer
-/// response.
-fn response_attack() -> Edit {
-    Arc::new(|h: &mut HeaderMap| {
-        add(h, "set-cookie", "session=evil; Path=/");
-        add(h, "x-injected", "1");
-        add(h, "content-encoding", "identity");
-        add(h, "ticket", "AAAA");
-        add(h, "location", "http://evil.example/");
-        add(h, "www-authenticate", "Basic realm=evil");
-    })
-}
+use relay::{add, attacks, fields_of, keep, response_attack, set, Mitm, Recorder, Seen};
 
 /// The inner request of the gateway cases.
 const SEALED_FIELDS: &[(&str, &str)] = &[
@@ -919,28 +548,33 @@ fn fetch_releases_what_the_server_sealed_and_seals_what_the_user_set() {
     assert!(!cookie.contains("session=mine"), "{cookie}");
 }
 
-/// The layer in an axum app, reached by the Rust client through the relay:
-/// the handler sees the client's fields and nothing the relay added; the
-/// allow-listed `X-Forwarded-For` arrives as `OuterFields` only; the
-/// client releases the handler's answer and nothing the relay added.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn axum_layer_sees_the_sealed_request_and_the_client_the_sealed_answer() {
+/// What the axum handler saw: the request and its `OuterFields`.
+type AppLog = Arc<Mutex<Vec<(Seen, Option<HeaderMap>)>>>;
+
+/// An axum app behind the layer (mount `/hc`, `config` otherwise) whose
+/// handler logs what it receives and answers `app ok` with `X-App`;
+/// `profile` is what its certificates announce. Returns its address, the
+/// identity key and the log.
+async fn axum_app(
+    dir: &std::path::Path,
+    config: httpcrypt::ServerConfig,
+    profile: httpcrypt::proto::Profile,
+) -> (SocketAddr, httpcrypt::proto::IdentityPublic, AppLog) {
     use axum::extract::Request as AxumRequest;
     use tower::Layer as _;
-    let dir = tempfile::tempdir().unwrap();
-    let store = httpcrypt::keystore::KeyStore::create(dir.path(), false).unwrap();
+    let store = httpcrypt::keystore::KeyStore::create(dir, false)
+        .unwrap()
+        .with_profile(profile);
     let identity = store.identity();
     let keys = httpcrypt::keystore::start(store, Duration::from_secs(3600)).unwrap();
     let layer = httpcrypt::HttpCryptLayer::new(
         keys,
         httpcrypt::ServerConfig {
             mount: Mount::new("/hc").unwrap(),
-            pass_outer: vec![HeaderName::from_static("x-forwarded-for")],
-            ..Default::default()
+            ..config
         },
     );
-    type Log = Arc<Mutex<Vec<(Seen, Option<HeaderMap>)>>>;
-    let log: Log = Arc::default();
+    let log: AppLog = Arc::default();
     let handler_log = log.clone();
     let app = axum::Router::new().fallback(move |req: AxumRequest| {
         let log = handler_log.clone();
@@ -975,6 +609,21 @@ async fn axum_layer_sees_the_sealed_request_and_the_client_the_sealed_answer() {
     tokio::spawn(async move {
         let _ = axum::serve(listener, tower::make::Shared::new(svc)).await;
     });
+    (origin, identity, log)
+}
+
+/// The layer in an axum app, reached by the Rust client through the relay:
+/// the handler sees the client's fields and nothing the relay added; the
+/// allow-listed `X-Forwarded-For` arrives as `OuterFields` only; the
+/// client releases the handler's answer and nothing the relay added.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn axum_layer_sees_the_sealed_request_and_the_client_the_sealed_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = httpcrypt::ServerConfig {
+        pass_outer: vec![HeaderName::from_static("x-forwarded-for")],
+        ..Default::default()
+    };
+    let (origin, identity, log) = axum_app(dir.path(), config, httpcrypt::proto::Profile::V1).await;
     let client = httpcrypt::Client::new(httpcrypt::ClientConfig {
         mount: Mount::new("/hc").unwrap(),
         identity: Some(identity),
@@ -1048,10 +697,9 @@ async fn axum_layer_sees_the_sealed_request_and_the_client_the_sealed_answer() {
     }
 }
 
-/// What the client puts in the outer request of a sealed exchange: the
-/// network's fields only (checked through the relay's log above); here the
-/// inner response `Ticket` the Rust client consumed never reaches its
-/// caller even when the server sends one on every answer.
+/// The inner `Ticket` is the server's alone (an upstream's own `Ticket`
+/// and `Random` fields are dropped), and the Rust client consumes it:
+/// `fetch -i` never prints it.
 #[test]
 fn the_inner_ticket_is_in_the_sealed_answer_but_not_released() {
     let s = GatewaySetup::new(&[]);
@@ -1067,12 +715,62 @@ fn the_inner_ticket_is_in_the_sealed_answer_but_not_released() {
         b"",
     );
     let (head, _): (ResponseHead, _) = sealed.open(&rsp);
-    assert!(
-        head.fields.iter().any(|f: &Field| f.is("ticket")),
-        "the server seals a ticket: {head:?}"
-    );
+    let tickets: Vec<&Field> = head.fields.iter().filter(|f| f.is("ticket")).collect();
+    assert_eq!(tickets.len(), 1, "the server's ticket alone: {head:?}");
+    httpcrypt::proto::ticket::Ticket::from_field(&tickets[0].value).unwrap();
+    assert!(inner::field(&head.fields, "random").is_none(), "{head:?}");
     let out = common::fetch(&["-i", &format!("http://{}/t", s.gateway.addr)]);
     assert!(out.status.success(), "{}", out.stderr_text());
     let text = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
     assert!(!text.contains("\nticket:"), "{text}");
+}
+
+/// Profile 2 binds the outer `Host` (spec §4.5): the Rust client seals
+/// none, so the handler gets the bound one; a relay that changes it breaks
+/// the request (`integrity`), and the handler sees nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bound_host_reaches_the_service_and_a_changed_one_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = httpcrypt::ServerConfig {
+        authority: Some(HeaderValue::from_static("configured.example")),
+        ..Default::default()
+    };
+    let (origin, identity, log) =
+        axum_app(dir.path(), config, httpcrypt::proto::Profile::Compact).await;
+    let client = httpcrypt::Client::new(httpcrypt::ClientConfig {
+        mount: Mount::new("/hc").unwrap(),
+        identity: Some(identity),
+        compact: true,
+        ..Default::default()
+    });
+    let relay = Mitm::start(origin, keep(), false, keep());
+    let get = |authority: String| {
+        Request::get(format!("http://{authority}/p"))
+            .body(Bytes::new())
+            .unwrap()
+    };
+    let rsp = client.send(get(relay.addr.to_string())).await.unwrap();
+    assert_eq!(rsp.status(), 200);
+    let (seen, _) = log.lock().unwrap().pop().unwrap();
+    let host: Vec<&[u8]> = seen
+        .fields
+        .iter()
+        .filter(|(n, _)| n == "host")
+        .map(|(_, v)| v.as_slice())
+        .collect();
+    assert_eq!(host, [relay.addr.to_string().as_bytes()], "{seen:?}");
+
+    let evil = Mitm::start(
+        origin,
+        Arc::new(|h: &mut HeaderMap| set(h, "host", "evil.example")),
+        false,
+        keep(),
+    );
+    // The server's sealed inner 500 `integrity` (spec §4.4).
+    let failed = client.send(get(evil.addr.to_string())).await.unwrap();
+    assert_eq!(failed.status(), 500);
+    let body = failed.into_body().collect().await.unwrap().to_bytes();
+    let problem = httpcrypt::proto::outer::parse_problem(&body).unwrap();
+    assert_eq!(problem.type_uri, "urn:httpcrypt:integrity");
+    assert!(log.lock().unwrap().is_empty(), "the handler saw a request");
 }

@@ -688,6 +688,19 @@ pub fn is_service_field(name: &str) -> bool {
     !PROTOCOL_FIELDS.iter().any(|p| p.eq_ignore_ascii_case(name))
 }
 
+/// Inner response fields that only the server itself writes (spec §7.2,
+/// §8.4): a service's own field of one of these names is dropped, so that
+/// the client never takes it for the server's ticket or token.
+pub const PROTOCOL_RESPONSE_FIELDS: &[&str] = &["ticket", "random"];
+
+/// Whether a service's response field `name` goes into the inner response:
+/// every field but [`PROTOCOL_RESPONSE_FIELDS`].
+pub fn is_service_response_field(name: &str) -> bool {
+    !PROTOCOL_RESPONSE_FIELDS
+        .iter()
+        .any(|p| p.eq_ignore_ascii_case(name))
+}
+
 /// The `Host` the service sees (spec §4.3, erratum E1): the inner `Host`
 /// if the inner head has one; else the outer `Host` where the stream's
 /// associated data binds it (`bound`, profile 2, §4.5); else the name the
@@ -1025,6 +1038,10 @@ mod tests {
         assert_eq!(with(None, None), vec![Field::new("ACCEPT", "c")]);
         for name in ["Host", "date", "Client-Random", "RANDOM", "ticket"] {
             assert_eq!(is_service_field(name), name == "Host", "{name}");
+        }
+        for name in ["Date", "Ticket", "random", "Content-Type"] {
+            let service = name == "Date" || name == "Content-Type";
+            assert_eq!(is_service_response_field(name), service, "{name}");
         }
     }
 }

@@ -1008,8 +1008,14 @@ impl Upstream {
     /// upstream as `{prefix}{name}`, never under their own names (erratum
     /// E1); default `Httpcrypt-Outer-`. Inner fields starting with the
     /// prefix are dropped whether or not any outer field is passed: a
-    /// client must not be able to say what the proxy in front said.
+    /// client must not be able to say what the proxy in front said. An
+    /// empty prefix means the default: outer fields never travel under
+    /// their own names.
     pub fn with_outer_prefix(self, prefix: &str) -> Self {
+        let prefix = match prefix {
+            "" => httpcrypt_proto::inner::DEFAULT_OUTER_PREFIX,
+            p => p,
+        };
         let inner = UpstreamInner {
             client: self.inner.client.clone(),
             base: self.inner.base.clone(),

@@ -1500,6 +1500,7 @@ where
             || n.as_str() == "keep-alive"
             || n == header::CONTENT_LENGTH
             || n.as_str() == split::PUBLIC_FIELD
+            || !inner::is_service_response_field(n.as_str())
         {
             continue;
         }
