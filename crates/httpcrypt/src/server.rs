@@ -1023,7 +1023,7 @@ where
     } = admitted;
     async move {
         let cfg = &shared.config;
-        let (inner_req, slot, extra, ticket_out, split) = {
+        let (inner_req, slot, extra, ticket_out, split, answers_head) = {
             let (outer_body, initial) = match accepted.query_stream.take() {
                 Some(q) => (None, q),
                 None => (Some(body), Vec::new()),
@@ -1142,15 +1142,19 @@ where
                     store: store.clone(),
                     asked: false,
                     method: head.method().to_string(),
-                    path: head.target().split('?').next().unwrap_or("").to_string(),
+                    target: head.target().to_string(),
+                    credentials: false,
                     mount: cfg.mount.as_str().to_string(),
                 }),
                 _ => None,
             };
+            // The answer to HEAD keeps its length and has no body (E2).
+            let answers_head = head.method() == "HEAD";
             let inner_req = match build_inner_request(&mut parts, head, opened.boxed_unsync()) {
                 Ok((mut r, split_asked)) => {
                     if let Some(plan) = split.as_mut() {
                         plan.asked = split_asked;
+                        plan.credentials = crate::split::carries_credentials(r.headers());
                     }
                     // The service sees the outer request's extensions (the
                     // connection state, say) and the facts of the session.
@@ -1163,9 +1167,8 @@ where
                 }
                 Err(e) => return Ok(inner_problem(accepted.into_response_key(), &e, now)),
             };
-            (inner_req, slot, extra, ticket_out, split)
+            (inner_req, slot, extra, ticket_out, split, answers_head)
         };
-        let answers_head = inner_req.method() == Method::HEAD;
         let rsp = call(inner, inner_req).await;
         // A body failure is often why the service failed (a gateway's upstream
         // request dies with it): report the protocol error it really is.
@@ -1222,7 +1225,10 @@ struct SplitPlan<'a> {
     /// The outer request carried `Httpcrypt-Split` (it came through a split proxy).
     asked: bool,
     method: String,
-    path: String,
+    /// The inner request target as sent (§S1 normalises its path).
+    target: String,
+    /// The request the service saw carried `Cookie` or `Authorization`.
+    credentials: bool,
     mount: String,
 }
 
@@ -1363,10 +1369,6 @@ where
     } else {
         http_body_util::Either::Right(body)
     };
-    // `HC-Public` is for the origin only, never sealed (§S1).
-    let opt_in = split
-        .as_ref()
-        .and_then(|_| parts.headers.get(split::PUBLIC_FIELD).cloned());
     // A split stream starts with a 24-byte response nonce (§S3), so only v1
     // answers are split; a profile-2 answer goes out whole.
     let v1 = key.profile() == Profile::V1;
@@ -1374,9 +1376,10 @@ where
         v1 && p.asked
             && crate::split::is_public(
                 &p.method,
-                &p.path,
-                parts.status.as_u16(),
-                opt_in.as_ref().map(|v| v.as_bytes()),
+                &p.target,
+                p.credentials,
+                parts.status,
+                &parts.headers,
                 &p.config.public,
             )
     });
