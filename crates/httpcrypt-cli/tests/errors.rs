@@ -886,3 +886,49 @@ fn fetch_output_appears_only_after_the_stream_verified() {
     assert!(std::fs::read(&dest).unwrap() == file);
     assert_eq!(others(&out_dir, &["big.bin"]), Vec::<String>::new());
 }
+
+/// Erratum E2 for inner problems: a stale or replayed HEAD gets its 425
+/// with the problem's `Content-Type`, `Date` and length but no body, so a
+/// client that decodes the answer to HEAD as bodiless reads it; a GET gets
+/// the document.
+#[test]
+fn a_problem_in_answer_to_head_has_no_body() {
+    let site = Site::new(&[]);
+    let host = site.host.as_str();
+    let s = site.sealed();
+    let stale = unix_now() - 3600;
+    let rsp = site.send(&s.post(host, &s.stream("HEAD", "/a.txt", stale, b"")));
+    let (head, body) = s
+        .prepared
+        .open_response_to("HEAD", &rsp.body, &httpcrypt::proto::Limits::default())
+        .unwrap();
+    assert_eq!(head.status, 425);
+    let field = |n| httpcrypt::proto::inner::field(&head.fields, n);
+    assert_eq!(
+        field("content-type"),
+        Some(httpcrypt::proto::outer::PROBLEM_TYPE.as_bytes())
+    );
+    assert!(field("date").is_some());
+    let length: usize = std::str::from_utf8(field("content-length").unwrap())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(length > 0 && body.is_empty(), "{length} {body:?}");
+    // The same request as a GET: the document, of that length.
+    let s = site.sealed();
+    let rsp = site.send(&s.post(host, &s.stream("GET", "/a.txt", stale, b"")));
+    let (status, ty, _) = s.open_problem(&rsp);
+    assert_eq!((status, ty.as_str()), (425, STALE));
+    assert_eq!(s.open(&rsp).1.len(), length);
+    // A HEAD within the window: the file's length, no body.
+    let s = site.sealed();
+    let rsp = site.send(&s.post(host, &s.stream("HEAD", "/a.txt", unix_now(), b"")));
+    let (head, body) = s
+        .prepared
+        .open_response_to("HEAD", &rsp.body, &httpcrypt::proto::Limits::default())
+        .unwrap();
+    assert_eq!(head.status, 200);
+    let cl = httpcrypt::proto::inner::field(&head.fields, "content-length");
+    assert_eq!(cl, Some(FILE.len().to_string().as_bytes()));
+    assert!(body.is_empty());
+}

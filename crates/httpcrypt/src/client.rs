@@ -883,8 +883,15 @@ impl Client {
             // Read the (small, authenticated) problem to tell stale from replay.
             let bytes = read_limited(body, 64 * 1024).await?;
             let p = outer::parse_problem(&bytes).ok();
-            if p.as_ref()
-                .is_some_and(|p| p.type_uri == httpcrypt_proto::error::problem_type::STALE)
+            // A problem in answer to HEAD has no document (erratum E2): it
+            // counts as stale, since retrying a safe request once is
+            // harmless and the server's Date is in the head.
+            let head_problem = parts.method == Method::HEAD
+                && inner::field(&inner_head.fields, "content-type")
+                    == Some(outer::PROBLEM_TYPE.as_bytes());
+            if head_problem
+                || p.as_ref()
+                    .is_some_and(|p| p.type_uri == httpcrypt_proto::error::problem_type::STALE)
             {
                 if let Ok(server) =
                     replay::check_date(inner::field(&inner_head.fields, "date"), 0, u64::MAX)

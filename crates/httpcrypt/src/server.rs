@@ -745,6 +745,28 @@ fn inner_problem(key: ResponseKey, err: &httpcrypt_proto::Error, now: u64) -> Re
     inner_problem_with(key, err, now, Vec::new())
 }
 
+/// [`inner_problem`] in answer to `HEAD`: the problem's head states the
+/// document's length and the body stays empty (erratum E2); the status,
+/// `Content-Type` and `Date` still say what happened.
+fn inner_problem_to_head(
+    key: ResponseKey,
+    err: &httpcrypt_proto::Error,
+    now: u64,
+) -> Response<HcBody> {
+    let (mut head, body) = core::problem_response(err)
+        .unwrap_or_else(|| (ResponseHead::new(500, "Internal Server Error"), Vec::new()));
+    head.fields.push(Field::new(
+        "Content-Length",
+        itoa::Buffer::new().format(body.len()),
+    ));
+    let n0 = crate::nonce::nonce24();
+    let mut out = Vec::new();
+    match core::seal_response(key, n0, &head, b"", now, DEFAULT_RECORD, &mut out) {
+        Ok(()) => sealed_outer(full(out)),
+        Err(_) => plain(StatusCode::INTERNAL_SERVER_ERROR, "sealing failed\n"),
+    }
+}
+
 /// [`inner_problem`] with extra inner fields (a ticket, a token).
 fn inner_problem_with(
     key: ResponseKey,
@@ -1082,7 +1104,12 @@ where
                     Err(e) => Err(e),
                 };
                 if let Err(e) = checked {
-                    return Ok(inner_problem(accepted.into_response_key(), &e, now));
+                    let key = accepted.into_response_key();
+                    return Ok(if head.method() == "HEAD" {
+                        inner_problem_to_head(key, &e, now)
+                    } else {
+                        inner_problem(key, &e, now)
+                    });
                 }
             }
             let client_random = head
