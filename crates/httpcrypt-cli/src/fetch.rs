@@ -40,7 +40,8 @@ pub struct FetchArgs {
     /// Write the body here instead of stdout. It is written to a new
     /// temporary file beside FILE and renamed to FILE only after the whole
     /// response verified; on any failure the temporary file is removed and
-    /// FILE is left as it was.
+    /// FILE is left as it was. (A FILE that exists and is not a regular
+    /// file, such as /dev/null, is written directly.)
     #[arg(short = 'o', long = "output")]
     pub output: Option<PathBuf>,
     /// Show what a middlebox sees next to the decrypted exchange (stderr).
@@ -184,6 +185,9 @@ pub enum Sink {
         tmp: std::io::BufWriter<tempfile::NamedTempFile>,
         dest: PathBuf,
     },
+    /// A FILE that is not a regular file (`/dev/null`, a pipe): written
+    /// as it is, since it cannot be replaced by a rename.
+    Special(std::fs::File),
 }
 
 impl Sink {
@@ -192,6 +196,13 @@ impl Sink {
         let Some(dest) = output else {
             return Ok(Sink::Stdout(std::io::stdout()));
         };
+        if std::fs::metadata(dest).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(dest)
+                .with_context(|| format!("opening {}", dest.display()))?;
+            return Ok(Sink::Special(f));
+        }
         let dir = match dest.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
@@ -221,6 +232,7 @@ impl Sink {
     pub fn finish(self) -> Result<()> {
         match self {
             Sink::Stdout(mut s) => Ok(s.flush()?),
+            Sink::Special(mut f) => Ok(f.flush()?),
             Sink::File { tmp, dest } => {
                 let tmp = tmp.into_inner().map_err(|e| e.into_error())?;
                 tmp.as_file().sync_all()?;
@@ -238,6 +250,7 @@ impl Write for Sink {
         match self {
             Sink::Stdout(s) => s.write(buf),
             Sink::File { tmp, .. } => tmp.write(buf),
+            Sink::Special(f) => f.write(buf),
         }
     }
 
@@ -245,6 +258,7 @@ impl Write for Sink {
         match self {
             Sink::Stdout(s) => s.write_all(buf),
             Sink::File { tmp, .. } => tmp.write_all(buf),
+            Sink::Special(f) => f.write_all(buf),
         }
     }
 
@@ -252,6 +266,7 @@ impl Write for Sink {
         match self {
             Sink::Stdout(s) => s.flush(),
             Sink::File { tmp, .. } => tmp.flush(),
+            Sink::Special(f) => f.flush(),
         }
     }
 }

@@ -885,6 +885,9 @@ fn fetch_output_appears_only_after_the_stream_verified() {
     assert!(out.status.success(), "{}", out.stderr_text());
     assert!(std::fs::read(&dest).unwrap() == file);
     assert_eq!(others(&out_dir, &["big.bin"]), Vec::<String>::new());
+    // A FILE that is not a regular file is written directly.
+    let out = common::fetch(&["-o", "/dev/null", &direct]);
+    assert!(out.status.success(), "{}", out.stderr_text());
 }
 
 /// Erratum E2 for inner problems: a stale or replayed HEAD gets its 425
