@@ -1,9 +1,10 @@
 //! `httpcrypt fetch`: a curl-like HTTPCrypt client. The body goes to stdout
-//! (or `-o FILE`) record by record, only after each record verified; any
-//! protocol failure ends with a non-zero exit.
+//! record by record, only after each record verified (or to `-o FILE`,
+//! which appears only once the whole stream verified); any protocol
+//! failure ends with a non-zero exit.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
@@ -37,7 +38,11 @@ pub struct FetchArgs {
     /// Request body from a file (streamed).
     #[arg(long = "data-file")]
     pub data_file: Option<PathBuf>,
-    /// Write the body here instead of stdout.
+    /// Write the body here instead of stdout. It is written to a new
+    /// temporary file beside FILE and renamed to FILE only after the whole
+    /// response verified; on any failure the temporary file is removed and
+    /// FILE is left as it was. (A FILE that exists and is not a regular
+    /// file, such as /dev/null, is written directly.)
     #[arg(short = 'o', long = "output")]
     pub output: Option<PathBuf>,
     /// Show what a middlebox sees next to the decrypted exchange (stderr).
@@ -140,12 +145,7 @@ pub async fn run(a: FetchArgs) -> Result<i32> {
     let rsp = exchange(&client, &a).await?;
     let first_byte = started.elapsed();
     report_repeat(&a, times, &rsp);
-    let mut out: Box<dyn Write + Send> = match &a.output {
-        Some(p) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
-        )),
-        None => Box::new(std::io::stdout()),
-    };
+    let mut out = Sink::open(a.output.as_deref())?;
     if a.include {
         writeln!(out, "HTTP/1.1 {}", rsp.status())?;
         for (n, v) in rsp.headers() {
@@ -162,7 +162,7 @@ pub async fn run(a: FetchArgs) -> Result<i32> {
             out.write_all(&data)?;
         }
     }
-    out.flush()?;
+    out.finish()?;
     if a.asap.timing {
         eprintln!(
             "timing: first_byte_ms={:.3} total_ms={:.3}",
@@ -171,6 +171,105 @@ pub async fn run(a: FetchArgs) -> Result<i32> {
         );
     }
     Ok(0)
+}
+
+/// Where a body goes: stdout, or `-o FILE` by way of a temporary file
+/// beside FILE (a unique name, created exclusively) that becomes FILE only
+/// in [`Sink::finish`], once the whole response verified. A sink dropped
+/// unfinished (an integrity failure, a write error) removes its temporary
+/// file, so FILE never holds a partial or unverified body.
+pub enum Sink {
+    /// Standard output.
+    Stdout(std::io::Stdout),
+    /// The temporary file and FILE.
+    File {
+        tmp: std::io::BufWriter<tempfile::NamedTempFile>,
+        dest: PathBuf,
+    },
+    /// A FILE that is not a regular file (`/dev/null`, a pipe): written
+    /// as it is, since it cannot be replaced by a rename.
+    Special(std::fs::File),
+}
+
+impl Sink {
+    /// A sink for `output` (stdout when `None`).
+    pub fn open(output: Option<&Path>) -> Result<Sink> {
+        let Some(dest) = output else {
+            return Ok(Sink::Stdout(std::io::stdout()));
+        };
+        if std::fs::metadata(dest).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(dest)
+                .with_context(|| format!("opening {}", dest.display()))?;
+            return Ok(Sink::Special(f));
+        }
+        let dir = match dest.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let name = dest
+            .file_name()
+            .with_context(|| format!("{} names no file", dest.display()))?;
+        let mut prefix = std::ffi::OsString::from(".");
+        prefix.push(name);
+        prefix.push(".");
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(&prefix).suffix(".part");
+        // Like a file the shell creates: 0666 less the umask (a temporary
+        // file is 0600 otherwise).
+        #[cfg(unix)]
+        builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+        let tmp = builder
+            .tempfile_in(dir)
+            .with_context(|| format!("creating a temporary file for {}", dest.display()))?;
+        Ok(Sink::File {
+            tmp: std::io::BufWriter::new(tmp),
+            dest: dest.to_path_buf(),
+        })
+    }
+
+    /// Flushes; a file sink's temporary file becomes FILE.
+    pub fn finish(self) -> Result<()> {
+        match self {
+            Sink::Stdout(mut s) => Ok(s.flush()?),
+            Sink::Special(mut f) => Ok(f.flush()?),
+            Sink::File { tmp, dest } => {
+                let tmp = tmp.into_inner().map_err(|e| e.into_error())?;
+                tmp.as_file().sync_all()?;
+                tmp.persist(&dest)
+                    .map_err(|e| e.error)
+                    .with_context(|| format!("renaming to {}", dest.display()))?;
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Sink::Stdout(s) => s.write(buf),
+            Sink::File { tmp, .. } => tmp.write(buf),
+            Sink::Special(f) => f.write(buf),
+        }
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        match self {
+            Sink::Stdout(s) => s.write_all(buf),
+            Sink::File { tmp, .. } => tmp.write_all(buf),
+            Sink::Special(f) => f.write_all(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Sink::Stdout(s) => s.flush(),
+            Sink::File { tmp, .. } => tmp.flush(),
+            Sink::Special(f) => f.flush(),
+        }
+    }
 }
 
 /// One request and its verified response head; a sealed protocol problem

@@ -241,6 +241,10 @@ struct ServerOpts {
     require_token: bool,
     /// Split serving: inner paths whose GET 200 answers are public (glob:
     /// `*` within a segment, `**` across), e.g. '/static/**'; repeatable.
+    /// Matched after normalisation; a path with an encoded `.`, `/` or `\`,
+    /// a dot segment or `//`, and any answer to a request with `Cookie` or
+    /// `Authorization` or with `Set-Cookie` or `Cache-Control: private` /
+    /// `no-store`, is never public (split-serving.md §S1).
     #[arg(long = "public")]
     public: Vec<String>,
     /// Split serving without globs: only answers the application marks

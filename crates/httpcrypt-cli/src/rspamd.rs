@@ -128,12 +128,7 @@ pub async fn fetch(a: &FetchArgs) -> Result<i32> {
         eprintln!("<");
     }
     crate::fetch::refuse_inner_problem(rsp.status(), rsp.headers(), Some(rsp.body()))?;
-    let mut out: Box<dyn Write> = match &a.output {
-        Some(p) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
-        )),
-        None => Box::new(std::io::stdout()),
-    };
+    let mut out = crate::fetch::Sink::open(a.output.as_deref())?;
     if a.include {
         writeln!(out, "HTTP/1.1 {}", rsp.status())?;
         for (n, v) in rsp.headers() {
@@ -142,7 +137,7 @@ pub async fn fetch(a: &FetchArgs) -> Result<i32> {
         writeln!(out)?;
     }
     out.write_all(rsp.body())?;
-    out.flush()?;
+    out.finish()?;
     Ok(0)
 }
 

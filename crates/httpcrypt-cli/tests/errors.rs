@@ -790,3 +790,148 @@ fn idle_half_header_is_disconnected_by_the_header_timeout() {
     assert!(waited >= Duration::from_millis(1500) && waited < Duration::from_secs(8));
     assert!(closes_within(&mut r, Duration::from_secs(5)));
 }
+
+/// A relay that flips one bit of the server's traffic `at` bytes into each
+/// connection (a sealed body's byte, for a large answer).
+fn corrupting_relay(target: std::net::SocketAddr, at: usize) -> std::net::SocketAddr {
+    use std::io::Read;
+    use std::net::{TcpListener, TcpStream};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        // Bounded: the test opens a few connections.
+        for conn in listener.incoming().take(16) {
+            let Ok(client) = conn else { continue };
+            let Ok(server) = TcpStream::connect(target) else {
+                continue;
+            };
+            let (mut c_in, mut s_out) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut c_in, &mut s_out);
+                let _ = s_out.shutdown(std::net::Shutdown::Write);
+            });
+            let (mut s_in, mut c_out) = (server, client);
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 64 * 1024];
+                let mut seen = 0;
+                while let Ok(n) = s_in.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    if (seen..seen + n).contains(&at) {
+                        buf[at - seen] ^= 0x01;
+                    }
+                    seen += n;
+                    if c_out.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+                let _ = c_out.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    addr
+}
+
+/// Names in `dir` other than `keep`.
+fn others(dir: &std::path::Path, keep: &[&str]) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !keep.contains(&n.as_str()))
+        .collect()
+}
+
+/// Issue 33 item 5: `fetch -o FILE` whose answer fails its integrity check
+/// part-way exits non-zero and leaves no FILE (and an existing FILE as it
+/// was), nor a temporary file; a clean answer becomes FILE.
+#[test]
+fn fetch_output_appears_only_after_the_stream_verified() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys");
+    common::keygen(&keys, false);
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let file = common::noise(1 << 20, 21);
+    std::fs::write(root.join("big.bin"), &file).unwrap();
+    let server = common::serve(&keys, &root, &[]);
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let dest = out_dir.join("big.bin");
+    let dest_s = dest.to_str().unwrap();
+
+    let relay = corrupting_relay(server.addr, 300_000);
+    let via_relay = format!("http://{relay}/big.bin");
+    let out = common::fetch(&["--no-get-form", "-o", dest_s, &via_relay]);
+    assert!(!out.status.success(), "a corrupted answer must fail");
+    assert!(
+        out.stderr_text().contains("integrity"),
+        "{}",
+        out.stderr_text()
+    );
+    assert!(!dest.exists(), "a partial body was left in FILE");
+    assert_eq!(others(&out_dir, &[]), Vec::<String>::new());
+
+    // An existing FILE stays as it was.
+    std::fs::write(&dest, b"the old content\n").unwrap();
+    let out = common::fetch(&["-o", dest_s, &via_relay]);
+    assert!(!out.status.success());
+    assert_eq!(std::fs::read(&dest).unwrap(), b"the old content\n");
+    assert_eq!(others(&out_dir, &["big.bin"]), Vec::<String>::new());
+
+    // Straight from the server: FILE holds the body, nothing else is left.
+    let direct = format!("http://{}/big.bin", server.addr);
+    let out = common::fetch(&["-o", dest_s, &direct]);
+    assert!(out.status.success(), "{}", out.stderr_text());
+    assert!(std::fs::read(&dest).unwrap() == file);
+    assert_eq!(others(&out_dir, &["big.bin"]), Vec::<String>::new());
+    // A FILE that is not a regular file is written directly.
+    let out = common::fetch(&["-o", "/dev/null", &direct]);
+    assert!(out.status.success(), "{}", out.stderr_text());
+}
+
+/// Erratum E2 for inner problems: a stale or replayed HEAD gets its 425
+/// with the problem's `Content-Type`, `Date` and length but no body, so a
+/// client that decodes the answer to HEAD as bodiless reads it; a GET gets
+/// the document.
+#[test]
+fn a_problem_in_answer_to_head_has_no_body() {
+    let site = Site::new(&[]);
+    let host = site.host.as_str();
+    let s = site.sealed();
+    let stale = unix_now() - 3600;
+    let rsp = site.send(&s.post(host, &s.stream("HEAD", "/a.txt", stale, b"")));
+    let (head, body) = s
+        .prepared
+        .open_response_to("HEAD", &rsp.body, &httpcrypt::proto::Limits::default())
+        .unwrap();
+    assert_eq!(head.status, 425);
+    let field = |n| httpcrypt::proto::inner::field(&head.fields, n);
+    assert_eq!(
+        field("content-type"),
+        Some(httpcrypt::proto::outer::PROBLEM_TYPE.as_bytes())
+    );
+    assert!(field("date").is_some());
+    let length: usize = std::str::from_utf8(field("content-length").unwrap())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(length > 0 && body.is_empty(), "{length} {body:?}");
+    // The same request as a GET: the document, of that length.
+    let s = site.sealed();
+    let rsp = site.send(&s.post(host, &s.stream("GET", "/a.txt", stale, b"")));
+    let (status, ty, _) = s.open_problem(&rsp);
+    assert_eq!((status, ty.as_str()), (425, STALE));
+    assert_eq!(s.open(&rsp).1.len(), length);
+    // A HEAD within the window: the file's length, no body.
+    let s = site.sealed();
+    let rsp = site.send(&s.post(host, &s.stream("HEAD", "/a.txt", unix_now(), b"")));
+    let (head, body) = s
+        .prepared
+        .open_response_to("HEAD", &rsp.body, &httpcrypt::proto::Limits::default())
+        .unwrap();
+    assert_eq!(head.status, 200);
+    let cl = httpcrypt::proto::inner::field(&head.fields, "content-length");
+    assert_eq!(cl, Some(FILE.len().to_string().as_bytes()));
+    assert!(body.is_empty());
+}

@@ -740,3 +740,98 @@ async fn the_application_opts_in_and_out_with_hc_public() {
     assert_eq!(cache_settled(&cache, 3).0, 3, "opt-out body cached");
     drop(gw);
 }
+
+/// Issue 33 item 2: `--public '/static/**'` is matched against the
+/// normalised path, so `/static/%2e%2e/private`, which the upstream resolves
+/// to `/private`, is answered sealed, not as CLEAR records a proxy caches;
+/// so are answers to a request with `Cookie` and answers that set a cookie
+/// or say `Cache-Control: private` / `no-store`, under a public glob.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_what_the_glob_really_names_and_nothing_personal_is_public() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys");
+    common::keygen(&keys, false);
+    let public = common::noise(2 * C + 10, 5);
+    let secret = b"SECRET-51d0 the private answer\n".repeat(2 * C / 31 + 1);
+    let up = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let up_addr = up.local_addr().unwrap();
+    let (public2, secret2) = (Bytes::from(public.clone()), Bytes::from(secret.clone()));
+    // An upstream that resolves the path as servers do: `%2e` decoded, dot
+    // segments removed.
+    let svc = tower::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+        let raw = req.uri().path().replace("%2e", ".").replace("%2E", ".");
+        let mut resolved: Vec<&str> = Vec::new();
+        for seg in raw.split('/').skip(1) {
+            match seg {
+                ".." => {
+                    resolved.pop();
+                }
+                "." => {}
+                s => resolved.push(s),
+            }
+        }
+        let path = format!("/{}", resolved.join("/"));
+        let (body, field) = match path.as_str() {
+            "/static/app.bin" => (public2.clone(), None),
+            "/static/set-cookie" => (secret2.clone(), Some(("set-cookie", "session=1"))),
+            "/static/private-cc" => (secret2.clone(), Some(("cache-control", "private"))),
+            "/static/no-store" => (secret2.clone(), Some(("cache-control", "no-store"))),
+            _ => (secret2.clone(), None),
+        };
+        async move {
+            let mut r = http::Response::new(
+                http_body_util::Full::new(body)
+                    .map_err(|never| match never {})
+                    .boxed_unsync(),
+            );
+            if let Some((n, v)) = field {
+                r.headers_mut().insert(n, v.parse().unwrap());
+            }
+            Ok::<_, std::convert::Infallible>(r)
+        }
+    });
+    let _up = tokio::spawn(httpcrypt::runtime::run(
+        up,
+        svc,
+        httpcrypt::runtime::ListenOptions::default(),
+        std::future::pending(),
+    ));
+    let gw = tokio::task::spawn_blocking(move || {
+        common::gateway(&keys, up_addr, &["--public", "/static/**"])
+    })
+    .await
+    .unwrap();
+    let cache = dir.path().join("cache");
+    let proxy = common::split_proxy(gw.addr, &cache, &[]);
+    let private: &[(&str, &[&str])] = &[
+        ("/static/%2e%2e/private", &[]),
+        ("/static/%2E%2E/private", &[]),
+        ("/static/%2e./private", &[]),
+        ("/static/cookie", &["-H", "Cookie: s=1"]),
+        ("/static/set-cookie", &[]),
+        ("/static/private-cc", &[]),
+        ("/static/no-store", &[]),
+    ];
+    for (path, extra) in private {
+        let mut args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        args.push(url(proxy.addr, path));
+        let out = tokio::task::spawn_blocking(move || {
+            fetch(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        })
+        .await
+        .unwrap();
+        assert!(out.status.success(), "{path}: {}", out.stderr_text());
+        assert!(out.stdout == secret, "{path}: the private answer arrives");
+    }
+    // Then a public file: its three records are all the cache ever holds.
+    let u = url(proxy.addr, "/static/app.bin");
+    let out = tokio::task::spawn_blocking(move || fetch(&[&u]))
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", out.stderr_text());
+    assert_eq!(out.stdout, public);
+    let (entries, bytes, files) = cache_settled(&cache, 3);
+    assert_eq!((entries, bytes), (3, public.len() as u64));
+    assert!(files.iter().all(|f| !contains(f, b"SECRET-51d0")));
+    drop(gw);
+}

@@ -13,7 +13,10 @@
 //! - [`Stub::splice`] rebuilds the client's record after checking the
 //!   payload's length and content ID;
 //! - [`BatchDecoder`] and friends: the content endpoint's batch format (§S5);
-//! - [`PublicPaths`]: the origin's public globs (§S1).
+//! - [`PublicPaths`]: the origin's public globs (§S1), and [`public`]: the
+//!   whole rule for a public answer (normalised paths, nothing personal).
+
+pub mod public;
 
 use crate::b64;
 use crate::error::{Error, Result};

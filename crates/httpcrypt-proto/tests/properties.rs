@@ -166,6 +166,39 @@ proptest! {
         prop_assert_eq!(got_body, body);
     }
 
+    /// Erratum E2: an answer to HEAD, and a 304, state any valid length and
+    /// carry no body; any body byte is `content_length_mismatch`, for any
+    /// split of the input. Another answer's length is its body's.
+    #[test]
+    fn bodiless_answers_state_any_length(length in prop_oneof![0u64..64, 0u64..10_000_000_000_000_000_000], not_modified in any::<bool>(), method in prop_oneof![Just("HEAD"), Just("GET"), Just("POST")], body in prop_oneof![Just(Vec::new()), proptest::collection::vec(any::<u8>(), 1..40)], cuts in proptest::collection::vec(any::<usize>(), 0..4)) {
+        let status = if not_modified { 304 } else { 200 };
+        let mut msg = format!("HTTP/1.1 {status} X\r\nContent-Length: {length}\r\n\r\n").into_bytes();
+        msg.extend_from_slice(&body);
+        let bodiless = inner::is_bodiless_answer(method, status);
+        let want = if (bodiless && body.is_empty()) || (!bodiless && length == body.len() as u64) {
+            Ok(body.clone())
+        } else {
+            Err(Error::ContentLengthMismatch)
+        };
+        let whole = inner::decode_response(&msg, method, &Limits::default()).map(|(_, b)| b);
+        prop_assert_eq!(&whole, &want);
+        let mut d = inner::ResponseDecoder::answering(method, Limits::default());
+        let mut got = Vec::new();
+        let pieces = (|| {
+            for part in chunks(&msg, &cuts) {
+                d.receive(&part)?;
+                while let Some(ev) = d.next_event()? {
+                    if let inner::InnerEvent::Body(b) = ev {
+                        got.extend_from_slice(b);
+                    }
+                }
+            }
+            d.finish()
+        })()
+        .map(|()| got);
+        prop_assert_eq!(pieces, want);
+    }
+
     #[test]
     fn inner_decoders_never_panic(data in proptest::collection::vec(any::<u8>(), 0..600)) {
         let _ = inner::decode_all::<RequestHead>(&data, &Limits::default());

@@ -105,6 +105,12 @@ pub trait Discovery: Send + Sync + std::fmt::Debug {
         authority: &'a str,
         pinned: Option<&'a IdentityPublic>,
     ) -> BoxFuture<'a, Result<Discovered, Error>>;
+
+    /// Drops what the discovery keeps for `authority`: the server answered
+    /// `unknown-key` to a key it found (spec §6.4.1). Nothing by default.
+    fn forget(&self, authority: &str) {
+        let _ = authority;
+    }
 }
 
 /// Which client key pair a request uses.
@@ -396,14 +402,22 @@ impl Client {
     ) -> Result<(Vec<DiscoveredKey>, KeySource), Error> {
         let now = unix_now();
         if let Some(d) = &self.config.discovery {
-            let why = match d.discover(authority, self.config.identity.as_ref()).await {
+            // The identity in force (pinned, or validated with DNSSEC on an
+            // earlier lookup) binds this lookup too, also when its own
+            // `_httpcrypt-id` query fails (spec §6.4).
+            let identity = self.identity_for(authority);
+            let why = match d.discover(authority, identity.as_ref()).await {
                 Ok(found) => {
-                    if self.config.identity.is_none() && found.identity.is_some() {
+                    if identity.is_none() && found.identity.is_some() {
                         self.host(authority, |h| h.identity = found.identity);
                     }
                     // Keys checked under no identity do not count in
-                    // authenticated mode.
-                    let trusted = !self.config.require_identity || found.identity.is_some();
+                    // authenticated mode, nor keys checked under another
+                    // identity than the one in force.
+                    let other =
+                        identity.is_some() && found.identity.is_some_and(|f| identity != Some(f));
+                    let trusted =
+                        !other && (!self.config.require_identity || found.identity.is_some());
                     match (found.source, cert::choose_key(&found.keys, now)) {
                         (Some(source), Ok(_)) if trusted => {
                             self.host(authority, |h| {
@@ -820,6 +834,10 @@ impl Client {
                         h.keys.clear();
                     }
                 });
+                // So do the discovery's cached answers (spec §6.4.1).
+                if let Some(d) = &self.config.discovery {
+                    d.forget(&authority);
+                }
                 return Ok(Outcome::RetryUnknownKey);
             }
             if rparts.status == StatusCode::TOO_MANY_REQUESTS {
@@ -865,8 +883,15 @@ impl Client {
             // Read the (small, authenticated) problem to tell stale from replay.
             let bytes = read_limited(body, 64 * 1024).await?;
             let p = outer::parse_problem(&bytes).ok();
-            if p.as_ref()
-                .is_some_and(|p| p.type_uri == httpcrypt_proto::error::problem_type::STALE)
+            // A problem in answer to HEAD has no document (erratum E2): it
+            // counts as stale, since retrying a safe request once is
+            // harmless and the server's Date is in the head.
+            let head_problem = parts.method == Method::HEAD
+                && inner::field(&inner_head.fields, "content-type")
+                    == Some(outer::PROBLEM_TYPE.as_bytes());
+            if head_problem
+                || p.as_ref()
+                    .is_some_and(|p| p.type_uri == httpcrypt_proto::error::problem_type::STALE)
             {
                 if let Ok(server) =
                     replay::check_date(inner::field(&inner_head.fields, "date"), 0, u64::MAX)

@@ -811,6 +811,28 @@ fn inner_problem(key: ResponseKey, err: &httpcrypt_proto::Error, now: u64) -> Re
     inner_problem_with(key, err, now, Vec::new())
 }
 
+/// [`inner_problem`] in answer to `HEAD`: the problem's head states the
+/// document's length and the body stays empty (erratum E2); the status,
+/// `Content-Type` and `Date` still say what happened.
+fn inner_problem_to_head(
+    key: ResponseKey,
+    err: &httpcrypt_proto::Error,
+    now: u64,
+) -> Response<HcBody> {
+    let (mut head, body) = core::problem_response(err)
+        .unwrap_or_else(|| (ResponseHead::new(500, "Internal Server Error"), Vec::new()));
+    head.fields.push(Field::new(
+        "Content-Length",
+        itoa::Buffer::new().format(body.len()),
+    ));
+    let n0 = crate::nonce::nonce24();
+    let mut out = Vec::new();
+    match core::seal_response(key, n0, &head, b"", now, DEFAULT_RECORD, &mut out) {
+        Ok(()) => sealed_outer(full(out)),
+        Err(_) => plain(StatusCode::INTERNAL_SERVER_ERROR, "sealing failed\n"),
+    }
+}
+
 /// [`inner_problem`] with extra inner fields (a ticket, a token).
 fn inner_problem_with(
     key: ResponseKey,
@@ -1104,7 +1126,7 @@ where
     } = admitted;
     async move {
         let cfg = &shared.config;
-        let (inner_req, slot, extra, ticket_out, split) = {
+        let (inner_req, slot, extra, ticket_out, split, answers_head) = {
             let (outer_body, initial) = match accepted.query_stream.take() {
                 Some(q) => (None, q),
                 None => (Some(body), Vec::new()),
@@ -1163,7 +1185,12 @@ where
                     Err(e) => Err(e),
                 };
                 if let Err(e) = checked {
-                    return Ok(inner_problem(accepted.into_response_key(), &e, now));
+                    let key = accepted.into_response_key();
+                    return Ok(if head.method() == "HEAD" {
+                        inner_problem_to_head(key, &e, now)
+                    } else {
+                        inner_problem(key, &e, now)
+                    });
                 }
             }
             let client_random = head
@@ -1225,11 +1252,14 @@ where
                     store: store.clone(),
                     asked: false,
                     method: head.method().to_string(),
-                    path: head.target().split('?').next().unwrap_or("").to_string(),
+                    target: head.target().to_string(),
+                    credentials: false,
                     mount: cfg.mount.as_str().to_string(),
                 }),
                 _ => None,
             };
+            // The answer to HEAD keeps its length and has no body (E2).
+            let answers_head = head.method() == "HEAD";
             let inner_req = match build_inner_request(
                 &mut parts,
                 head,
@@ -1240,6 +1270,7 @@ where
                 Ok((mut r, split_asked)) => {
                     if let Some(plan) = split.as_mut() {
                         plan.asked = split_asked;
+                        plan.credentials = crate::split::carries_credentials(r.headers());
                     }
                     // The facts of the session, next to the outer
                     // request's extensions (build_inner_request).
@@ -1252,9 +1283,8 @@ where
                 }
                 Err(e) => return Ok(inner_problem(accepted.into_response_key(), &e, now)),
             };
-            (inner_req, slot, extra, ticket_out, split)
+            (inner_req, slot, extra, ticket_out, split, answers_head)
         };
-        let answers_head = inner_req.method() == Method::HEAD;
         let rsp = call(inner, inner_req).await;
         // A body failure is often why the service failed (a gateway's upstream
         // request dies with it): report the protocol error it really is.
@@ -1311,7 +1341,10 @@ struct SplitPlan<'a> {
     /// The outer request carried `Httpcrypt-Split` (it came through a split proxy).
     asked: bool,
     method: String,
-    path: String,
+    /// The inner request target as sent (§S1 normalises its path).
+    target: String,
+    /// The request the service saw carried `Cookie` or `Authorization`.
+    credentials: bool,
     mount: String,
 }
 
@@ -1460,10 +1493,6 @@ where
     } else {
         http_body_util::Either::Right(body)
     };
-    // `HC-Public` is for the origin only, never sealed (§S1).
-    let opt_in = split
-        .as_ref()
-        .and_then(|_| parts.headers.get(split::PUBLIC_FIELD).cloned());
     // A split stream starts with a 24-byte response nonce (§S3), so only v1
     // answers are split; a profile-2 answer goes out whole.
     let v1 = key.profile() == Profile::V1;
@@ -1471,9 +1500,10 @@ where
         v1 && p.asked
             && crate::split::is_public(
                 &p.method,
-                &p.path,
-                parts.status.as_u16(),
-                opt_in.as_ref().map(|v| v.as_bytes()),
+                &p.target,
+                p.credentials,
+                parts.status,
+                &parts.headers,
                 &p.config.public,
             )
     });

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
 
 use bytes::{Bytes, BytesMut};
-use http::header::{self, HeaderValue};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
@@ -120,23 +120,41 @@ impl ContentStore {
     }
 }
 
-/// Whether a response is public (§S1): GET, status 200, and a matching
-/// glob or `HC-Public: 1`, unless `HC-Public: 0`.
+/// Whether the service's answer (`status`, `fields`) to a `method` request
+/// for `target` is public (§S1); `credentials`: the request the service saw
+/// carried `Cookie` or `Authorization` ([`carries_credentials`]). The rule
+/// is `httpcrypt_proto::split::public`: GET, 200, a normalised path matching
+/// a glob or `HC-Public: 1`, unless `HC-Public: 0`; never a path that may
+/// resolve elsewhere, never a personal answer.
 pub fn is_public(
     method: &str,
-    path: &str,
-    status: u16,
-    opt: Option<&[u8]>,
+    target: &str,
+    credentials: bool,
+    status: StatusCode,
+    fields: &HeaderMap,
     globs: &PublicPaths,
 ) -> bool {
-    if method != "GET" || status != 200 {
-        return false;
+    split::public::Exchange {
+        method,
+        target,
+        credentials,
+        status: status.as_u16(),
+        opt: fields.get(split::PUBLIC_FIELD).map(HeaderValue::as_bytes),
+        sets_cookie: fields.contains_key(header::SET_COOKIE),
+        private: split::public::forbids_sharing(
+            fields
+                .get_all(header::CACHE_CONTROL)
+                .iter()
+                .map(HeaderValue::as_bytes),
+        ),
     }
-    match opt.map(|v| v.trim_ascii()) {
-        Some(b"0") => false,
-        Some(b"1") => true,
-        _ => globs.matches(path),
-    }
+    .is_public(globs)
+}
+
+/// Whether a request carries `Cookie` or `Authorization` (its answer is
+/// then never public, §S1).
+pub fn carries_credentials(fields: &HeaderMap) -> bool {
+    fields.contains_key(header::COOKIE) || fields.contains_key(header::AUTHORIZATION)
 }
 
 pin_project! {
@@ -361,14 +379,83 @@ mod tests {
         assert_eq!(s.usage(), (2, 8), "a payload above the bound is not kept");
     }
 
+    /// The IO side reads the facts of §S1 from the header maps: the
+    /// opt-in and opt-out, `Set-Cookie`, `Cache-Control`, credentials, and
+    /// the normalised path (issue 33 item 2).
     #[test]
     fn public_rules() {
         let g = PublicPaths::new(["/static/**".to_string()]).unwrap();
-        assert!(is_public("GET", "/static/a", 200, None, &g));
-        assert!(!is_public("GET", "/static/a", 200, Some(b"0"), &g));
-        assert!(is_public("GET", "/api/x", 200, Some(b"1"), &g));
-        assert!(!is_public("POST", "/static/a", 200, None, &g));
-        assert!(!is_public("GET", "/static/a", 404, None, &g));
-        assert!(!is_public("GET", "/private", 200, None, &g));
+        let none = HeaderMap::new();
+        let with = |name: &'static str, value: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(name, HeaderValue::from_static(value));
+            h
+        };
+        let ok = StatusCode::OK;
+        assert!(is_public("GET", "/static/a", false, ok, &none, &g));
+        assert!(!is_public(
+            "GET",
+            "/static/a",
+            false,
+            ok,
+            &with("hc-public", "0"),
+            &g
+        ));
+        assert!(is_public(
+            "GET",
+            "/api/x",
+            false,
+            ok,
+            &with("hc-public", "1"),
+            &g
+        ));
+        assert!(!is_public("POST", "/static/a", false, ok, &none, &g));
+        assert!(!is_public(
+            "GET",
+            "/static/a",
+            false,
+            StatusCode::NOT_FOUND,
+            &none,
+            &g
+        ));
+        assert!(!is_public("GET", "/private", false, ok, &none, &g));
+        assert!(!is_public(
+            "GET",
+            "/static/%2e%2e/private",
+            false,
+            ok,
+            &none,
+            &g
+        ));
+        assert!(!is_public("GET", "/static/a", true, ok, &none, &g));
+        assert!(!is_public(
+            "GET",
+            "/static/a",
+            false,
+            ok,
+            &with("set-cookie", "s=1"),
+            &g
+        ));
+        for cc in ["private", "no-store", "max-age=9, Private"] {
+            assert!(!is_public(
+                "GET",
+                "/static/a",
+                false,
+                ok,
+                &with("cache-control", cc),
+                &g
+            ));
+        }
+        assert!(is_public(
+            "GET",
+            "/static/a",
+            false,
+            ok,
+            &with("cache-control", "public"),
+            &g
+        ));
+        assert!(carries_credentials(&with("cookie", "s=1")));
+        assert!(carries_credentials(&with("authorization", "Basic eDp5")));
+        assert!(!carries_credentials(&with("accept", "*/*")));
     }
 }

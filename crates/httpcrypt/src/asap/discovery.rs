@@ -108,6 +108,10 @@ impl Discovery for AsapDiscovery {
             keys
         })
     }
+
+    fn forget(&self, authority: &str) {
+        self.dns.forget(authority);
+    }
 }
 
 impl Resolve for AsapDiscovery {

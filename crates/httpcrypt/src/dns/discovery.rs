@@ -398,6 +398,14 @@ impl Discovery for DnsDiscovery {
             Ok(found)
         })
     }
+
+    fn forget(&self, authority: &str) {
+        let authority = authority.to_ascii_lowercase();
+        self.cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(a, _), _| *a != authority);
+    }
 }
 
 impl Resolve for DnsDiscovery {
