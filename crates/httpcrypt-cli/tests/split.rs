@@ -758,7 +758,7 @@ async fn only_what_the_glob_really_names_and_nothing_personal_is_public() {
     let (public2, secret2) = (Bytes::from(public.clone()), Bytes::from(secret.clone()));
     // An upstream that resolves the path as servers do: `%2e` decoded, dot
     // segments removed.
-    let svc = tower::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+    let svc = tower::service_fn(move |req: http::Request<httpcrypt::runtime::RequestBody>| {
         let raw = req.uri().path().replace("%2e", ".").replace("%2E", ".");
         let mut resolved: Vec<&str> = Vec::new();
         for seg in raw.split('/').skip(1) {
