@@ -13,7 +13,6 @@ mod demo;
 mod dns;
 mod fetch;
 mod flood;
-mod metrics;
 mod ops;
 mod rspamd;
 
@@ -191,10 +190,6 @@ struct ServerOpts {
     /// target (otherwise only the outer path, which is random).
     #[arg(long)]
     log_targets: bool,
-    /// Serve Prometheus metrics at http://ADDR/metrics and a health check
-    /// at /healthz (e.g. 127.0.0.1:9090; unauthenticated: keep it internal).
-    #[arg(long)]
-    metrics: Option<SocketAddr>,
     /// Largest outer request body (or decoded GET query) in bytes; above it 413.
     #[arg(long, default_value_t = httpcrypt::proto::Limits::default().max_body)]
     max_body: usize,
@@ -459,10 +454,6 @@ where
 {
     let (layer, listener, live, identity) = prepare(opts).await?;
     let gate = asap::prepare_listener(&opts.asap, &listener, opts.keys.as_deref())?;
-    let health = metrics::Health::default();
-    if let Some(addr) = opts.metrics {
-        metrics::start(addr, health.clone(), live.clone()).await?;
-    }
     let svc = access::Inner::new(
         svc,
         access::Options {
@@ -489,7 +480,6 @@ where
         listen,
         async {
             let name = stop.await;
-            health.draining();
             tracing::info!(
                 signal = name,
                 deadline_s = opts.shutdown_timeout,

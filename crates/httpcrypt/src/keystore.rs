@@ -420,11 +420,9 @@ pub fn start(store: KeyStore, period: Duration) -> Result<LiveKeys, Error> {
             match store.rotate(now, period) {
                 Ok(epoch) => {
                     tracing::info!(serial = epoch.cert.serial, kid = %epoch.cert.kid().to_b64(), "rotated key");
-                    metrics::counter!(crate::stats::ROTATIONS, "result" => "ok").increment(1);
                     task_keys.add(epoch);
                 }
                 Err(e) => {
-                    metrics::counter!(crate::stats::ROTATIONS, "result" => "failed").increment(1);
                     tracing::error!(error = %e, "key rotation failed; keeping the current keys")
                 }
             }

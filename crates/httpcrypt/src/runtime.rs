@@ -172,16 +172,12 @@ where
     let watch = Arc::new(ExpiryWatch::default());
     let _ticker = AbortOnDrop(tokio::spawn({
         let watch = watch.clone();
-        let permits = permits.clone();
         async move {
             let mut every = tokio::time::interval(Duration::from_secs(1));
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 every.tick().await;
                 watch.tick(crate::keystore::unix_now());
-                // Every open connection holds a permit.
-                metrics::gauge!(crate::stats::OPEN_CONNECTIONS)
-                    .set(max.saturating_sub(permits.available_permits()) as f64);
             }
         }
     }));
