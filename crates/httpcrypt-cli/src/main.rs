@@ -51,6 +51,7 @@ enum Cmd {
     #[command(after_help = ops::SIGNALS_HELP)]
     Gateway(GatewayArgs),
     /// Fetch a URL over HTTPCrypt, like curl; the body goes to stdout.
+    #[command(after_help = fetch::EXIT_CODES)]
     Fetch(fetch::FetchArgs),
     /// Print a server's certificates and their validity.
     Certs(CertsArgs),

@@ -101,8 +101,8 @@ pub async fn fetch(a: &FetchArgs) -> Result<i32> {
             ..Default::default()
         },
     );
-    let body = match (&a.data, &a.data_file) {
-        (Some(d), _) => Bytes::from(d.clone()),
+    let body = match (a.data_bytes()?, &a.data_file) {
+        (Some(d), _) => d,
         (None, Some(p)) => Bytes::from(
             tokio::fs::read(p)
                 .await

@@ -403,3 +403,145 @@ fn gateway_adds_forwarded_fields_from_the_tcp_peer() {
         "{f:?}"
     );
 }
+
+/// `fetch ARGS`, its exit code and stderr.
+fn fetch_code(args: &[&str]) -> (Option<i32>, String, Vec<u8>) {
+    let out = common::fetch(args);
+    (out.status.code(), out.stderr_text(), out.stdout)
+}
+
+/// A server that accepts and never answers: fetch gives up at --max-time
+/// with curl's exit code 28 and the `timeout` diagnosis.
+#[test]
+fn fetch_max_time_against_a_server_that_never_answers() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in silent.incoming().take(4) {
+            held.push(s);
+        }
+        std::thread::sleep(Duration::from_secs(30));
+    });
+    let t = Instant::now();
+    let (code, err, _) = fetch_code(&["--max-time", "2", &format!("http://{addr}/")]);
+    assert_eq!(code, Some(28), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+    assert!(err.contains("timeout: timed out after 2 s while"), "{err}");
+}
+
+/// Each diagnosis, by running the binary: the code, curl's exit code and
+/// the wording shared by all clients (spec §12).
+#[test]
+fn fetch_diagnoses() {
+    // Refused: nothing listens.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let (code, err, _) = fetch_code(&[&format!("http://{dead}/")]);
+    assert_eq!(code, Some(7), "{err}");
+    assert!(
+        err.contains(&format!("connect_failed: cannot connect to {dead}: ")),
+        "{err}"
+    );
+    // A plain HTTP server: OPTIONS answered without a certificate list.
+    let up = common::upstream();
+    let (code, err, _) = fetch_code(&[&format!("http://{}/echo", up.addr)]);
+    assert_eq!(code, Some(35), "{err}");
+    assert!(
+        err.contains(&format!(
+            "not_httpcrypt: {} is not an HTTPCrypt server (OPTIONS / answered 501)",
+            up.addr
+        )),
+        "{err}"
+    );
+    // The wrong mount.
+    let dir = tempfile::tempdir().unwrap();
+    site(dir.path(), 10);
+    let server = serve(dir.path(), &[]);
+    let url = format!("http://{}/hello.txt", server.addr);
+    let (code, err, _) = fetch_code(&["--mount", "/hc", &url]);
+    assert_eq!(code, Some(35), "{err}");
+    assert!(
+        err.contains(&format!(
+            "no_endpoint: no HTTPCrypt endpoint at /hc on {}: wrong --mount?",
+            server.addr
+        )),
+        "{err}"
+    );
+    // Another identity pinned.
+    let other = common::keygen(&dir.path().join("other"), false);
+    let (code, err, _) = fetch_code(&["--identity", &other, &url]);
+    assert_eq!(code, Some(60), "{err}");
+    assert!(
+        err.contains("bad_signature: the certificates are not signed by the pinned identity"),
+        "{err}"
+    );
+    // -f: an inner 404 fails with 22 and no body; without it, exit 0.
+    let missing = format!("http://{}/missing", server.addr);
+    let (code, err, out) = fetch_code(&["-f", &missing]);
+    assert_eq!(code, Some(22), "{err}");
+    assert!(out.is_empty());
+    let (code, _, _) = fetch_code(&[&missing]);
+    assert_eq!(code, Some(0));
+    // -s hides the message, -sS shows it.
+    let (code, err, _) = fetch_code(&["-s", "-f", &missing]);
+    assert_eq!((code, err.as_str()), (Some(22), ""));
+    let (_, err, _) = fetch_code(&["-sS", "-f", &missing]);
+    assert!(err.contains("404"), "{err}");
+    // -w prints the status after the body.
+    let (code, _, out) = fetch_code(&["-s", "-o", "/dev/null", "-w", "%{http_code}\\n", &missing]);
+    assert_eq!((code, out.as_slice()), (Some(0), &b"404\n"[..]));
+    // A local file that cannot be read is named.
+    let (code, err, _) = fetch_code(&["-d", "@/nonexistent/body", &url]);
+    assert_eq!(code, Some(26), "{err}");
+    assert!(err.contains("cannot read /nonexistent/body"), "{err}");
+}
+
+/// `-d @file` sends the file's contents; repeated `-d` are joined with `&`
+/// as curl does; `-O` names the file after the URL; `-I` prints the head.
+#[test]
+fn fetch_data_remote_name_and_head() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = gateway_keys(dir.path());
+    let up = common::upstream();
+    let gw = common::gateway(&keys, up.addr, &[]);
+    let body = dir.path().join("body.txt");
+    std::fs::write(&body, b"a=1\nb=2\n").unwrap();
+    let echo = format!("http://{}/echo", gw.addr);
+    let sha = |b: &[u8]| {
+        use sha2::Digest;
+        hex(&sha2::Sha256::digest(b))
+    };
+    let doc = |out: &[u8]| -> serde_json::Value { serde_json::from_slice(out).unwrap() };
+    let at = format!("@{}", body.display());
+    let (code, err, out) = fetch_code(&["-d", &at, &echo]);
+    assert_eq!(code, Some(0), "{err}");
+    let d = doc(&out);
+    assert_eq!(d["method"], "POST");
+    assert_eq!(d["sha256"], sha(b"a=1b=2"), "{d}");
+    let (_, _, out) = fetch_code(&["-d", "x=1", "-d", "y=2", &echo]);
+    assert_eq!(doc(&out)["sha256"], sha(b"x=1&y=2"));
+    // -O into a working directory.
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let mut cmd = common::command(&["fetch", "-O", &format!("http://{}/gen?n=1000", gw.addr)]);
+    cmd.current_dir(&work);
+    let out = common::run_cmd(cmd, Duration::from_secs(30));
+    assert!(out.status.success(), "{}", out.stderr_text());
+    assert_eq!(std::fs::read(work.join("gen")).unwrap().len(), 1000);
+    // -I: HEAD, the head only (the static files answer HEAD).
+    let site_dir = tempfile::tempdir().unwrap();
+    site(site_dir.path(), 10);
+    let server = serve(site_dir.path(), &[]);
+    let (code, err, out) = fetch_code(&["-I", &format!("http://{}/hello.txt", server.addr)]);
+    assert_eq!(code, Some(0), "{err}");
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.ends_with("\n\n"), "{text}");
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
