@@ -224,6 +224,8 @@ fn access_log_text_lines() {
         assert!(sealed.contains(want), "{want} in {sealed}");
     }
 
+    // One server per key directory at a time (its lock).
+    drop(server);
     let server = serve(dir.path(), &["--log-targets"]);
     let url = format!("http://{}/hello.txt", server.addr);
     let out = common::fetch(&[&url]);
@@ -544,4 +546,233 @@ fn fetch_data_remote_name_and_head() {
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// A configuration file round-trips through `check-config` (its output is
+/// a file giving the same configuration), a server runs from it, and flags
+/// override it.
+#[test]
+fn config_file_round_trip_and_flags_override() {
+    let dir = tempfile::tempdir().unwrap();
+    site(dir.path(), 10);
+    let keys = dir.path().join("keys");
+    let root = dir.path().join("root");
+    let file = dir.path().join("serve.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "command = \"serve\"\nkeys = {keys:?}\nroot = {root:?}\nlisten = \"127.0.0.1:1\"\n\
+             rotation = 600\nno-tickets = true\npublic = [\"/static/**\", \"/img/*\"]\n\
+             log = \"info\"\nshutdown-timeout = 5\n"
+        ),
+    )
+    .unwrap();
+    let check = |f: &Path| {
+        let out = common::run(
+            &["check-config", f.to_str().unwrap()],
+            Duration::from_secs(30),
+        );
+        assert!(out.status.success(), "{}", out.stderr_text());
+        out.stdout_text()
+    };
+    let first = check(&file);
+    for want in [
+        "rotation = \"600\"",
+        "no-tickets = true",
+        "public = [\"/static/**\", \"/img/*\"]",
+        "max-connections = \"1024\"",
+        "shutdown-timeout = \"5\"",
+    ] {
+        assert!(first.contains(want), "{want} in\n{first}");
+    }
+    let again = dir.path().join("again.toml");
+    std::fs::write(&again, &first).unwrap();
+    assert_eq!(check(&again), first);
+    // The server runs from the file; --listen on the command line wins
+    // over the file's unusable port 1.
+    let mut cmd = std::process::Command::new(common::BIN);
+    cmd.args([
+        "serve",
+        "--config",
+        file.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    let server = common::spawn_listening_cmd(cmd);
+    let out = common::fetch(&[&format!("http://{}/hello.txt", server.addr)]);
+    assert!(out.status.success(), "{}", out.stderr_text());
+    // The file's `log = "info"` is in force: access lines are written.
+    wait_access(&server, 2);
+}
+
+/// Mistakes in a file or in flags are refused with a message that names them.
+#[test]
+fn config_and_flag_mistakes_are_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    site(dir.path(), 10);
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "command = \"serve\"\nlisten = \"127.0.0.1:0\"\nroot = \"/\"\nlisten_port = 3\n",
+    )
+    .unwrap();
+    let out = common::run(
+        &["check-config", bad.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        out.stderr_text().contains("--listen-port"),
+        "{}",
+        out.stderr_text()
+    );
+    std::fs::write(&bad, "listen = [\n").unwrap();
+    let out = common::run(
+        &["check-config", bad.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    assert!(!out.status.success());
+    assert!(
+        out.stderr_text().contains("bad.toml"),
+        "{}",
+        out.stderr_text()
+    );
+    let keys = dir.path().join("keys");
+    let root = dir.path().join("root");
+    for rotation in ["0", "99999999"] {
+        let out = common::run(
+            &[
+                "serve",
+                "--keys",
+                keys.to_str().unwrap(),
+                "--root",
+                root.to_str().unwrap(),
+                "--rotation",
+                rotation,
+            ],
+            Duration::from_secs(30),
+        );
+        assert_eq!(out.status.code(), Some(2), "{rotation}");
+        assert!(
+            out.stderr_text().contains("rotation period must be"),
+            "{}",
+            out.stderr_text()
+        );
+    }
+}
+
+/// `--listen :PORT` and `localhost:PORT` are accepted.
+#[test]
+fn listen_accepts_port_only_and_names() {
+    let dir = tempfile::tempdir().unwrap();
+    site(dir.path(), 10);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    for listen in [format!(":{port}"), format!("localhost:{port}")] {
+        let mut cmd = std::process::Command::new(common::BIN);
+        cmd.args(["serve", "--listen", &listen, "--keys"])
+            .arg(dir.path().join("keys"))
+            .arg("--root")
+            .arg(dir.path().join("root"));
+        let server = common::spawn_listening_cmd(cmd);
+        assert_eq!(server.addr.port(), port, "{listen}");
+        let out = common::fetch(&[&format!("http://127.0.0.1:{port}/hello.txt")]);
+        assert!(out.status.success(), "{listen}: {}", out.stderr_text());
+        drop(server);
+    }
+}
+
+/// `keys show` lists the keys with UTC dates; a second server on the same
+/// directory is refused while the first holds its lock.
+#[test]
+fn keys_show_and_the_key_directory_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    site(dir.path(), 10);
+    let first = serve(dir.path(), &[]);
+    let keys = dir.path().join("keys");
+    let out = common::run(
+        &["keys", "show", "--keys", keys.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "{}", out.stderr_text());
+    let text = out.stdout_text();
+    assert!(text.contains("identity "), "{text}");
+    assert!(text.contains("kex serial    1"), "{text}");
+    assert!(text.contains(" UTC .. "), "{text}");
+    // 2R + skew from not_before = now - skew: 2h 1m.
+    assert!(
+        text.contains("(valid, 2h 1m left)") || text.contains("(valid, 2h 0m left)"),
+        "{text}"
+    );
+    assert!(text.contains("ticket key"), "{text}");
+    assert!(text.contains("next rotation "), "{text}");
+    let out = common::run(
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--keys",
+            keys.to_str().unwrap(),
+            "--root",
+            dir.path().join("root").to_str().unwrap(),
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        out.stderr_text().contains("is in use by another server"),
+        "{}",
+        out.stderr_text()
+    );
+    drop(first);
+    // Released with the process.
+    let second = serve(dir.path(), &[]);
+    drop(second);
+}
+
+/// The systemd unit passes `systemd-analyze verify` (with the built binary
+/// in place of the installed one; the man page is `httpcrypt man`'s, not
+/// installed here).
+#[test]
+fn the_systemd_unit_verifies() {
+    let unit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging/httpcrypt.service");
+    let text = std::fs::read_to_string(&unit).unwrap();
+    assert!(text.contains("DynamicUser=yes") && text.contains("StateDirectory=httpcrypt"));
+    assert!(text.contains("ProtectSystem=strict") && text.contains("NoNewPrivileges=yes"));
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("httpcrypt.service");
+    std::fs::write(&copy, text.replace("/usr/local/bin/httpcrypt", common::BIN)).unwrap();
+    let out = std::process::Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(&copy)
+        .output()
+        .expect("systemd-analyze (scripts/install-test-deps.sh installs it)");
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `-L` follows a same-origin redirect (a directory's 307 to its slash
+/// form); without it the 307 is the answer.
+#[test]
+fn fetch_location_follows_same_origin_redirects() {
+    let dir = tempfile::tempdir().unwrap();
+    site(dir.path(), 10);
+    let sub = dir.path().join("root/sub");
+    std::fs::create_dir(&sub).unwrap();
+    std::fs::write(sub.join("index.html"), b"in sub\n").unwrap();
+    let server = serve(dir.path(), &[]);
+    let url = format!("http://{}/sub", server.addr);
+    let (code, err, out) = fetch_code(&["-s", "-w", "%{http_code}", &url]);
+    assert_eq!((code, out.as_slice()), (Some(0), &b"307"[..]), "{err}");
+    let (code, err, out) = fetch_code(&["-L", "-w", " %{num_redirects} %{http_code}", &url]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(String::from_utf8_lossy(&out), "in sub\n 1 200");
+    let (code, err, _) = fetch_code(&["-L", "--max-redirs", "0", &url]);
+    assert_eq!(code, Some(47), "{err}");
 }

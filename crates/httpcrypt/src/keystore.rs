@@ -245,6 +245,12 @@ impl KeyStore {
         self.static_mode
     }
 
+    /// Reads one stored epoch file (expired or not), for listing.
+    pub fn load_file(&self, path: &Path) -> Result<Epoch, Error> {
+        let text = Zeroizing::new(std::fs::read_to_string(path)?);
+        Epoch::parse(&text).map_err(|e| cfg(format!("{}: {e}", path.display())))
+    }
+
     /// Reads every stored epoch; deletes expired ones from disk.
     pub fn load(&self, now: u64) -> Result<Vec<Epoch>, Error> {
         let mut out = Vec::new();
