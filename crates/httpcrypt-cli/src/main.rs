@@ -556,8 +556,9 @@ async fn split_proxy(a: SplitProxyArgs) -> Result<i32> {
         ..Default::default()
     };
     let cache = proxy.cache().clone();
+    let stop = ops::stop_signal()?;
     httpcrypt::runtime::run(listener, proxy, listen, async {
-        let _ = tokio::signal::ctrl_c().await;
+        stop.await;
     })
     .await?;
     let s = &cache.stats;

@@ -233,9 +233,20 @@ where
         header_timeout: Duration::from_secs(opts.header_timeout.max(1)),
         ..Default::default()
     };
-    httpcrypt::runtime::run(listener, tower::Layer::layer(&layer, svc), listen, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
+    let stop = crate::ops::stop_signal()?;
+    let drained = httpcrypt::runtime::run_draining(
+        listener,
+        tower::Layer::layer(&layer, svc),
+        listen,
+        async {
+            let name = stop.await;
+            tracing::info!(signal = name, "draining");
+        },
+        Duration::from_secs(opts.shutdown_timeout),
+    )
     .await?;
+    if let httpcrypt::runtime::Drained::TimedOut(open) = drained {
+        tracing::warn!(open, "stopped at the --shutdown-timeout deadline");
+    }
     Ok(())
 }

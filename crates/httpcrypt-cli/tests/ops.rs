@@ -776,3 +776,35 @@ fn fetch_location_follows_same_origin_redirects() {
     let (code, err, _) = fetch_code(&["-L", "--max-redirs", "0", &url]);
     assert_eq!(code, Some(47), "{err}");
 }
+
+/// The access log tells a key agreement from a session-cache hit and a
+/// ticket.
+#[test]
+fn access_log_tells_fresh_cache_and_ticket_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    site(dir.path(), 10);
+    let keys_of = |server: &Proc, n: usize| -> Vec<String> {
+        wait_access(server, n)
+            .iter()
+            .filter(|l| l.contains("encrypted=true"))
+            .map(|l| {
+                l.split("key=\"")
+                    .nth(1)
+                    .and_then(|r| r.split('"').next())
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect()
+    };
+    let server = serve(dir.path(), &[]);
+    let url = format!("http://{}/hello.txt", server.addr);
+    let out = common::fetch(&["--repeat", "2", &url]);
+    assert!(out.status.success(), "{}", out.stderr_text());
+    assert_eq!(keys_of(&server, 3), ["fresh", "ticket"]);
+    drop(server);
+    let server = serve(dir.path(), &["--no-tickets"]);
+    let url = format!("http://{}/hello.txt", server.addr);
+    let out = common::fetch(&["--repeat", "2", "--reuse-key", &url]);
+    assert!(out.status.success(), "{}", out.stderr_text());
+    assert_eq!(keys_of(&server, 3), ["fresh", "cache"]);
+}
