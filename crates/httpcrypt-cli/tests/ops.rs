@@ -808,3 +808,31 @@ fn access_log_tells_fresh_cache_and_ticket_apart() {
     assert!(out.status.success(), "{}", out.stderr_text());
     assert_eq!(keys_of(&server, 3), ["fresh", "cache"]);
 }
+
+/// A listener whose accept queue is full drops new SYNs, so a connection
+/// attempt hangs: fetch gives up at --connect-timeout with exit code 28.
+#[test]
+fn fetch_connect_timeout() {
+    let full = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = full.local_addr().unwrap();
+    // Fill the accept queue (std's backlog is 128); bounded count and time.
+    let mut held = Vec::new();
+    for _ in 0..300 {
+        match TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+            Ok(s) => held.push(s),
+            Err(_) => break,
+        }
+    }
+    assert!(held.len() < 300, "the accept queue never filled");
+    let t = Instant::now();
+    let (code, err, _) = fetch_code(&["--connect-timeout", "1", &format!("http://{addr}/")]);
+    assert_eq!(code, Some(28), "{err}");
+    assert!(
+        err.contains(&format!(
+            "timeout: timed out after 1 s while connecting to {addr}"
+        )),
+        "{err}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+    drop(full);
+}
