@@ -836,3 +836,48 @@ fn fetch_connect_timeout() {
     assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
     drop(full);
 }
+
+/// SIGHUP re-reads the configuration file's log filter: access lines
+/// start once the file says `log = "info"`.
+#[test]
+fn sighup_reloads_the_log_filter_of_the_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    site(dir.path(), 10);
+    let file = dir.path().join("serve.toml");
+    let write = |log: &str| {
+        std::fs::write(
+            &file,
+            format!(
+                "keys = {:?}\nroot = {:?}\nlog = \"{log}\"\n",
+                dir.path().join("keys"),
+                dir.path().join("root")
+            ),
+        )
+        .unwrap()
+    };
+    write("warn");
+    let mut cmd = std::process::Command::new(common::BIN);
+    cmd.args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--config",
+        file.to_str().unwrap(),
+    ]);
+    let server = common::spawn_listening_cmd(cmd);
+    let url = format!("http://{}/hello.txt", server.addr);
+    assert!(common::fetch(&[&url]).status.success());
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(access_lines(&server.log()).is_empty(), "{}", server.log());
+    write("info");
+    server.signal("HUP");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        assert!(common::fetch(&[&url]).status.success());
+        if !access_lines(&server.log()).is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", server.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
