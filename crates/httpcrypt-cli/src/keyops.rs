@@ -1,5 +1,6 @@
 //! Key directory operations for operators: `httpcrypt keys show`, and the
-//! lock that keeps two servers from rotating one directory at once.
+//! lock that keeps two servers from rotating one directory at once (the
+//! second one follows the first's rotations instead).
 
 use std::path::Path;
 use std::time::{Duration, UNIX_EPOCH};
@@ -45,6 +46,38 @@ pub fn span(secs: u64) -> String {
         3600..=86_399 => format!("{}h {}m", secs / 3600, secs % 3600 / 60),
         _ => format!("{}d {}h", secs / 86_400, secs % 86_400 / 3600),
     }
+}
+
+/// The keys of a directory another process rotates: waits (up to ten
+/// seconds) for a valid key, then re-reads the directory every quarter
+/// period (at most every 30 s) for the keys it adds.
+pub async fn follow(
+    dir: &Path,
+    store: httpcrypt::keystore::KeyStore,
+    rotation: u64,
+) -> Result<httpcrypt::keystore::LiveKeys> {
+    tracing::warn!(
+        dir = %dir.display(),
+        "another process rotates this key directory ({LOCK_FILE} is locked): following its keys \
+         instead of rotating them; give each server its own directory, or use `httpcrypt fleet init`"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = httpcrypt::keystore::unix_now();
+        let valid = store.load(now)?.iter().any(|e| e.cert.is_valid_at(now));
+        if valid {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            anyhow::bail!(
+                "key directory {} is locked by another process, which has not created a key",
+                dir.display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let every = Duration::from_secs((rotation / 4).clamp(1, 30));
+    Ok(httpcrypt::keystore::follow(store, every)?)
 }
 
 /// `httpcrypt keys show`.
@@ -131,13 +164,13 @@ pub fn show(dir: &Path, rotation: u64) -> Result<i32> {
     Ok(0)
 }
 
-/// Takes the key directory's lock for this process's lifetime, so that a
-/// second server on the same directory refuses to start instead of
-/// rotating keys next to the first. Fleets (keys derived, nothing
-/// written) and static directories (nothing rotates) are not locked.
-pub fn lock(dir: &Path) -> Result<()> {
+/// Takes the key directory's lock for this process's lifetime: true when
+/// this process may rotate the directory (or nothing rotates: fleets derive
+/// their keys, static directories have one), false when another process
+/// holds the lock and rotates it.
+pub fn lock(dir: &Path) -> Result<bool> {
     if dir.join(httpcrypt::fleet::FLEET_FILE).exists() || dir.join("static").exists() {
-        return Ok(());
+        return Ok(true);
     }
     let path = dir.join(LOCK_FILE);
     let file = std::fs::OpenOptions::new()
@@ -150,15 +183,9 @@ pub fn lock(dir: &Path) -> Result<()> {
         Ok(held) => {
             // Held until the process exits (the kernel drops it then).
             std::mem::forget(held);
-            Ok(())
+            Ok(true)
         }
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => anyhow::bail!(
-            "key directory {} is in use by another server ({} is locked): two servers \
-             rotating one directory would each write keys; give each server its own \
-             directory, or share keys with `httpcrypt fleet init`",
-            dir.display(),
-            path.display()
-        ),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(false),
         Err((_, e)) => Err(anyhow::anyhow!("cannot lock {}: {e}", path.display())),
     }
 }

@@ -654,10 +654,14 @@ async fn prepare(
     } else {
         httpcrypt::proto::Profile::V1
     });
-    keyops::lock(dir)?;
+    let rotates = keyops::lock(dir)?;
     let identity_key = store.identity();
     let identity = identity_key.to_b64();
-    let keys = httpcrypt::keystore::start(store, Duration::from_secs(opts.rotation.max(1)))?;
+    let keys = if rotates {
+        httpcrypt::keystore::start(store, Duration::from_secs(opts.rotation.max(1)))?
+    } else {
+        keyops::follow(dir, store, opts.rotation).await?
+    };
     let config = httpcrypt::ServerConfig {
         mount: httpcrypt::proto::outer::Mount::new(&opts.mount)?,
         outside: if opts.pass_through {

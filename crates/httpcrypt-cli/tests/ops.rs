@@ -224,7 +224,6 @@ fn access_log_text_lines() {
         assert!(sealed.contains(want), "{want} in {sealed}");
     }
 
-    // One server per key directory at a time (its lock).
     drop(server);
     let server = serve(dir.path(), &["--log-targets"]);
     let url = format!("http://{}/hello.txt", server.addr);
@@ -686,7 +685,7 @@ fn listen_accepts_port_only_and_names() {
 }
 
 /// `keys show` lists the keys with UTC dates; a second server on the same
-/// directory is refused while the first holds its lock.
+/// directory follows the first's keys while the first holds the lock.
 #[test]
 fn keys_show_and_the_key_directory_lock() {
     let dir = tempfile::tempdir().unwrap();
@@ -709,28 +708,26 @@ fn keys_show_and_the_key_directory_lock() {
     );
     assert!(text.contains("ticket key"), "{text}");
     assert!(text.contains("next rotation "), "{text}");
-    let out = common::run(
-        &[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--keys",
-            keys.to_str().unwrap(),
-            "--root",
-            dir.path().join("root").to_str().unwrap(),
-        ],
-        Duration::from_secs(30),
-    );
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        out.stderr_text().contains("is in use by another server"),
-        "{}",
-        out.stderr_text()
-    );
-    drop(first);
-    // Released with the process.
+    // A second server on the directory follows the first's keys instead
+    // of rotating next to it.
     let second = serve(dir.path(), &[]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !second
+        .log()
+        .contains("another process rotates this key directory")
+    {
+        assert!(Instant::now() < deadline, "{}", second.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = common::fetch(&[&format!("http://{}/hello.txt", second.addr)]);
+    assert!(out.status.success(), "{}", out.stderr_text());
+    let files = std::fs::read_dir(keys.join("kex")).unwrap().count();
+    assert_eq!(files, 1, "one key, made by the first server");
     drop(second);
+    drop(first);
+    // The lock goes with the process: the next server rotates.
+    let third = serve(dir.path(), &[]);
+    assert!(!third.log().contains("another process"), "{}", third.log());
 }
 
 /// The systemd unit passes `systemd-analyze verify` (with the built binary
