@@ -33,6 +33,9 @@ need=(
   "ip:iproute2"
   "iptables:iptables"
   "sysctl:procps"
+  # tests/ops.rs: `systemd-analyze verify` of packaging/httpcrypt.service
+  # (the package installs in a container without running systemd as PID 1)
+  "systemd-analyze:systemd"
 )
 
 missing=()

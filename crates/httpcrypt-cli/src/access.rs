@@ -9,8 +9,7 @@
 //! layer hands those to the inner request). The inner method and target
 //! are logged only with `--log-targets`: the outer path is random and says
 //! nothing, the inner target is what the encryption hides. Nothing secret
-//! is logged: no field values, no cookies, no keys. The same facts feed the
-//! metrics ([`crate::metrics`]).
+//! is logged: no field values, no cookies, no keys.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -148,13 +147,6 @@ impl Line {
         let secs = self.start.elapsed().as_secs_f64();
         let facts = self.slot.with(std::mem::take);
         let encrypted = facts.key.is_some();
-        crate::metrics::request(
-            facts.key,
-            facts.inner_status.unwrap_or(self.status),
-            self.bytes,
-            secs,
-            complete,
-        );
         tracing::info!(
             target: "httpcrypt::access",
             peer = %self.peer,

@@ -9,11 +9,12 @@ use clap::{Args, Parser, Subcommand};
 
 mod access;
 mod asap;
+mod config;
 mod demo;
 mod dns;
 mod fetch;
 mod flood;
-mod metrics;
+mod keyops;
 mod ops;
 mod rspamd;
 
@@ -46,12 +47,19 @@ enum Cmd {
     /// Create a key directory; prints the identity public key (base64url).
     Keygen(KeygenArgs),
     /// Serve a directory of static files over HTTPCrypt.
-    #[command(after_help = ops::SIGNALS_HELP)]
+    #[command(after_help = ops::SIGNALS_HELP, args_override_self = true)]
     Serve(ServeArgs),
     /// Put HTTPCrypt in front of an existing plaintext HTTP service.
-    #[command(after_help = ops::SIGNALS_HELP)]
+    #[command(after_help = ops::SIGNALS_HELP, args_override_self = true)]
     Gateway(GatewayArgs),
+    /// Check a configuration file of `serve` or `gateway` (TOML; see
+    /// `--config`) and print the whole effective configuration.
+    CheckConfig(CheckConfigArgs),
+    /// Key directory operations.
+    #[command(subcommand)]
+    Keys(KeysCmd),
     /// Fetch a URL over HTTPCrypt, like curl; the body goes to stdout.
+    #[command(after_help = fetch::EXIT_CODES)]
     Fetch(fetch::FetchArgs),
     /// Print a server's certificates and their validity.
     Certs(CertsArgs),
@@ -109,6 +117,69 @@ fn parse_size(text: &str) -> std::result::Result<u64, String> {
         .ok_or_else(|| format!("not a size: {text}"))
 }
 
+#[derive(Args)]
+struct CheckConfigArgs {
+    /// The configuration file.
+    file: PathBuf,
+    /// The command it is for, when the file does not say (`command = ...`).
+    #[arg(long, value_parser = ["serve", "gateway"])]
+    command: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum KeysCmd {
+    /// List the identity, the kex keys and their ticket keys with their
+    /// validity (UTC), and when the next rotation is due.
+    Show {
+        /// Key directory.
+        #[arg(long)]
+        keys: PathBuf,
+        /// The rotation period R the server runs with, seconds.
+        #[arg(long, default_value_t = 3600, value_parser = parse_rotation)]
+        rotation: u64,
+    },
+}
+
+/// Longest rotation period: a key lives 2R, and a month-long key gives
+/// little forward secrecy.
+const MAX_ROTATION: u64 = 30 * 86_400;
+
+fn parse_rotation(text: &str) -> std::result::Result<u64, String> {
+    let r: u64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if r == 0 || r > MAX_ROTATION {
+        return Err(format!(
+            "{r} s is out of range: the rotation period must be 1 s to {MAX_ROTATION} s (30 days); \
+             3600 is usual, below 60 only for tests"
+        ));
+    }
+    Ok(r)
+}
+
+/// A listen address: `HOST:PORT` with an IP or a name (`localhost:8080`),
+/// `:PORT` (every IPv4 address) or a bare port.
+fn parse_listen(text: &str) -> std::result::Result<SocketAddr, String> {
+    let t = text.trim();
+    if let Ok(a) = t.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    let port_only = t.strip_prefix(':').unwrap_or(t);
+    if let Ok(port) = port_only.parse::<u16>() {
+        return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
+    }
+    use std::net::ToSocketAddrs;
+    match t.to_socket_addrs() {
+        Ok(mut addrs) => addrs
+            .next()
+            .ok_or_else(|| format!("{t:?} resolves to no address")),
+        Err(e) => Err(format!(
+            "{t:?} is not an address to listen on (HOST:PORT, :PORT or PORT): {e}"
+        )),
+    }
+}
+
 #[derive(Subcommand)]
 enum FleetCmd {
     /// Add a shared key ratchet to a key directory; copy the directory to
@@ -157,17 +228,22 @@ struct ServerOpts {
     /// rspamd profile: refuse plaintext requests instead of passing them on.
     #[arg(long)]
     encrypted_only: bool,
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    /// Address to listen on: HOST:PORT (a name such as localhost too),
+    /// :PORT (every IPv4 address) or PORT.
+    #[arg(long, default_value = "127.0.0.1:8080", value_parser = parse_listen)]
     listen: SocketAddr,
+    /// Configuration file (TOML): its keys are these flags without the
+    /// dashes; flags given here override it. See `httpcrypt check-config`.
+    #[arg(long)]
+    config: Option<PathBuf>,
     /// Path prefix under which HTTPCrypt is served.
     #[arg(long, default_value = "")]
     mount: String,
     /// Worker threads (1: a single event loop on the main thread).
     #[arg(long, default_value_t = 1)]
     workers: usize,
-    /// Key rotation period R in seconds (the DNS TTL).
-    #[arg(long, default_value_t = 3600)]
+    /// Key rotation period R in seconds (the DNS TTL), 1 to 2592000.
+    #[arg(long, default_value_t = 3600, value_parser = parse_rotation)]
     rotation: u64,
     /// Hand plaintext requests outside the mount to the service instead of 404.
     #[arg(long)]
@@ -193,10 +269,6 @@ struct ServerOpts {
     /// target (otherwise only the outer path, which is random).
     #[arg(long)]
     log_targets: bool,
-    /// Serve Prometheus metrics at http://ADDR/metrics and a health check
-    /// at /healthz (e.g. 127.0.0.1:9090; unauthenticated: keep it internal).
-    #[arg(long)]
-    metrics: Option<SocketAddr>,
     /// Largest outer request body (or decoded GET query) in bytes; above it 413.
     #[arg(long, default_value_t = httpcrypt::proto::Limits::default().max_body)]
     max_body: usize,
@@ -375,7 +447,14 @@ struct CertsArgs {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let argv = match config::expand(std::env::args_os().collect()) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("httpcrypt: {e:#}");
+            std::process::exit(2);
+        }
+    };
+    let cli = Cli::parse_from(argv);
     ops::init_logging(&cli.log, cli.log_format == LogFormat::Json);
     let workers = match &cli.cmd {
         Cmd::Serve(a) => a.server.workers,
@@ -467,6 +546,8 @@ async fn run(cmd: Cmd) -> Result<i32> {
         Cmd::Fetch(a) if a.profile == rspamd::Profile::Rspamd => rspamd::fetch(&a).await,
         Cmd::Fetch(a) => fetch::run(a).await,
         Cmd::Certs(a) => certs(a).await,
+        Cmd::CheckConfig(a) => check_config(a),
+        Cmd::Keys(KeysCmd::Show { keys, rotation }) => keyops::show(&keys, rotation),
         Cmd::Demo(a) => demo::run(a).await,
         Cmd::Fleet(FleetCmd::Init {
             keys,
@@ -482,6 +563,53 @@ async fn run(cmd: Cmd) -> Result<i32> {
         Cmd::SplitProxy(a) => split_proxy(a).await,
         Cmd::Flood(a) => flood::run(a).await,
     }
+}
+
+/// `httpcrypt check-config FILE`: the file parsed as `serve` or `gateway`
+/// would parse it, its key directory opened, and the effective
+/// configuration printed (a file that gives the same result).
+fn check_config(a: CheckConfigArgs) -> Result<i32> {
+    use clap::{CommandFactory, FromArgMatches};
+    let (command, _) = config::read(&a.file)?;
+    let command = command.or(a.command).unwrap_or_else(|| "serve".to_string());
+    let argv = config::expand(vec![
+        "httpcrypt".into(),
+        command.clone().into(),
+        "--config".into(),
+        a.file.clone().into(),
+    ])?;
+    let mut cmd = Cli::command();
+    cmd.build();
+    let matches = match cmd.clone().try_get_matches_from(argv) {
+        Ok(m) => m,
+        Err(e) => bail!(
+            "{} (as `httpcrypt {command}`): {}",
+            a.file.display(),
+            e.render()
+                .to_string()
+                .trim_start_matches("error: ")
+                .trim_end()
+        ),
+    };
+    let cli = Cli::from_arg_matches(&matches)?;
+    let opts = match &cli.cmd {
+        Cmd::Serve(s) => &s.server,
+        Cmd::Gateway(g) => &g.server,
+        _ => unreachable!("expand only produces serve and gateway command lines"),
+    };
+    if let Some(dir) = &opts.keys {
+        open_store(dir)?;
+    }
+    let sub = cmd
+        .find_subcommand(&command)
+        .context("the command of the file")?;
+    let (_, sub_matches) = matches.subcommand().context("a subcommand")?;
+    print!("{}", config::format(sub, sub_matches, &command));
+    eprintln!(
+        "httpcrypt: {} is a valid `{command}` configuration",
+        a.file.display()
+    );
+    Ok(0)
 }
 
 async fn split_proxy(a: SplitProxyArgs) -> Result<i32> {
@@ -508,8 +636,9 @@ async fn split_proxy(a: SplitProxyArgs) -> Result<i32> {
         ..Default::default()
     };
     let cache = proxy.cache().clone();
+    let stop = ops::stop_signal()?;
     httpcrypt::runtime::run(listener, proxy, listen, async {
-        let _ = tokio::signal::ctrl_c().await;
+        stop.await;
     })
     .await?;
     let s = &cache.stats;
@@ -539,10 +668,6 @@ where
 {
     let (layer, listener, live, identity) = prepare(opts).await?;
     let gate = asap::prepare_listener(&opts.asap, &listener, opts.keys.as_deref())?;
-    let health = metrics::Health::default();
-    if let Some(addr) = opts.metrics {
-        metrics::start(addr, health.clone(), live.clone()).await?;
-    }
     let svc = access::Inner::new(
         svc,
         access::Options {
@@ -557,7 +682,7 @@ where
     };
     ops::Reloader {
         keys: opts.keys.clone().map(|dir| (dir, identity, live)),
-        config: None,
+        config: opts.config.clone().map(ops::config_reloader).transpose()?,
     }
     .on_hangup()?;
     let stop = ops::stop_signal()?;
@@ -567,7 +692,6 @@ where
         listen,
         async {
             let name = stop.await;
-            health.draining();
             tracing::info!(
                 signal = name,
                 deadline_s = opts.shutdown_timeout,
@@ -608,9 +732,14 @@ async fn prepare(
     } else {
         httpcrypt::proto::Profile::V1
     });
+    let rotates = keyops::lock(dir)?;
     let identity_key = store.identity();
     let identity = identity_key.to_b64();
-    let keys = httpcrypt::keystore::start(store, Duration::from_secs(opts.rotation.max(1)))?;
+    let keys = if rotates {
+        httpcrypt::keystore::start(store, Duration::from_secs(opts.rotation.max(1)))?
+    } else {
+        keyops::follow(dir, store, opts.rotation).await?
+    };
     let config = httpcrypt::ServerConfig {
         mount: httpcrypt::proto::outer::Mount::new(&opts.mount)?,
         outside: if opts.pass_through {

@@ -68,7 +68,6 @@ pub fn init_logging(filter: &str, json: bool) {
 }
 
 /// Replaces the log filter of [`init_logging`].
-#[allow(dead_code)] // the --config reload uses it
 pub fn set_log_filter(filter: &str) -> Result<()> {
     let f = tracing_subscriber::EnvFilter::try_new(filter)
         .map_err(|e| anyhow::anyhow!("log filter {filter:?}: {e}"))?;
@@ -76,6 +75,38 @@ pub fn set_log_filter(filter: &str) -> Result<()> {
         h.reload(f)?;
     }
     Ok(())
+}
+
+/// The reload of a configuration file: applies its `log` filter and warns
+/// about changed settings that need a restart.
+pub fn config_reloader(path: PathBuf) -> Result<Box<dyn Fn() -> Result<()> + Send + Sync>> {
+    let split = |flags: Vec<std::ffi::OsString>| {
+        let mut log = None;
+        let mut rest = Vec::new();
+        let mut it = flags.into_iter();
+        while let Some(f) = it.next() {
+            if f == "--log" {
+                log = it.next();
+            } else {
+                rest.push(f);
+            }
+        }
+        (log, rest)
+    };
+    let (_, start) = split(crate::config::read(&path)?.1);
+    Ok(Box::new(move || {
+        let (log, rest) = split(crate::config::read(&path)?.1);
+        if let Some(log) = log {
+            set_log_filter(&log.to_string_lossy())?;
+        }
+        if rest != start {
+            tracing::warn!(
+                file = %path.display(),
+                "settings other than `log` changed; they take effect at the next start"
+            );
+        }
+        Ok(())
+    }))
 }
 
 /// What SIGHUP reloads while connections stay open.
@@ -131,5 +162,5 @@ Signals:
                    most --shutdown-timeout), then exit 0; a second one exits at once
   SIGHUP           reload without dropping connections: the key directory
                    (keys added or expired since; not the identity) and, with
-                   --config, the file's reloadable settings (log filter, access
-                   log options); other settings need a restart";
+                   --config, the file's `log` filter; other settings need a
+                   restart (a changed one is logged)";

@@ -101,8 +101,8 @@ pub async fn fetch(a: &FetchArgs) -> Result<i32> {
             ..Default::default()
         },
     );
-    let body = match (&a.data, &a.data_file) {
-        (Some(d), _) => Bytes::from(d.clone()),
+    let body = match (a.data_bytes()?, &a.data_file) {
+        (Some(d), _) => d,
         (None, Some(p)) => Bytes::from(
             tokio::fs::read(p)
                 .await
@@ -226,9 +226,20 @@ where
         names.join(", ")
     );
     let listen = opts.listen_options();
-    httpcrypt::runtime::run(listener, tower::Layer::layer(&layer, svc), listen, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
+    let stop = crate::ops::stop_signal()?;
+    let drained = httpcrypt::runtime::run_draining(
+        listener,
+        tower::Layer::layer(&layer, svc),
+        listen,
+        async {
+            let name = stop.await;
+            tracing::info!(signal = name, "draining");
+        },
+        Duration::from_secs(opts.shutdown_timeout),
+    )
     .await?;
+    if let httpcrypt::runtime::Drained::TimedOut(open) = drained {
+        tracing::warn!(open, "stopped at the --shutdown-timeout deadline");
+    }
     Ok(())
 }

@@ -224,6 +224,7 @@ fn access_log_text_lines() {
         assert!(sealed.contains(want), "{want} in {sealed}");
     }
 
+    drop(server);
     let server = serve(dir.path(), &["--log-targets"]);
     let url = format!("http://{}/hello.txt", server.addr);
     let out = common::fetch(&[&url]);
@@ -402,4 +403,478 @@ fn gateway_adds_forwarded_fields_from_the_tcp_peer() {
         get(&f, "forwarded").is_empty() && get(&f, "x-forwarded-for").is_empty(),
         "{f:?}"
     );
+}
+
+/// `fetch ARGS`, its exit code and stderr.
+fn fetch_code(args: &[&str]) -> (Option<i32>, String, Vec<u8>) {
+    let out = common::fetch(args);
+    (out.status.code(), out.stderr_text(), out.stdout)
+}
+
+/// A server that accepts and never answers: fetch gives up at --max-time
+/// with curl's exit code 28 and the `timeout` diagnosis.
+#[test]
+fn fetch_max_time_against_a_server_that_never_answers() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in silent.incoming().take(4) {
+            held.push(s);
+        }
+        std::thread::sleep(Duration::from_secs(30));
+    });
+    let t = Instant::now();
+    let (code, err, _) = fetch_code(&["--max-time", "2", &format!("http://{addr}/")]);
+    assert_eq!(code, Some(28), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+    assert!(err.contains("timeout: timed out after 2 s while"), "{err}");
+}
+
+/// Each diagnosis, by running the binary: the code, curl's exit code and
+/// the wording shared by all clients (spec §12).
+#[test]
+fn fetch_diagnoses() {
+    // Refused: nothing listens.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let (code, err, _) = fetch_code(&[&format!("http://{dead}/")]);
+    assert_eq!(code, Some(7), "{err}");
+    assert!(
+        err.contains(&format!("connect_failed: cannot connect to {dead}: ")),
+        "{err}"
+    );
+    // A plain HTTP server: OPTIONS answered without a certificate list.
+    let up = common::upstream();
+    let (code, err, _) = fetch_code(&[&format!("http://{}/echo", up.addr)]);
+    assert_eq!(code, Some(35), "{err}");
+    assert!(
+        err.contains(&format!(
+            "not_httpcrypt: {} is not an HTTPCrypt server (OPTIONS / answered 501)",
+            up.addr
+        )),
+        "{err}"
+    );
+    // The wrong mount.
+    let dir = tempfile::tempdir().unwrap();
+    site(dir.path(), 10);
+    let server = serve(dir.path(), &[]);
+    let url = format!("http://{}/hello.txt", server.addr);
+    let (code, err, _) = fetch_code(&["--mount", "/hc", &url]);
+    assert_eq!(code, Some(35), "{err}");
+    assert!(
+        err.contains(&format!(
+            "no_endpoint: no HTTPCrypt endpoint at /hc on {}: wrong --mount?",
+            server.addr
+        )),
+        "{err}"
+    );
+    // Another identity pinned.
+    let other = common::keygen(&dir.path().join("other"), false);
+    let (code, err, _) = fetch_code(&["--identity", &other, &url]);
+    assert_eq!(code, Some(60), "{err}");
+    assert!(
+        err.contains("bad_signature: the certificates are not signed by the pinned identity"),
+        "{err}"
+    );
+    // -f: an inner 404 fails with 22 and no body; without it, exit 0.
+    let missing = format!("http://{}/missing", server.addr);
+    let (code, err, out) = fetch_code(&["-f", &missing]);
+    assert_eq!(code, Some(22), "{err}");
+    assert!(out.is_empty());
+    let (code, _, _) = fetch_code(&[&missing]);
+    assert_eq!(code, Some(0));
+    // -s hides the message, -sS shows it.
+    let (code, err, _) = fetch_code(&["-s", "-f", &missing]);
+    assert_eq!((code, err.as_str()), (Some(22), ""));
+    let (_, err, _) = fetch_code(&["-sS", "-f", &missing]);
+    assert!(err.contains("404"), "{err}");
+    // -w prints the status after the body.
+    let (code, _, out) = fetch_code(&["-s", "-o", "/dev/null", "-w", "%{http_code}\\n", &missing]);
+    assert_eq!((code, out.as_slice()), (Some(0), &b"404\n"[..]));
+    // A local file that cannot be read is named.
+    let (code, err, _) = fetch_code(&["-d", "@/nonexistent/body", &url]);
+    assert_eq!(code, Some(26), "{err}");
+    assert!(err.contains("cannot read /nonexistent/body"), "{err}");
+}
+
+/// `-d @file` sends the file's contents; repeated `-d` are joined with `&`
+/// as curl does; `-O` names the file after the URL; `-I` prints the head.
+#[test]
+fn fetch_data_remote_name_and_head() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = gateway_keys(dir.path());
+    let up = common::upstream();
+    let gw = common::gateway(&keys, up.addr, &[]);
+    let body = dir.path().join("body.txt");
+    std::fs::write(&body, b"a=1\nb=2\n").unwrap();
+    let echo = format!("http://{}/echo", gw.addr);
+    let sha = |b: &[u8]| {
+        use sha2::Digest;
+        hex(&sha2::Sha256::digest(b))
+    };
+    let doc = |out: &[u8]| -> serde_json::Value { serde_json::from_slice(out).unwrap() };
+    let at = format!("@{}", body.display());
+    let (code, err, out) = fetch_code(&["-d", &at, &echo]);
+    assert_eq!(code, Some(0), "{err}");
+    let d = doc(&out);
+    assert_eq!(d["method"], "POST");
+    assert_eq!(d["sha256"], sha(b"a=1b=2"), "{d}");
+    let (_, _, out) = fetch_code(&["-d", "x=1", "-d", "y=2", &echo]);
+    assert_eq!(doc(&out)["sha256"], sha(b"x=1&y=2"));
+    // -O into a working directory.
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let mut cmd = common::command(&["fetch", "-O", &format!("http://{}/gen?n=1000", gw.addr)]);
+    cmd.current_dir(&work);
+    let out = common::run_cmd(cmd, Duration::from_secs(30));
+    assert!(out.status.success(), "{}", out.stderr_text());
+    assert_eq!(std::fs::read(work.join("gen")).unwrap().len(), 1000);
+    // -I: HEAD, the head only (the static files answer HEAD).
+    let site_dir = tempfile::tempdir().unwrap();
+    site(site_dir.path(), 10);
+    let server = serve(site_dir.path(), &[]);
+    let (code, err, out) = fetch_code(&["-I", &format!("http://{}/hello.txt", server.addr)]);
+    assert_eq!(code, Some(0), "{err}");
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.ends_with("\n\n"), "{text}");
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// A configuration file round-trips through `check-config` (its output is
+/// a file giving the same configuration), a server runs from it, and flags
+/// override it.
+#[test]
+fn config_file_round_trip_and_flags_override() {
+    let dir = tempfile::tempdir().unwrap();
+    site(dir.path(), 10);
+    let keys = dir.path().join("keys");
+    let root = dir.path().join("root");
+    let file = dir.path().join("serve.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "command = \"serve\"\nkeys = {keys:?}\nroot = {root:?}\nlisten = \"127.0.0.1:1\"\n\
+             rotation = 600\nno-tickets = true\npublic = [\"/static/**\", \"/img/*\"]\n\
+             log = \"info\"\nshutdown-timeout = 5\n"
+        ),
+    )
+    .unwrap();
+    let check = |f: &Path| {
+        let out = common::run(
+            &["check-config", f.to_str().unwrap()],
+            Duration::from_secs(30),
+        );
+        assert!(out.status.success(), "{}", out.stderr_text());
+        out.stdout_text()
+    };
+    let first = check(&file);
+    for want in [
+        "rotation = \"600\"",
+        "no-tickets = true",
+        "public = [\"/static/**\", \"/img/*\"]",
+        "max-connections = \"1024\"",
+        "shutdown-timeout = \"5\"",
+    ] {
+        assert!(first.contains(want), "{want} in\n{first}");
+    }
+    let again = dir.path().join("again.toml");
+    std::fs::write(&again, &first).unwrap();
+    assert_eq!(check(&again), first);
+    // The server runs from the file; --listen on the command line wins
+    // over the file's unusable port 1.
+    let mut cmd = std::process::Command::new(common::BIN);
+    cmd.args([
+        "serve",
+        "--config",
+        file.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    let server = common::spawn_listening_cmd(cmd);
+    let out = common::fetch(&[&format!("http://{}/hello.txt", server.addr)]);
+    assert!(out.status.success(), "{}", out.stderr_text());
+    // The file's `log = "info"` is in force: access lines are written.
+    wait_access(&server, 2);
+}
+
+/// Mistakes in a file or in flags are refused with a message that names them.
+#[test]
+fn config_and_flag_mistakes_are_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    site(dir.path(), 10);
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "command = \"serve\"\nlisten = \"127.0.0.1:0\"\nroot = \"/\"\nlisten_port = 3\n",
+    )
+    .unwrap();
+    let out = common::run(
+        &["check-config", bad.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        out.stderr_text().contains("--listen-port"),
+        "{}",
+        out.stderr_text()
+    );
+    std::fs::write(&bad, "listen = [\n").unwrap();
+    let out = common::run(
+        &["check-config", bad.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    assert!(!out.status.success());
+    assert!(
+        out.stderr_text().contains("bad.toml"),
+        "{}",
+        out.stderr_text()
+    );
+    let keys = dir.path().join("keys");
+    let root = dir.path().join("root");
+    for rotation in ["0", "99999999"] {
+        let out = common::run(
+            &[
+                "serve",
+                "--keys",
+                keys.to_str().unwrap(),
+                "--root",
+                root.to_str().unwrap(),
+                "--rotation",
+                rotation,
+            ],
+            Duration::from_secs(30),
+        );
+        assert_eq!(out.status.code(), Some(2), "{rotation}");
+        assert!(
+            out.stderr_text().contains("rotation period must be"),
+            "{}",
+            out.stderr_text()
+        );
+    }
+}
+
+/// `--listen :PORT` and `localhost:PORT` are accepted.
+#[test]
+fn listen_accepts_port_only_and_names() {
+    let dir = tempfile::tempdir().unwrap();
+    site(dir.path(), 10);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    for listen in [format!(":{port}"), format!("localhost:{port}")] {
+        let mut cmd = std::process::Command::new(common::BIN);
+        cmd.args(["serve", "--listen", &listen, "--keys"])
+            .arg(dir.path().join("keys"))
+            .arg("--root")
+            .arg(dir.path().join("root"));
+        let server = common::spawn_listening_cmd(cmd);
+        assert_eq!(server.addr.port(), port, "{listen}");
+        let out = common::fetch(&[&format!("http://127.0.0.1:{port}/hello.txt")]);
+        assert!(out.status.success(), "{listen}: {}", out.stderr_text());
+        drop(server);
+    }
+}
+
+/// `keys show` lists the keys with UTC dates; a second server on the same
+/// directory follows the first's keys while the first holds the lock.
+#[test]
+fn keys_show_and_the_key_directory_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    site(dir.path(), 10);
+    let first = serve(dir.path(), &[]);
+    let keys = dir.path().join("keys");
+    let out = common::run(
+        &["keys", "show", "--keys", keys.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "{}", out.stderr_text());
+    let text = out.stdout_text();
+    assert!(text.contains("identity "), "{text}");
+    assert!(text.contains("kex serial    1"), "{text}");
+    assert!(text.contains(" UTC .. "), "{text}");
+    // 2R + skew from not_before = now - skew: 2h 1m.
+    assert!(
+        text.contains("(valid, 2h 1m left)") || text.contains("(valid, 2h 0m left)"),
+        "{text}"
+    );
+    assert!(text.contains("ticket key"), "{text}");
+    assert!(text.contains("next rotation "), "{text}");
+    // A second server on the directory follows the first's keys instead
+    // of rotating next to it.
+    let second = serve(dir.path(), &[]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !second
+        .log()
+        .contains("another process rotates this key directory")
+    {
+        assert!(Instant::now() < deadline, "{}", second.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = common::fetch(&[&format!("http://{}/hello.txt", second.addr)]);
+    assert!(out.status.success(), "{}", out.stderr_text());
+    let files = std::fs::read_dir(keys.join("kex")).unwrap().count();
+    assert_eq!(files, 1, "one key, made by the first server");
+    drop(second);
+    drop(first);
+    // The lock goes with the process: the next server rotates.
+    let third = serve(dir.path(), &[]);
+    assert!(!third.log().contains("another process"), "{}", third.log());
+}
+
+/// The systemd unit passes `systemd-analyze verify` (with the built binary
+/// in place of the installed one; the man page is `httpcrypt man`'s, not
+/// installed here).
+#[test]
+fn the_systemd_unit_verifies() {
+    let unit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging/httpcrypt.service");
+    let text = std::fs::read_to_string(&unit).unwrap();
+    assert!(text.contains("DynamicUser=yes") && text.contains("StateDirectory=httpcrypt"));
+    assert!(text.contains("ProtectSystem=strict") && text.contains("NoNewPrivileges=yes"));
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("httpcrypt.service");
+    std::fs::write(&copy, text.replace("/usr/local/bin/httpcrypt", common::BIN)).unwrap();
+    let out = std::process::Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(&copy)
+        .output()
+        .expect("systemd-analyze (scripts/install-test-deps.sh installs it)");
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `-L` follows a same-origin redirect (a directory's 307 to its slash
+/// form); without it the 307 is the answer.
+#[test]
+fn fetch_location_follows_same_origin_redirects() {
+    let dir = tempfile::tempdir().unwrap();
+    site(dir.path(), 10);
+    let sub = dir.path().join("root/sub");
+    std::fs::create_dir(&sub).unwrap();
+    std::fs::write(sub.join("index.html"), b"in sub\n").unwrap();
+    let server = serve(dir.path(), &[]);
+    let url = format!("http://{}/sub", server.addr);
+    let (code, err, out) = fetch_code(&["-s", "-w", "%{http_code}", &url]);
+    assert_eq!((code, out.as_slice()), (Some(0), &b"307"[..]), "{err}");
+    let (code, err, out) = fetch_code(&["-L", "-w", " %{num_redirects} %{http_code}", &url]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(String::from_utf8_lossy(&out), "in sub\n 1 200");
+    let (code, err, _) = fetch_code(&["-L", "--max-redirs", "0", &url]);
+    assert_eq!(code, Some(47), "{err}");
+}
+
+/// The access log tells a key agreement from a session-cache hit and a
+/// ticket.
+#[test]
+fn access_log_tells_fresh_cache_and_ticket_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    site(dir.path(), 10);
+    let keys_of = |server: &Proc, n: usize| -> Vec<String> {
+        wait_access(server, n)
+            .iter()
+            .filter(|l| l.contains("encrypted=true"))
+            .map(|l| {
+                l.split("key=\"")
+                    .nth(1)
+                    .and_then(|r| r.split('"').next())
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect()
+    };
+    let server = serve(dir.path(), &[]);
+    let url = format!("http://{}/hello.txt", server.addr);
+    let out = common::fetch(&["--repeat", "2", &url]);
+    assert!(out.status.success(), "{}", out.stderr_text());
+    assert_eq!(keys_of(&server, 3), ["fresh", "ticket"]);
+    drop(server);
+    let server = serve(dir.path(), &["--no-tickets"]);
+    let url = format!("http://{}/hello.txt", server.addr);
+    let out = common::fetch(&["--repeat", "2", "--reuse-key", &url]);
+    assert!(out.status.success(), "{}", out.stderr_text());
+    assert_eq!(keys_of(&server, 3), ["fresh", "cache"]);
+}
+
+/// A listener whose accept queue is full drops new SYNs, so a connection
+/// attempt hangs: fetch gives up at --connect-timeout with exit code 28.
+#[test]
+fn fetch_connect_timeout() {
+    let full = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = full.local_addr().unwrap();
+    // Fill the accept queue (std's backlog is 128); bounded count and time.
+    let mut held = Vec::new();
+    for _ in 0..300 {
+        match TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+            Ok(s) => held.push(s),
+            Err(_) => break,
+        }
+    }
+    assert!(held.len() < 300, "the accept queue never filled");
+    let t = Instant::now();
+    let (code, err, _) = fetch_code(&["--connect-timeout", "1", &format!("http://{addr}/")]);
+    assert_eq!(code, Some(28), "{err}");
+    assert!(
+        err.contains(&format!(
+            "timeout: timed out after 1 s while connecting to {addr}"
+        )),
+        "{err}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+    drop(full);
+}
+
+/// SIGHUP re-reads the configuration file's log filter: access lines
+/// start once the file says `log = "info"`.
+#[test]
+fn sighup_reloads_the_log_filter_of_the_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    site(dir.path(), 10);
+    let file = dir.path().join("serve.toml");
+    let write = |log: &str| {
+        std::fs::write(
+            &file,
+            format!(
+                "keys = {:?}\nroot = {:?}\nlog = \"{log}\"\n",
+                dir.path().join("keys"),
+                dir.path().join("root")
+            ),
+        )
+        .unwrap()
+    };
+    write("warn");
+    let mut cmd = std::process::Command::new(common::BIN);
+    cmd.args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--config",
+        file.to_str().unwrap(),
+    ]);
+    let server = common::spawn_listening_cmd(cmd);
+    let url = format!("http://{}/hello.txt", server.addr);
+    assert!(common::fetch(&[&url]).status.success());
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(access_lines(&server.log()).is_empty(), "{}", server.log());
+    write("info");
+    server.signal("HUP");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        assert!(common::fetch(&[&url]).status.success());
+        if !access_lines(&server.log()).is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", server.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

@@ -161,6 +161,9 @@ pub struct ClientConfig {
     /// ASAP mode: the provenance certificate to present on requests
     /// (outer `Httpcrypt-Provenance` field), e.g. [`crate::asap::AsapDiscovery`].
     pub provenance: Option<Arc<dyn crate::asap::ProvenanceSource>>,
+    /// Longest wait for a TCP connection (to the server or the proxy);
+    /// `None`: the system's.
+    pub connect_timeout: Option<std::time::Duration>,
 }
 
 impl Default for ClientConfig {
@@ -181,6 +184,7 @@ impl Default for ClientConfig {
             resolver: None,
             tfo: crate::asap::Tfo::Off,
             provenance: None,
+            connect_timeout: None,
         }
     }
 }
@@ -354,7 +358,8 @@ impl Client {
         let http = HyperClient::builder(TokioExecutor::new()).build(
             Connector::new(config.proxy.clone())
                 .with_resolver(config.resolver.clone())
-                .with_tfo(config.tfo),
+                .with_tfo(config.tfo)
+                .with_connect_timeout(config.connect_timeout),
         );
         Client {
             http,

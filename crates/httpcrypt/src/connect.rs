@@ -54,6 +54,13 @@ impl Connector {
         self
     }
 
+    /// Gives up a TCP connection attempt after `timeout` (an io error of
+    /// kind `TimedOut`).
+    pub fn with_connect_timeout(mut self, timeout: Option<std::time::Duration>) -> Self {
+        self.http.set_connect_timeout(timeout);
+        self
+    }
+
     /// Resolves host names with `resolver` instead of the system's.
     pub fn with_resolver(mut self, resolver: Option<Arc<dyn Resolve>>) -> Self {
         self.resolver = resolver;

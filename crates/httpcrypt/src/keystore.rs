@@ -343,6 +343,12 @@ impl KeyStore {
         self.static_mode
     }
 
+    /// Reads one stored epoch file (expired or not), for listing.
+    pub fn load_file(&self, path: &Path) -> Result<Epoch, Error> {
+        let text = Zeroizing::new(std::fs::read_to_string(path)?);
+        Epoch::parse(&text).map_err(|e| cfg(format!("{}: {e}", path.display())))
+    }
+
     /// Reads every stored epoch; deletes expired ones from disk.
     pub fn load(&self, now: u64) -> Result<Vec<Epoch>, Error> {
         let mut out = Vec::new();
@@ -518,11 +524,9 @@ pub fn start(store: KeyStore, period: Duration) -> Result<LiveKeys, Error> {
             match store.rotate(now, period) {
                 Ok(epoch) => {
                     tracing::info!(serial = epoch.cert.serial, kid = %epoch.cert.kid().to_b64(), "rotated key");
-                    metrics::counter!(crate::stats::ROTATIONS, "result" => "ok").increment(1);
                     task_keys.add(epoch);
                 }
                 Err(e) => {
-                    metrics::counter!(crate::stats::ROTATIONS, "result" => "failed").increment(1);
                     tracing::error!(error = %e, "key rotation failed; keeping the current keys")
                 }
             }

@@ -35,7 +35,6 @@ pub mod runtime;
 pub mod server;
 pub mod split;
 pub mod split_proxy;
-pub mod stats;
 pub mod strikes;
 
 pub use client::{Client, ClientConfig, KeyPolicy};

@@ -213,14 +213,12 @@ where
     let max = opts.max_connections.max(1);
     let permits = Arc::new(Semaphore::new(max));
     let slots = Arc::new(Slots::new(opts.deadlines()));
-    // One ticker for the expiry of every connection's keys (spec §6), the
-    // deadlines of every connection (`crate::lifecycle`) and the gauge of
-    // open connections.
+    // One ticker for the expiry of every connection's keys (spec §6) and
+    // the deadlines of every connection (`crate::lifecycle`).
     let watch = Arc::new(ExpiryWatch::default());
     let _ticker = AbortOnDrop(tokio::spawn({
         let watch = watch.clone();
         let slots = slots.clone();
-        let permits = permits.clone();
         async move {
             let mut every = tokio::time::interval(slots.period());
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -228,9 +226,6 @@ where
                 every.tick().await;
                 watch.tick(crate::keystore::unix_now());
                 slots.check(std::time::Instant::now());
-                // Every open connection holds a permit.
-                metrics::gauge!(crate::stats::OPEN_CONNECTIONS)
-                    .set(max.saturating_sub(permits.available_permits()) as f64);
             }
         }
     }));

@@ -471,7 +471,6 @@ impl Shared {
             .lookup(&sk.kid, peer)?;
         held.ticket = hit.ticket;
         held.cached = true;
-        metrics::counter!(crate::stats::CACHE_HITS).increment(1);
         Some(hit.key)
     }
 
@@ -482,7 +481,6 @@ impl Shared {
         peer: &httpcrypt_proto::KexPublic,
     ) -> Result<httpcrypt_proto::SessionKey, httpcrypt_proto::Error> {
         let k = sk.secret.session_key(peer)?;
-        metrics::counter!(crate::stats::KEY_AGREEMENTS).increment(1);
         if let Some(cache) = &self.cache {
             cache
                 .lock()
@@ -840,7 +838,6 @@ fn inner_problem_with(
     now: u64,
     extra: Vec<Field>,
 ) -> Response<HcBody> {
-    crate::stats::rejected(err.code());
     let (mut head, body) = core::problem_response(err)
         .unwrap_or_else(|| (ResponseHead::new(500, "Internal Server Error"), Vec::new()));
     head.fields.extend(extra);
@@ -1018,7 +1015,6 @@ fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) -> Admission<
     shared.purge_cache(now);
     let accepted = match decision {
         Err(_) if refused.is_some() => {
-            crate::stats::rejected("admission");
             return Admission::Answer(crate::defence::refusal_response(
                 &refused.expect("checked just above"),
             ));
@@ -1026,7 +1022,6 @@ fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) -> Admission<
         Err(e) => {
             let certs = shared.keys.with(|k| k.cert_lines(now));
             tracing::debug!(code = e.code(), "refused outer request");
-            crate::stats::rejected(e.code());
             return Admission::Answer(outer_problem(&e, &certs));
         }
         // `call` passes requests outside the mount on before this, by
@@ -1068,9 +1063,6 @@ fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) -> Admission<
         }
         Ok(Accept::Request(a)) => a,
     };
-    if matches!(accepted.credential, outer::Credential::Ticket { .. }) {
-        metrics::counter!(crate::stats::TICKET_RESUMPTIONS).increment(1);
-    }
     if let Some(conn) = conn {
         if let Some(not_after) = shared
             .keys

@@ -195,6 +195,11 @@ pub fn keygen(dir: &Path, static_key: bool) -> String {
     out.stdout_text().trim().to_string()
 }
 
+/// `cmd` (the binary with any arguments), once it says where it listens.
+pub fn spawn_listening_cmd(cmd: Command) -> Proc {
+    spawn_listening(cmd, "httpcrypt", httpcrypt_addr)
+}
+
 /// `httpcrypt serve` on a free loopback port.
 pub fn serve(keys: &Path, root: &Path, extra: &[&str]) -> Proc {
     serve_env(&[], keys, root, extra)
