@@ -12,6 +12,8 @@ mod demo;
 mod dns;
 mod fetch;
 mod flood;
+mod manual;
+mod metrics;
 mod rspamd;
 
 #[derive(Parser)]
@@ -53,6 +55,10 @@ enum Cmd {
     /// Load a server on loopback: attacks (junk key agreements, slow heads,
     /// huge headers) from many source addresses, or legitimate-client probes.
     Flood(flood::FloodArgs),
+    /// Print a shell completion script (bash, zsh, fish, ...) to stdout.
+    Completions(manual::CompletionsArgs),
+    /// Write the man pages (httpcrypt.1 to stdout, or one per subcommand to --dir).
+    Man(manual::ManArgs),
 }
 
 #[derive(Args)]
@@ -211,6 +217,10 @@ struct ServerOpts {
     defence: flood::DefenceOpts,
     #[command(flatten)]
     asap: asap::ListenOpts,
+    /// Serve Prometheus metrics (/metrics) and a health check (/healthz) on
+    /// this address, e.g. 127.0.0.1:9090; off by default.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
 }
 
 #[derive(Args)]
@@ -341,6 +351,8 @@ async fn run(cmd: Cmd) -> Result<i32> {
         Cmd::Dns(a) => dns::run(a).await,
         Cmd::SplitProxy(a) => split_proxy(a).await,
         Cmd::Flood(a) => flood::run(a).await,
+        Cmd::Completions(a) => manual::completions(a, <Cli as clap::CommandFactory>::command()),
+        Cmd::Man(a) => manual::man(a, <Cli as clap::CommandFactory>::command()),
     }
 }
 
@@ -399,6 +411,7 @@ where
 {
     let (layer, listener) = prepare(opts).await?;
     let gate = asap::prepare_listener(&opts.asap, &listener, opts.keys.as_deref())?;
+    let endpoint = metrics::start(opts.metrics, &layer).await?;
     let svc = tower::Layer::layer(&layer, svc);
     let listen = httpcrypt::runtime::ListenOptions {
         max_connections: opts.max_connections,
@@ -409,6 +422,9 @@ where
     };
     httpcrypt::runtime::run(listener, svc, listen, async {
         let _ = tokio::signal::ctrl_c().await;
+        if let Some(e) = &endpoint {
+            e.draining();
+        }
     })
     .await?;
     Ok(())

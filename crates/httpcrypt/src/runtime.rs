@@ -210,11 +210,13 @@ where
         // connection outlives the keys it was used with (spec §6). It
         // also remembers the connection's last ticket, issued and
         // opened (spec §7.2, D29).
+        let _open = crate::metrics::connection();
         let state = ConnState::watched(watch.clone(), peer);
         let noted = state.clone();
         let hyper_svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
             let close = SockPlan::closes(&req);
             SockPlan::request(&noted, &req);
+            let started = crate::metrics::clock();
             // The peer's address travels in the connection state.
             req.extensions_mut().insert(noted.clone());
             let answered = svc.clone().oneshot(req);
@@ -222,7 +224,10 @@ where
             async move {
                 let rsp = answered.await?;
                 SockPlan::answer(&conn, close);
-                Ok::<_, std::convert::Infallible>(rsp.map(|body| StallBody { body, conn }))
+                Ok::<_, std::convert::Infallible>(rsp.map(|body| StallBody {
+                    body: crate::metrics::timed(body, started),
+                    conn,
+                }))
             }
         });
         // The builder is dropped here, not kept in the task's future.
