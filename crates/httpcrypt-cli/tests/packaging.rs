@@ -36,6 +36,31 @@ fn completions_for_each_shell_name_the_subcommands() {
     assert!(!out.status.success(), "an unknown shell is refused");
 }
 
+/// The bash script, loaded into a real bash, completes a subcommand and a
+/// flag of it.
+#[test]
+fn bash_completes_subcommands_and_flags() {
+    let out = run(&["completions", "bash"], Duration::from_secs(30));
+    assert!(out.status.success(), "{}", out.stderr_text());
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("httpcrypt.bash");
+    std::fs::write(&script, &out.stdout).unwrap();
+    let mut bash = Command::new("bash");
+    bash.arg("--norc").arg("-c").arg(
+        r#"source "$1" || exit 1
+        COMP_WORDS=(httpcrypt se); COMP_CWORD=1; _httpcrypt httpcrypt se httpcrypt
+        echo "1: ${COMPREPLY[*]}"
+        COMP_WORDS=(httpcrypt gateway --metr); COMP_CWORD=2; _httpcrypt httpcrypt --metr gateway
+        echo "2: ${COMPREPLY[*]}""#,
+    );
+    bash.arg("bash").arg(&script);
+    let out = run_cmd(bash, Duration::from_secs(30));
+    assert!(out.status.success(), "{}", out.stderr_text());
+    let text = out.stdout_text();
+    assert!(text.contains("1: serve\n"), "{text}");
+    assert!(text.contains("2: --metrics\n"), "{text}");
+}
+
 #[test]
 fn man_pages_document_every_subcommand() {
     let out = run(&["man"], Duration::from_secs(30));
