@@ -67,7 +67,11 @@ pub enum Outcome {
     Certificates,
     /// The split-serving content endpoint.
     Content,
-    /// Refused before a session key existed (see [`REJECTIONS`] for why).
+    /// Refused at admission (see [`REJECTIONS`] for why). The outcome is
+    /// counted where it is decided, so the rare request refused after its
+    /// key agreement (a small-order key, a malformed GET query) counts
+    /// under `fresh_key` too; refusals after the request is opened (stale,
+    /// replay, ...) are sealed answers and count only in [`REJECTIONS`].
     Refused,
 }
 
