@@ -173,3 +173,47 @@ fn answer<B>(state: &State, req: &Request<B>) -> Response<Full<Bytes>> {
         _ => reply(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `/healthz` turns to 503 once the server drains; `/metrics` keeps
+    /// answering meanwhile (a last scrape sees the drain).
+    #[test]
+    fn health_follows_the_drain() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        // A layer needs a runtime for its key store; none is started here.
+        let _guard = rt.enter();
+        let state = State {
+            handle: PrometheusBuilder::new().build_recorder().handle(),
+            layer: httpcrypt::HttpCryptLayer::new(
+                httpcrypt::keystore::LiveKeys::new(),
+                httpcrypt::ServerConfig::default(),
+            ),
+            draining: Arc::new(AtomicBool::new(false)),
+        };
+        let get = |path: &str| {
+            let req = Request::get(path).body(()).expect("a request");
+            answer(&state, &req).status()
+        };
+        assert_eq!(get("/healthz"), StatusCode::OK);
+        assert_eq!(get("/metrics"), StatusCode::OK);
+        assert_eq!(get("/other"), StatusCode::NOT_FOUND);
+        let endpoint = Endpoint {
+            draining: state.draining.clone(),
+            tasks: Vec::new(),
+        };
+        endpoint.draining();
+        assert_eq!(get("/healthz"), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(get("/metrics"), StatusCode::OK);
+        let post = Request::post("/healthz").body(()).expect("a request");
+        assert_eq!(
+            answer(&state, &post).status(),
+            StatusCode::METHOD_NOT_ALLOWED
+        );
+    }
+}
