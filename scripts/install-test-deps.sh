@@ -2,7 +2,8 @@
 # Installs the Debian packages the end-to-end tests need (DNS servers and
 # tools for crates/httpcrypt-cli/tests/dns.rs; Redis and faketime for
 # tests/resumption.rs; rspamd for tests/rspamd.rs; squid, tinyproxy, haproxy,
-# nginx and varnish for tests/proxies.rs), only when one is missing.
+# nginx and varnish for tests/proxies.rs; systemd-analyze and man for
+# tests/packaging.rs), only when one is missing.
 # Safe to run again: it does nothing when everything is there.
 set -euo pipefail
 
@@ -33,9 +34,10 @@ need=(
   "ip:iproute2"
   "iptables:iptables"
   "sysctl:procps"
-  # tests/ops.rs: `systemd-analyze verify` of packaging/httpcrypt.service
-  # (the package installs in a container without running systemd as PID 1)
+  # tests/packaging.rs: the systemd unit (verify, offline security score,
+  # its Documentation= man pages)
   "systemd-analyze:systemd"
+  "man:man-db"
 )
 
 missing=()

@@ -16,6 +16,8 @@ mod fetch;
 mod flood;
 mod keyops;
 mod ops;
+mod manual;
+mod metrics;
 mod rspamd;
 
 #[derive(Parser)]
@@ -76,6 +78,10 @@ enum Cmd {
     /// Load a server on loopback: attacks (junk key agreements, slow heads,
     /// huge headers) from many source addresses, or legitimate-client probes.
     Flood(flood::FloodArgs),
+    /// Print a shell completion script (bash, zsh, fish, ...) to stdout.
+    Completions(manual::CompletionsArgs),
+    /// Write the man pages (httpcrypt.1 to stdout, or one per subcommand to --dir).
+    Man(manual::ManArgs),
 }
 
 #[derive(Args)]
@@ -347,6 +353,10 @@ struct ServerOpts {
     defence: flood::DefenceOpts,
     #[command(flatten)]
     asap: asap::ListenOpts,
+    /// Serve Prometheus metrics (/metrics) and a health check (/healthz) on
+    /// this address, e.g. 127.0.0.1:9090; off by default.
+    #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
+    metrics: Option<SocketAddr>,
 }
 
 fn listen_default() -> httpcrypt::runtime::ListenOptions {
@@ -562,6 +572,8 @@ async fn run(cmd: Cmd) -> Result<i32> {
         Cmd::Dns(a) => dns::run(a).await,
         Cmd::SplitProxy(a) => split_proxy(a).await,
         Cmd::Flood(a) => flood::run(a).await,
+        Cmd::Completions(a) => manual::completions(a, <Cli as clap::CommandFactory>::command()),
+        Cmd::Man(a) => manual::man(a, <Cli as clap::CommandFactory>::command()),
     }
 }
 
@@ -668,6 +680,7 @@ where
 {
     let (layer, listener, live, identity) = prepare(opts).await?;
     let gate = asap::prepare_listener(&opts.asap, &listener, opts.keys.as_deref())?;
+    let endpoint = metrics::start(opts.metrics, &layer).await?;
     let svc = access::Inner::new(
         svc,
         access::Options {
@@ -692,6 +705,9 @@ where
         listen,
         async {
             let name = stop.await;
+            if let Some(e) = &endpoint {
+                e.draining();
+            }
             tracing::info!(
                 signal = name,
                 deadline_s = opts.shutdown_timeout,

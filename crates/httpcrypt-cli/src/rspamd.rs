@@ -189,8 +189,12 @@ where
     if opts.keys.is_some() {
         bail!("--keys is a v1 key directory; the rspamd profile takes --keypair FILE");
     }
-    if opts.redis.is_some() || opts.require_token || !opts.mount.is_empty() {
-        bail!("--redis, --require-token and --mount belong to the v1 profile");
+    if opts.redis.is_some()
+        || opts.require_token
+        || !opts.mount.is_empty()
+        || opts.metrics.is_some()
+    {
+        bail!("--redis, --require-token, --mount and --metrics belong to the v1 profile");
     }
     if opts.keypair.is_empty() {
         bail!(

@@ -730,30 +730,6 @@ fn keys_show_and_the_key_directory_lock() {
     assert!(!third.log().contains("another process"), "{}", third.log());
 }
 
-/// The systemd unit passes `systemd-analyze verify` (with the built binary
-/// in place of the installed one; the man page is `httpcrypt man`'s, not
-/// installed here).
-#[test]
-fn the_systemd_unit_verifies() {
-    let unit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging/httpcrypt.service");
-    let text = std::fs::read_to_string(&unit).unwrap();
-    assert!(text.contains("DynamicUser=yes") && text.contains("StateDirectory=httpcrypt"));
-    assert!(text.contains("ProtectSystem=strict") && text.contains("NoNewPrivileges=yes"));
-    let dir = tempfile::tempdir().unwrap();
-    let copy = dir.path().join("httpcrypt.service");
-    std::fs::write(&copy, text.replace("/usr/local/bin/httpcrypt", common::BIN)).unwrap();
-    let out = std::process::Command::new("systemd-analyze")
-        .args(["verify", "--man=no"])
-        .arg(&copy)
-        .output()
-        .expect("systemd-analyze (scripts/install-test-deps.sh installs it)");
-    assert!(
-        out.status.success() && out.stderr.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// `-L` follows a same-origin redirect (a directory's 307 to its slash
 /// form); without it the 307 is the answer.
 #[test]

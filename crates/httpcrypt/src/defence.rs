@@ -87,6 +87,10 @@ impl Defence {
 /// The outer 429 for a challenge or a spent budget (spec §14.4):
 /// `application/problem+json`, `Cache-Control: no-store`, and `Retry-After`.
 pub fn refusal_response(verdict: &Verdict) -> Response<HcBody> {
+    crate::metrics::rejected(match verdict {
+        Verdict::Busy { .. } => "busy",
+        _ => "admission_required",
+    });
     let mut doc = String::with_capacity(160);
     admission::format_refusal(verdict, &mut doc);
     let retry = match verdict {

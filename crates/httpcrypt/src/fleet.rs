@@ -95,11 +95,13 @@ pub fn start(path: PathBuf, identity: IdentityKey, live: LiveKeys) -> Result<Liv
                         newest = k.epoch;
                         tracing::info!(epoch = k.epoch, kid = %k.cert.kid().to_b64(), "fleet epoch");
                         task.add(to_epoch(k));
+                        crate::metrics::rotation(true);
                     }
                     next = r.epoch_start(newest + 1);
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "fleet ratchet failed; keeping current keys");
+                    crate::metrics::rotation(false);
                     next = now + period;
                 }
             }

@@ -525,9 +525,11 @@ pub fn start(store: KeyStore, period: Duration) -> Result<LiveKeys, Error> {
                 Ok(epoch) => {
                     tracing::info!(serial = epoch.cert.serial, kid = %epoch.cert.kid().to_b64(), "rotated key");
                     task_keys.add(epoch);
+                    crate::metrics::rotation(true);
                 }
                 Err(e) => {
-                    tracing::error!(error = %e, "key rotation failed; keeping the current keys")
+                    tracing::error!(error = %e, "key rotation failed; keeping the current keys");
+                    crate::metrics::rotation(false);
                 }
             }
             task_keys.remove_expired(now);

@@ -11,6 +11,7 @@
 //!   and a layer;
 //! - [`asap`]: the request in the TCP SYN, with provenance certificates (spec/asap.md);
 //! - [`defence`]: the load-aware defence in front of the key agreement;
+//! - [`metrics`]: counters of the server, through the `metrics` facade;
 //! - [`runtime`]: the listeners behind `httpcrypt serve` and `httpcrypt gateway`;
 //! - [`split`] and [`split_proxy`]: split serving through untrusted caches
 //!   (the origin's side, and `httpcrypt split-proxy`).
@@ -29,6 +30,7 @@ pub mod error;
 pub mod fleet;
 pub mod keystore;
 mod lifecycle;
+pub mod metrics;
 pub mod nonce;
 pub mod rspamd;
 pub mod runtime;

@@ -345,12 +345,14 @@ where
         // connection outlives the keys it was used with (spec §6). It
         // also remembers the connection's last ticket, issued and
         // opened (spec §7.2, D29).
+        let _open = crate::metrics::connection();
         let noted = state.clone();
         let hyper_svc = hyper::service::service_fn(move |req: Request<Incoming>| {
             let close = SockPlan::closes(&req);
             SockPlan::request(&noted, &req);
             noted.progress().request();
             let mut req = req.map(|body| RequestBody::new(body, &noted));
+            let started = crate::metrics::clock();
             // The peer's address travels in the connection state.
             req.extensions_mut().insert(noted.clone());
             let answered = svc.clone().oneshot(req);
@@ -358,7 +360,10 @@ where
             async move {
                 let rsp = answered.await?;
                 SockPlan::answer(&conn, close);
-                Ok::<_, std::convert::Infallible>(rsp.map(|body| StallBody { body, conn }))
+                Ok::<_, std::convert::Infallible>(rsp.map(|body| StallBody {
+                    body: crate::metrics::timed(body, started),
+                    conn,
+                }))
             }
         });
         // The builder is dropped here, not kept in the task's future. The

@@ -416,6 +416,11 @@ impl HttpCryptLayer {
         self.shared.defence.as_ref()
     }
 
+    /// The live keys the layer serves with.
+    pub fn keys(&self) -> &LiveKeys {
+        &self.shared.keys
+    }
+
     /// Session-cache (hits, misses) so far.
     pub fn cache_stats(&self) -> (u64, u64) {
         self.shared.cache.as_ref().map_or((0, 0), |c| {
@@ -471,6 +476,7 @@ impl Shared {
             .lookup(&sk.kid, peer)?;
         held.ticket = hit.ticket;
         held.cached = true;
+        crate::metrics::request(crate::metrics::Outcome::SessionCache);
         Some(hit.key)
     }
 
@@ -480,6 +486,7 @@ impl Shared {
         sk: &core::ServerKey,
         peer: &httpcrypt_proto::KexPublic,
     ) -> Result<httpcrypt_proto::SessionKey, httpcrypt_proto::Error> {
+        crate::metrics::key_agreement();
         let k = sk.secret.session_key(peer)?;
         if let Some(cache) = &self.cache {
             cache
@@ -624,6 +631,7 @@ where
         if matches!(cfg.outside, Outside::PassThrough)
             && cfg.mount.strip(parts.uri.path()).is_none()
         {
+            crate::metrics::request(crate::metrics::Outcome::Plaintext);
             return ResponseFuture::pass_through(inner, Request::from_parts(parts, body));
         }
         match admit(&self.shared, parts, body) {
@@ -766,6 +774,7 @@ pub(crate) fn plain(status: StatusCode, body: &'static str) -> Response<HcBody> 
 
 /// An outer (plaintext) problem response.
 fn outer_problem(err: &httpcrypt_proto::Error, certs: &[String]) -> Response<HcBody> {
+    crate::metrics::rejected(err.code());
     let (status, doc) = outer::format_problem(err, certs).unwrap_or((400, String::from("{}")));
     let mut r = Response::new(full(doc));
     *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
@@ -838,6 +847,7 @@ fn inner_problem_with(
     now: u64,
     extra: Vec<Field>,
 ) -> Response<HcBody> {
+    crate::metrics::rejected(err.code());
     let (mut head, body) = core::problem_response(err)
         .unwrap_or_else(|| (ResponseHead::new(500, "Internal Server Error"), Vec::new()));
     head.fields.extend(extra);
@@ -884,6 +894,11 @@ fn outer_http_limits(parts: &http::request::Parts, limits: &Limits) -> Option<Re
         }
     };
     refusal.map(|(status, text)| {
+        crate::metrics::refused(match status {
+            StatusCode::URI_TOO_LONG => "request_line_too_long",
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => "header_section_too_large",
+            _ => "transfer_coding_not_implemented",
+        });
         // The body was not read: the connection cannot carry another request.
         let mut r = plain(status, text);
         r.headers_mut()
@@ -949,6 +964,7 @@ fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) -> Admission<
             .strip_prefix(cfg.mount.as_str())
             .and_then(|p| p.strip_prefix(split::CONTENT_DIR))
         {
+            crate::metrics::request(crate::metrics::Outcome::Content);
             return Admission::Content {
                 store: store.clone(),
                 rest: rest.to_string(),
@@ -1015,6 +1031,7 @@ fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) -> Admission<
     shared.purge_cache(now);
     let accepted = match decision {
         Err(_) if refused.is_some() => {
+            crate::metrics::request(crate::metrics::Outcome::Refused);
             return Admission::Answer(crate::defence::refusal_response(
                 &refused.expect("checked just above"),
             ));
@@ -1022,17 +1039,25 @@ fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) -> Admission<
         Err(e) => {
             let certs = shared.keys.with(|k| k.cert_lines(now));
             tracing::debug!(code = e.code(), "refused outer request");
+            crate::metrics::request(crate::metrics::Outcome::Refused);
             return Admission::Answer(outer_problem(&e, &certs));
         }
         // `call` passes requests outside the mount on before this, by
         // the same test of the path.
         Ok(Accept::Outside) => {
             return match cfg.outside {
-                Outside::Refuse => Admission::Answer(plain(StatusCode::NOT_FOUND, "not found\n")),
-                Outside::PassThrough => Admission::PassThrough(Request::from_parts(parts, body)),
+                Outside::Refuse => {
+                    crate::metrics::refused("not_found");
+                    Admission::Answer(plain(StatusCode::NOT_FOUND, "not found\n"))
+                }
+                Outside::PassThrough => {
+                    crate::metrics::request(crate::metrics::Outcome::Plaintext);
+                    Admission::PassThrough(Request::from_parts(parts, body))
+                }
             };
         }
         Ok(Accept::Options) => {
+            crate::metrics::request(crate::metrics::Outcome::Certificates);
             let certs = shared.keys.with(|k| {
                 httpcrypt_proto::cert::format_cert_list(
                     &k.certs(now).into_iter().cloned().collect::<Vec<_>>(),
@@ -1051,6 +1076,7 @@ fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) -> Admission<
             return Admission::Answer(r);
         }
         Ok(Accept::MethodNotAllowed) => {
+            crate::metrics::refused("method_not_allowed");
             let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
             r.headers_mut().insert(
                 header::ALLOW,
@@ -1059,10 +1085,14 @@ fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) -> Admission<
             return Admission::Answer(r);
         }
         Ok(Accept::NotFound) => {
-            return Admission::Answer(plain(StatusCode::NOT_FOUND, "not found\n"))
+            crate::metrics::refused("not_found");
+            return Admission::Answer(plain(StatusCode::NOT_FOUND, "not found\n"));
         }
         Ok(Accept::Request(a)) => a,
     };
+    if matches!(accepted.credential, outer::Credential::Ticket { .. }) {
+        crate::metrics::request(crate::metrics::Outcome::Ticket);
+    }
     if let Some(conn) = conn {
         if let Some(not_after) = shared
             .keys
