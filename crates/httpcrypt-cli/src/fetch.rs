@@ -486,8 +486,8 @@ async fn run_phases(
         }
         (None, false) => None,
     };
-    let mut out = Sink::open(output.as_deref())
-        .map_err(|e| Failure::new(23, None, format!("{e:#}")))?;
+    let mut out =
+        Sink::open(output.as_deref()).map_err(|e| Failure::new(23, None, format!("{e:#}")))?;
     let write_err =
         |e: std::io::Error| Failure::new(23, None, format!("cannot write the output: {e}"));
     if a.include || a.head {

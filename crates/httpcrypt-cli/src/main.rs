@@ -15,9 +15,9 @@ mod dns;
 mod fetch;
 mod flood;
 mod keyops;
-mod ops;
 mod manual;
 mod metrics;
+mod ops;
 mod rspamd;
 
 #[derive(Parser)]
