@@ -81,13 +81,18 @@ where
 {
     type Response = Response<HcBody>;
     type Error = Infallible;
-    type Future = BoxFuture<Result<Response<HcBody>, Infallible>>;
+    type Future =
+        futures_util::future::Either<S::Future, BoxFuture<Result<Response<HcBody>, Infallible>>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
+        // Off (the default `--log warn`): no allocation, no clock read.
+        if !tracing::enabled!(target: "httpcrypt::access", tracing::Level::INFO) {
+            return futures_util::future::Either::Left(self.inner.call(req));
+        }
         let start = Instant::now();
         let slot = Slot::default();
         req.extensions_mut().insert(slot.clone());
@@ -108,7 +113,7 @@ where
             path.push('…');
         }
         let fut = self.inner.call(req);
-        Box::pin(async move {
+        futures_util::future::Either::Right(Box::pin(async move {
             let rsp = fut.await?;
             let line = Line {
                 start,
@@ -126,7 +131,7 @@ where
                 }
                 .boxed_unsync()
             }))
-        })
+        }))
     }
 }
 
@@ -249,15 +254,20 @@ where
 {
     type Response = Response<HcBody>;
     type Error = BoxError;
-    type Future = BoxFuture<Result<Response<HcBody>, BoxError>>;
+    type Future =
+        futures_util::future::Either<S::Future, BoxFuture<Result<Response<HcBody>, BoxError>>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, req: Request<HcBody>) -> Self::Future {
-        let slot = req.extensions().get::<Slot>().cloned();
-        if let Some(slot) = &slot {
+        let Some(slot) = req.extensions().get::<Slot>().cloned() else {
+            // The access log is off.
+            return futures_util::future::Either::Left(self.inner.call(req));
+        };
+        {
+            let slot = &slot;
             let key = req.extensions().get::<Encrypted>().map(|e| {
                 if e.resumed {
                     "ticket"
@@ -284,11 +294,11 @@ where
         let fut = self.inner.call(req);
         // A combinator, not an async block: an async block over a generic
         // future with this body type trips rustc's higher-ranked `Send` check.
-        Box::pin(futures_util::FutureExt::map(fut, move |r| {
-            if let (Ok(rsp), Some(slot)) = (&r, &slot) {
+        futures_util::future::Either::Right(Box::pin(futures_util::FutureExt::map(fut, move |r| {
+            if let Ok(rsp) = &r {
                 slot.inner_status(rsp.status().as_u16());
             }
             r
-        }))
+        })))
     }
 }

@@ -300,11 +300,13 @@ fn host_port(url: &http::Uri) -> String {
     format!("{host}:{}", url.port_u16().unwrap_or(80))
 }
 
-/// Names a failure of the exchange (spec §12, client diagnoses).
-fn diagnose(e: httpcrypt::Error, a: &FetchArgs, url: &http::Uri) -> Failure {
+/// Names a failure (spec §12, client diagnoses); `options`: of the
+/// `OPTIONS` request for the certificates (only its refusal says that the
+/// server is not an HTTPCrypt server or that the mount is wrong).
+fn diagnose(e: httpcrypt::Error, a: &FetchArgs, url: &http::Uri, options: bool) -> Failure {
     let hp = host_port(url);
     // OPTIONS goes to `{mount}/`; the mount is named as the user gave it.
-    let options = format!("{}/", a.mount.trim_end_matches('/'));
+    let options_path = format!("{}/", a.mount.trim_end_matches('/'));
     let mount = if a.mount.is_empty() {
         "/"
     } else {
@@ -314,20 +316,24 @@ fn diagnose(e: httpcrypt::Error, a: &FetchArgs, url: &http::Uri) -> Failure {
         httpcrypt::Error::Refused {
             status: 404,
             type_uri,
-        } if type_uri.is_empty() => Failure::new(
+        } if options && type_uri.is_empty() => Failure::new(
             35,
             Some("no_endpoint"),
             format!("no HTTPCrypt endpoint at {mount} on {hp}: wrong --mount?"),
         ),
-        httpcrypt::Error::Refused { status, type_uri } if type_uri.is_empty() => Failure::new(
+        httpcrypt::Error::Refused { status, type_uri } if options && type_uri.is_empty() => {
+            Failure::new(
+                35,
+                Some("not_httpcrypt"),
+                format!(
+                    "{hp} is not an HTTPCrypt server (OPTIONS {options_path} answered {status})"
+                ),
+            )
+        }
+        httpcrypt::Error::RefusedText { status, .. } if options => Failure::new(
             35,
             Some("not_httpcrypt"),
-            format!("{hp} is not an HTTPCrypt server (OPTIONS {options} answered {status})"),
-        ),
-        httpcrypt::Error::RefusedText { status, .. } => Failure::new(
-            35,
-            Some("not_httpcrypt"),
-            format!("{hp} is not an HTTPCrypt server (OPTIONS {options} answered {status})"),
+            format!("{hp} is not an HTTPCrypt server (OPTIONS {options_path} answered {status})"),
         ),
         httpcrypt::Error::Protocol(p) if p.code() == "bad_signature" => Failure::new(
             60,
@@ -425,6 +431,17 @@ async fn run_phases(
         .data_bytes()
         .map_err(|e| Failure::new(26, None, format!("{e:#}")))?;
     let client = client_for(a)?;
+    if client.config().discovery.is_none() {
+        // The certificates first, as the client would fetch them anyway:
+        // a refusal of this OPTIONS is then told apart from one of the
+        // request (not an HTTPCrypt server, a wrong mount, another identity).
+        let authority = a.url.authority().map_or("", |au| au.as_str());
+        phase.set("fetching the certificates");
+        client
+            .refresh_certs("http", authority)
+            .await
+            .map_err(|e| diagnose(e, a, &a.url, true))?;
+    }
     let times = a.repeat.unwrap_or(1);
     for i in 1..times {
         let rsp = exchange(&client, a, &a.url, data.clone(), phase).await?;
@@ -724,17 +741,6 @@ async fn exchange(
             "application/x-www-form-urlencoded",
         );
     }
-    phase.set("connecting");
-    if client.config().discovery.is_none() && client.config().identity.is_some() {
-        // In authenticated mode, the certificates first: a wrong identity
-        // is then named for what it is.
-        let authority = url.authority().map_or("", |au| au.as_str());
-        phase.set("fetching the certificates");
-        client
-            .refresh_certs("http", authority)
-            .await
-            .map_err(|e| diagnose(e, a, url))?;
-    }
     phase.set("waiting for the response");
     let rsp = match &a.data_file {
         Some(path) => {
@@ -760,7 +766,7 @@ async fn exchange(
             client.send(req).await
         }
     }
-    .map_err(|e| diagnose(e, a, url))?;
+    .map_err(|e| diagnose(e, a, url, false))?;
     if a.verbose {
         if let Some(source) = a
             .url
