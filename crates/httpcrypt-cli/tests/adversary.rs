@@ -92,7 +92,12 @@ impl GatewaySetup {
         let keys = dir.path().join("keys");
         common::keygen(&keys, false);
         let recorder = Recorder::start();
-        let gateway = common::gateway(&keys, recorder.addr, extra);
+        // The gateway's own client-address fields (`--forwarded`, by
+        // default X-Forwarded-For/-Proto from the TCP peer: tests/ops.rs)
+        // are off, so the upstream must see the sealed request exactly.
+        let mut args = vec!["--forwarded", "none"];
+        args.extend_from_slice(extra);
+        let gateway = common::gateway(&keys, recorder.addr, &args);
         GatewaySetup {
             _dir: dir,
             recorder,
@@ -387,6 +392,8 @@ fn rspamd_gateway_upstream_sees_only_the_sealed_request() {
             key_file.to_str().unwrap(),
             "--server-name",
             "scanner.example",
+            "--forwarded",
+            "none",
         ],
     );
     let inner_req = b"POST /checkv2 HTTP/1.0\r\nContent-Length: 5\r\nUser-Agent: rspamc\r\nFilename: msg.eml\r\n\r\nhello";
