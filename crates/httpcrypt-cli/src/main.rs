@@ -66,9 +66,18 @@ struct SplitProxyArgs {
     /// Directory of the content-addressed cache.
     #[arg(long)]
     cache_dir: PathBuf,
-    /// Cache bound in bytes (suffixes K, M, G: powers of 1024).
+    /// Cache bound in bytes of disk (suffixes K, M, G: powers of 1024);
+    /// each entry counts at least one 4 KiB block plus 512 bytes, each
+    /// cache subdirectory one block.
     #[arg(long, default_value = "1G", value_parser = parse_size)]
     cache_size: u64,
+    /// Most entries in the cache.
+    #[arg(long, default_value_t = httpcrypt::split_proxy::DEFAULT_MAX_ENTRIES)]
+    cache_entries: usize,
+    /// Records shorter than this many bytes are not cached (fetched from
+    /// the origin each time).
+    #[arg(long, default_value_t = httpcrypt::split_proxy::DEFAULT_MIN_PAYLOAD)]
+    cache_min_record: usize,
     /// Largest record accepted from the origin, bytes.
     #[arg(long, default_value_t = 1 << 20)]
     max_record: usize,
@@ -348,7 +357,12 @@ async fn split_proxy(a: SplitProxyArgs) -> Result<i32> {
     if a.origin.scheme_str() != Some("http") || a.origin.authority().is_none() {
         bail!("--origin must be an http:// URL with a host");
     }
-    let cache = httpcrypt::split_proxy::DiskCache::open(&a.cache_dir, a.cache_size)
+    let limits = httpcrypt::split_proxy::CacheLimits {
+        max_bytes: a.cache_size,
+        max_entries: a.cache_entries,
+        min_payload: a.cache_min_record,
+    };
+    let cache = httpcrypt::split_proxy::DiskCache::open_with(&a.cache_dir, limits)
         .with_context(|| format!("opening cache directory {}", a.cache_dir.display()))?;
     let proxy = httpcrypt::split_proxy::SplitProxy::new(
         httpcrypt::split_proxy::ProxyConfig {
