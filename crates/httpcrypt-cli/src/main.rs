@@ -119,6 +119,20 @@ enum FleetCmd {
         #[arg(long, default_value_t = 0)]
         origin: u64,
     },
+    /// Announce fresh randomness for a future epoch of the fleet ratchet,
+    /// so that a state stolen before it reveals no key from that epoch on.
+    /// Copy the new fleet file to every instance before the epoch begins.
+    Reseed {
+        /// Key directory holding the fleet file.
+        #[arg(long)]
+        keys: PathBuf,
+        /// The epoch the reseed takes effect at.
+        #[arg(long, conflicts_with = "ahead")]
+        at: Option<u64>,
+        /// Or: this many epochs after the current one.
+        #[arg(long, default_value_t = 2)]
+        ahead: u64,
+    },
 }
 
 #[derive(Args)]
@@ -345,6 +359,16 @@ async fn run(cmd: Cmd) -> Result<i32> {
             open_store(&keys)?;
             let path = httpcrypt::fleet::init(&keys, Duration::from_secs(period.max(1)), origin)?;
             println!("{}", path.display());
+            Ok(0)
+        }
+        Cmd::Fleet(FleetCmd::Reseed { keys, at, ahead }) => {
+            open_store(&keys)?;
+            let (epoch, start) = httpcrypt::fleet::reseed(&keys, at, ahead)?;
+            println!("{epoch} {start}");
+            eprintln!(
+                "httpcrypt: reseed at epoch {epoch} (unix {start}); copy {} to every instance before then",
+                keys.join(httpcrypt::fleet::FLEET_FILE).display()
+            );
             Ok(0)
         }
         Cmd::Dns(a) => dns::run(a).await,
