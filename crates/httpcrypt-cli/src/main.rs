@@ -208,6 +208,11 @@ struct ServerOpts {
     /// so a replay is refused fleet-wide, not just by this instance.
     #[arg(long)]
     redis: Option<String>,
+    /// Seconds a Redis strike outlives twice the freshness window: the
+    /// largest clock difference between instances it absorbs. Every strike
+    /// lives exactly 2W + this, whatever any clock says.
+    #[arg(long, default_value_t = httpcrypt::strikes::DEFAULT_REDIS_TTL_MARGIN)]
+    redis_ttl_margin: u64,
     /// Session-cache capacity in entries (0 turns it off).
     #[arg(long, default_value_t = 65_536)]
     session_cache: usize,
@@ -521,7 +526,8 @@ async fn prepare(
                 .unwrap_or(httpcrypt::proto::replay::DEFAULT_WINDOW);
             let strikes = httpcrypt::strikes::RedisStrikes::connect(url, window)
                 .await
-                .with_context(|| format!("connecting to {url}"))?;
+                .with_context(|| format!("connecting to {url}"))?
+                .with_margin(opts.redis_ttl_margin);
             httpcrypt::HttpCryptLayer::with_strikes(keys, config, std::sync::Arc::new(strikes))
         }
         None => httpcrypt::HttpCryptLayer::new(keys, config),
