@@ -73,8 +73,18 @@ fn derive(label: &[u8], seed: &[u8; 32]) -> Zeroizing<[u8; 32]> {
 
 impl Ratchet {
     /// A ratchet at `epoch` with `seed`, for epochs of `period` seconds from `origin`.
+    /// Refuses a period of zero and numbers whose epoch arithmetic could
+    /// overflow (a period or skew above 2^32 − 1 s, an epoch start beyond
+    /// 2^62 s): a state file is input, and must give an error, not a panic.
     pub fn new(origin: u64, period: u64, skew: u64, epoch: u64, seed: [u8; 32]) -> Result<Self> {
-        if period == 0 {
+        let start = epoch
+            .checked_mul(period)
+            .and_then(|s| s.checked_add(origin));
+        if period == 0
+            || period > u64::from(u32::MAX)
+            || skew > u64::from(u32::MAX)
+            || start.is_none_or(|s| s > 1 << 62)
+        {
             return Err(Error::BadKeypair);
         }
         Ok(Ratchet {
@@ -264,6 +274,19 @@ mod tests {
             .iter()
             .all(|k| k.cert != epoch0[0].cert));
         assert!(Ratchet::from_text("hc1-ratchet 1 0 1 1 AAAA").is_err());
+        let seed = b64::encode(&[7u8; 32]);
+        for bad in [
+            format!("hc1-ratchet 0 60 {} 1 {seed}", u64::MAX),
+            format!("hc1-ratchet 0 {} 0 1 {seed}", u64::MAX),
+            format!("hc1-ratchet {} 60 0 1 {seed}", u64::MAX),
+            format!("hc1-ratchet 0 60 0 {} {seed}", u64::MAX / 2),
+        ] {
+            assert_eq!(
+                Ratchet::from_text(&bad).map(|_| ()),
+                Err(Error::BadKeypair),
+                "{bad}"
+            );
+        }
     }
 
     #[test]
