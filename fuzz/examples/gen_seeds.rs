@@ -388,6 +388,70 @@ fn tokens(s: &mut Seeds) {
     s.put("token", "client-random", b64::encode(&[7; 24]).as_bytes());
 }
 
+fn provenance_seeds(s: &mut Seeds) {
+    use httpcrypt_proto::provenance::{self, ProvenanceKey, ServerId};
+    // Issued by the fixture key inside the target (mode 0), IPv4 and IPv6.
+    let mut v4 = [0u8; 16];
+    v4[..4].copy_from_slice(&[192, 0, 2, 1]);
+    let issued = |mode: u8, peer: [u8; 16], now: u64, at: u64, life: u32, flip: u16| {
+        SeedWriter::new()
+            .u8(mode)
+            .bytes(&peer)
+            .u64(now)
+            .u64(at)
+            .u32(life)
+            .u16(flip)
+            .finish()
+    };
+    s.put(
+        "provenance",
+        "issued-v4",
+        &issued(2, v4, 1_800_000_000, 1_799_999_990, 600, 77),
+    );
+    let v6: [u8; 16] = [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+    s.put(
+        "provenance",
+        "issued-v6",
+        &issued(0, v6, 1_800_000_000, 1_800_000_000, 86_400, 400),
+    );
+    // A valid certificate in text form (mode 1), and a provenance key.
+    let key = ProvenanceKey::from_parts([1, 2, 3, 4], [7; 32]);
+    let text = provenance::issue_text(
+        &key,
+        [192, 0, 2, 1].into(),
+        ServerId([9; 8]),
+        1_799_999_990,
+        600,
+    );
+    let mut seed = issued(3, v4, 1_800_000_000, 0, 0, 0);
+    seed.extend_from_slice(text.as_bytes());
+    s.put("provenance", "text", &seed);
+    let mut seed = issued(1, [0; 16], 0, 0, 0, 0);
+    seed.extend_from_slice(key.format().as_bytes());
+    s.put("provenance", "key", &seed);
+}
+
+fn admission_seeds(s: &mut Seeds) {
+    let cookie = b64::encode(&(0u8..21).collect::<Vec<_>>());
+    let echo = b64::encode(&(0u8..29).collect::<Vec<_>>());
+    let with = |mode: u8, rest: &[u8]| [&[mode][..], rest].concat();
+    s.put("admission", "cookie", &with(0, cookie.as_bytes()));
+    s.put("admission", "echo", &with(1, echo.as_bytes()));
+    let fields = format!("a=b; hc1-admit={echo}\nc=d");
+    s.put("admission", "fields", &with(2, fields.as_bytes()));
+    let doc = format!("{{\"type\":\"urn:httpcrypt:admission\",\"admit\":\"{cookie}\"}}");
+    s.put("admission", "refusal", &with(3, doc.as_bytes()));
+}
+
+fn ratchet_seeds(s: &mut Seeds) {
+    let seed = b64::encode(&(0u8..32).collect::<Vec<_>>());
+    let state = format!("hc1-ratchet 1700000000 3600 60 12 {seed}\n");
+    s.put("ratchet", "state", state.as_bytes());
+    let (old, fresh) = (b64::encode(&[7; 32]), b64::encode(&[9; 32]));
+    let state = format!("hc1-ratchet 0 60 60 5 {old} 8 {fresh}\n");
+    s.put("ratchet", "state-reseed", state.as_bytes());
+}
+
 fn b64_seeds(s: &mut Seeds) {
     s.put("b64", "nonce", b64::encode(&[0xfb; 24]).as_bytes());
     s.put("b64", "short", b"-_8");
@@ -555,5 +619,8 @@ fn main() {
     replay_seeds(&mut s);
     rspamd_seeds(&mut s);
     split_seeds(&mut s);
+    provenance_seeds(&mut s);
+    admission_seeds(&mut s);
+    ratchet_seeds(&mut s);
     println!("wrote {} seeds under {}", s.count, s.root.display());
 }

@@ -12,6 +12,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use httpcrypt::dns::{self, Authority, DnsDiscovery, Publication, Tsig, UpdateTarget};
 use httpcrypt::keystore::{self, KeyStore, LiveKeys};
+use zeroize::Zeroizing;
 
 /// Publish keys in the DNS.
 #[derive(Args)]
@@ -80,11 +81,17 @@ struct RecordsArgs {
 #[derive(Args, Clone)]
 pub struct TsigArgs {
     /// TSIG key name.
-    #[arg(long, requires = "tsig_secret")]
+    #[arg(long)]
     tsig_name: Option<String>,
     /// TSIG secret, base64 (as in `tsig-keygen` or `keymgr -t` output).
+    /// On the command line it is visible to every local user (ps,
+    /// /proc/PID/cmdline): prefer --tsig-secret-file or the environment.
     #[arg(long, env = "HTTPCRYPT_TSIG_SECRET", hide_env_values = true)]
     tsig_secret: Option<String>,
+    /// File holding the TSIG secret: the base64 secret alone, or a BIND key
+    /// file as `tsig-keygen` writes it (its `secret "…";` is used).
+    #[arg(long, conflicts_with = "tsig_secret")]
+    tsig_secret_file: Option<PathBuf>,
     /// TSIG algorithm: hmac-sha256, hmac-sha384 or hmac-sha512.
     #[arg(long, default_value = "hmac-sha256")]
     tsig_alg: String,
@@ -92,12 +99,53 @@ pub struct TsigArgs {
 
 impl TsigArgs {
     fn tsig(&self) -> Result<Option<Tsig>> {
-        match (&self.tsig_name, &self.tsig_secret) {
-            (Some(n), Some(s)) => Ok(Some(Tsig::new(n, s, &self.tsig_alg)?)),
+        let secret = match (&self.tsig_secret, &self.tsig_secret_file) {
+            (Some(s), _) => {
+                if secret_on_command_line() {
+                    eprintln!(
+                        "httpcrypt: warning: --tsig-secret on the command line is visible to \
+                         every local user (ps, /proc/PID/cmdline); use --tsig-secret-file or \
+                         HTTPCRYPT_TSIG_SECRET"
+                    );
+                }
+                Some(Zeroizing::new(s.clone()))
+            }
+            (None, Some(path)) => Some(read_tsig_secret(path)?),
+            (None, None) => None,
+        };
+        match (&self.tsig_name, secret) {
+            (Some(n), Some(s)) => Ok(Some(Tsig::new(n, &s, &self.tsig_alg)?)),
             (None, None) => Ok(None),
-            _ => bail!("--tsig-name and --tsig-secret go together"),
+            _ => bail!("--tsig-name goes with --tsig-secret-file (or --tsig-secret)"),
         }
     }
+}
+
+/// Whether `--tsig-secret` was given as an argument (not by environment).
+fn secret_on_command_line() -> bool {
+    std::env::args_os().any(|a| {
+        let a = a.to_string_lossy();
+        a == "--tsig-secret" || a.starts_with("--tsig-secret=")
+    })
+}
+
+/// The secret of a TSIG key file: a BIND `key` clause's `secret "…";`, or
+/// the whole file as base64.
+fn read_tsig_secret(path: &Path) -> Result<Zeroizing<String>> {
+    let text = Zeroizing::new(
+        std::fs::read_to_string(path)
+            .with_context(|| format!("reading TSIG secret {}", path.display()))?,
+    );
+    let secret = text
+        .lines()
+        .map(str::trim)
+        .find_map(|l| l.strip_prefix("secret"))
+        .and_then(|rest| rest.split('"').nth(1))
+        .unwrap_or(text.trim());
+    if secret.is_empty() {
+        bail!("{}: no TSIG secret", path.display());
+    }
+    Ok(Zeroizing::new(secret.to_string()))
 }
 
 #[derive(Args)]

@@ -95,9 +95,18 @@ struct SplitProxyArgs {
     /// Directory of the content-addressed cache.
     #[arg(long)]
     cache_dir: PathBuf,
-    /// Cache bound in bytes (suffixes K, M, G: powers of 1024).
+    /// Cache bound in bytes of disk (suffixes K, M, G: powers of 1024);
+    /// each entry counts at least one 4 KiB block plus 512 bytes, each
+    /// cache subdirectory one block.
     #[arg(long, default_value = "1G", value_parser = parse_size)]
     cache_size: u64,
+    /// Most entries in the cache.
+    #[arg(long, default_value_t = httpcrypt::split_proxy::DEFAULT_MAX_ENTRIES)]
+    cache_entries: usize,
+    /// Records shorter than this many bytes are not cached (fetched from
+    /// the origin each time).
+    #[arg(long, default_value_t = httpcrypt::split_proxy::DEFAULT_MIN_PAYLOAD)]
+    cache_min_record: usize,
     /// Largest record accepted from the origin, bytes.
     #[arg(long, default_value_t = 1 << 20)]
     max_record: usize,
@@ -201,6 +210,20 @@ enum FleetCmd {
         /// Start of epoch 0 (unix seconds).
         #[arg(long, default_value_t = 0)]
         origin: u64,
+    },
+    /// Announce fresh randomness for a future epoch of the fleet ratchet,
+    /// so that a state stolen before it reveals no key from that epoch on.
+    /// Copy the new fleet file to every instance before the epoch begins.
+    Reseed {
+        /// Key directory holding the fleet file.
+        #[arg(long)]
+        keys: PathBuf,
+        /// The epoch the reseed takes effect at.
+        #[arg(long, conflicts_with = "ahead")]
+        at: Option<u64>,
+        /// Or: this many epochs after the current one.
+        #[arg(long, default_value_t = 2)]
+        ahead: u64,
     },
 }
 
@@ -311,6 +334,11 @@ struct ServerOpts {
     /// so a replay is refused fleet-wide, not just by this instance.
     #[arg(long)]
     redis: Option<String>,
+    /// Seconds a Redis strike outlives twice the freshness window: the
+    /// largest clock difference between instances it absorbs. Every strike
+    /// lives exactly 2W + this, whatever any clock says.
+    #[arg(long, default_value_t = httpcrypt::strikes::DEFAULT_REDIS_TTL_MARGIN)]
+    redis_ttl_margin: u64,
     /// Session-cache capacity in entries (0 turns it off).
     #[arg(long, default_value_t = 65_536)]
     session_cache: usize,
@@ -569,6 +597,16 @@ async fn run(cmd: Cmd) -> Result<i32> {
             println!("{}", path.display());
             Ok(0)
         }
+        Cmd::Fleet(FleetCmd::Reseed { keys, at, ahead }) => {
+            open_store(&keys)?;
+            let (epoch, start) = httpcrypt::fleet::reseed(&keys, at, ahead)?;
+            println!("{epoch} {start}");
+            eprintln!(
+                "httpcrypt: reseed at epoch {epoch} (unix {start}); copy {} to every instance before then",
+                keys.join(httpcrypt::fleet::FLEET_FILE).display()
+            );
+            Ok(0)
+        }
         Cmd::Dns(a) => dns::run(a).await,
         Cmd::SplitProxy(a) => split_proxy(a).await,
         Cmd::Flood(a) => flood::run(a).await,
@@ -628,7 +666,12 @@ async fn split_proxy(a: SplitProxyArgs) -> Result<i32> {
     if a.origin.scheme_str() != Some("http") || a.origin.authority().is_none() {
         bail!("--origin must be an http:// URL with a host");
     }
-    let cache = httpcrypt::split_proxy::DiskCache::open(&a.cache_dir, a.cache_size)
+    let limits = httpcrypt::split_proxy::CacheLimits {
+        max_bytes: a.cache_size,
+        max_entries: a.cache_entries,
+        min_payload: a.cache_min_record,
+    };
+    let cache = httpcrypt::split_proxy::DiskCache::open_with(&a.cache_dir, limits)
         .with_context(|| format!("opening cache directory {}", a.cache_dir.display()))?;
     let proxy = httpcrypt::split_proxy::SplitProxy::new(
         httpcrypt::split_proxy::ProxyConfig {
@@ -811,7 +854,8 @@ async fn prepare(
                 .unwrap_or(httpcrypt::proto::replay::DEFAULT_WINDOW);
             let strikes = httpcrypt::strikes::RedisStrikes::connect(url, window)
                 .await
-                .with_context(|| format!("connecting to {url}"))?;
+                .with_context(|| format!("connecting to {url}"))?
+                .with_margin(opts.redis_ttl_margin);
             httpcrypt::HttpCryptLayer::with_strikes(keys, config, std::sync::Arc::new(strikes))
         }
         None => httpcrypt::HttpCryptLayer::new(keys, config),

@@ -882,6 +882,29 @@ fn rfc2136_updates_into_bind_during_rotation() {
     );
     wait_dns(&mut named, bind_port, "ns.dyn.test", "A");
 
+    // R = 5 s: the server publishes at start and after every rotation.
+    let (mut server, port) = serve(
+        dir,
+        &keys,
+        &root,
+        &[
+            "--rotation",
+            "5",
+            "--publish-server",
+            &addr(bind_port).to_string(),
+            "--publish-zone",
+            "dyn.test",
+            "--publish-host",
+            "www.dyn.test",
+            "--tsig-name",
+            &tsig_name,
+            // The key file tsig-keygen wrote: the secret never appears in argv.
+            "--tsig-secret-file",
+            dir.join("key.conf").to_str().unwrap(),
+        ],
+    );
+    wait_dns(&mut named, bind_port, "_httpcrypt.www.dyn.test", "TXT");
+
     // A wrong TSIG secret is refused.
     let o = hc(&[
         "dns",
@@ -900,28 +923,39 @@ fn rfc2136_updates_into_bind_during_rotation() {
         "c2VjcmV0c2VjcmV0c2VjcmV0",
     ]);
     assert!(!o.status.success(), "unsigned update accepted");
-
-    // R = 5 s: the server publishes at start and after every rotation.
-    let (mut server, port) = serve(
-        dir,
-        &keys,
-        &root,
-        &[
-            "--rotation",
-            "5",
-            "--publish-server",
-            &addr(bind_port).to_string(),
-            "--publish-zone",
-            "dyn.test",
-            "--publish-host",
-            "www.dyn.test",
-            "--tsig-name",
-            &tsig_name,
-            "--tsig-secret",
-            &secret,
-        ],
+    assert!(
+        !text(&o.stderr).contains("no unexpired key"),
+        "{}",
+        text(&o.stderr)
     );
-    wait_dns(&mut named, bind_port, "_httpcrypt.www.dyn.test", "TXT");
+    // The secret on the command line still works but is warned about.
+    let stderr = text(&o.stderr);
+    assert!(stderr.contains("warning: --tsig-secret"), "{stderr}");
+    // The secret alone in a file (not in argv) is accepted. (The records'
+    // TTL is the server's R, so that resolvers follow its rotations.)
+    let raw = dir.join("tsig.secret");
+    std::fs::write(&raw, format!("{secret}\n")).unwrap();
+    let o = hc(&[
+        "dns",
+        "publish",
+        "--keys",
+        keys.to_str().unwrap(),
+        "--ttl",
+        "5",
+        "--host",
+        "www.dyn.test",
+        "--server",
+        &addr(bind_port).to_string(),
+        "--zone",
+        "dyn.test",
+        "--tsig-name",
+        &tsig_name,
+        "--tsig-secret-file",
+        raw.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(!text(&o.stderr).contains("warning"), "{}", text(&o.stderr));
+
     let (_unbound, ub) = unbound(dir, &["dyn.test"], bind_port, &[]);
 
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -965,7 +999,11 @@ fn rfc2136_updates_into_bind_during_rotation() {
     server.assert_running();
     assert!(ok >= 100, "only {ok} requests in 60 s");
     // Keys rotated about 12 times; the client followed through DNS.
-    assert!(serials.len() >= 6, "client saw serials {serials:?}");
+    assert!(
+        serials.len() >= 6,
+        "client saw serials {serials:?}: {}",
+        server.log()
+    );
     // Only unexpired certificates are published (expired ones were removed).
     let now = httpcrypt::keystore::unix_now();
     let txt = dig("dig", bind_port, "_httpcrypt.www.dyn.test", "TXT", true);

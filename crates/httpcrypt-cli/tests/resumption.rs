@@ -417,6 +417,44 @@ fn replays_are_refused_per_instance_and_fleet_wide_with_redis() {
     println!("fail closed: Redis stalled {stalled:?}, Redis gone {gone:?}");
 }
 
+/// Two instances sharing Redis whose clocks differ by 20 s: the strike
+/// written by the one running ahead must outlive the window of the one
+/// running behind. Its TTL used to be `Date + W − now` on the recording
+/// instance's clock: 3 s here, after which the lagging instance, which
+/// still accepts the `Date`, took the replay.
+#[test]
+fn replays_are_refused_across_a_fleet_with_skewed_clocks() {
+    let fleet = Fleet::new(3600);
+    let redis = common::redis_server();
+    let url = format!("redis://{}/", redis.addr);
+    let ahead_keys = fleet.dir.path().join("keys-ahead");
+    common::copy_dir(&fleet.dir.path().join("keys"), &ahead_keys);
+    let ahead = common::serve_env(
+        &[
+            ("LD_PRELOAD", libfaketime().to_str().unwrap()),
+            ("FAKETIME", "+20s"),
+            ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+        ],
+        &ahead_keys,
+        &fleet.root(),
+        &["--redis", &url],
+    );
+    let behind = fleet.instance("behind", &["--redis", &url]);
+    let sealed = fleet.sealed(&behind);
+    // A Date 38 s old: 58 s behind the fast instance's clock, inside its
+    // window of 60 s.
+    let date = unix_now() - 38;
+    let bytes = sealed.post(
+        &ahead.addr.to_string(),
+        &sealed.stream("GET", "/hello.txt", date, b""),
+    );
+    assert_hello(&sealed, &exchange(ahead.addr, &bytes).0);
+    std::thread::sleep(Duration::from_secs(5));
+    // Still inside the slow instance's window (42 s old): a replay.
+    let (status, ty, _) = sealed.open_problem(&exchange(behind.addr, &bytes).0);
+    assert_eq!((status, ty.as_str()), (425, REPLAY));
+}
+
 /// Sends `sig` to a child process this test started.
 fn signal(p: &Proc, sig: &str) {
     let ok = std::process::Command::new("kill")

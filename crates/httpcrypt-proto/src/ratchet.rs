@@ -2,10 +2,15 @@
 //! instances behind one name share a seed and derive each rotation epoch's
 //! kex key and ticket key from it, then advance the seed with a one-way
 //! function and forget the old one. Compromise of today's state reveals the
-//! keys still in use (the last three epochs) but nothing older.
+//! keys still in use (the last three epochs) and every later epoch's until
+//! the next reseed, but nothing older: a reseed scheduled for epoch `a`
+//! mixes fresh randomness into the chain there, so a state stolen before
+//! it says nothing about epoch `a` and later.
 //!
 //! ```text
 //! seed_{e+1}   = SHA3-256("hc1-ratchet-next"   || seed_e)
+//! seed_a       = SHA3-256("hc1-ratchet-reseed" || SHA3-256("hc1-ratchet-next" || seed_{a-1})
+//!                         || fresh)              (a reseed announced for epoch a)
 //! kex_secret_e = SHA3-256("hc1-ratchet-kex"    || seed_e)
 //! ticket_key_e = SHA3-256("hc1-ratchet-ticket" || seed_e)
 //! tid_e        = SHA3-256("hc1-ratchet-tid"    || seed_e)[0..10]
@@ -34,6 +39,8 @@ pub struct Ratchet {
     skew: u64,
     epoch: u64,
     seed: Zeroizing<[u8; 32]>,
+    /// A reseed announced for a later epoch: (epoch, fresh randomness).
+    reseed: Option<(u64, Zeroizing<[u8; 32]>)>,
 }
 
 impl core::fmt::Debug for Ratchet {
@@ -42,6 +49,7 @@ impl core::fmt::Debug for Ratchet {
             .field("origin", &self.origin)
             .field("period", &self.period)
             .field("epoch", &self.epoch)
+            .field("reseed_at", &self.reseed.as_ref().map(|r| r.0))
             .finish_non_exhaustive()
     }
 }
@@ -65,8 +73,18 @@ fn derive(label: &[u8], seed: &[u8; 32]) -> Zeroizing<[u8; 32]> {
 
 impl Ratchet {
     /// A ratchet at `epoch` with `seed`, for epochs of `period` seconds from `origin`.
+    /// Refuses a period of zero and numbers whose epoch arithmetic could
+    /// overflow (a period or skew above 2^32 − 1 s, an epoch start beyond
+    /// 2^62 s): a state file is input, and must give an error, not a panic.
     pub fn new(origin: u64, period: u64, skew: u64, epoch: u64, seed: [u8; 32]) -> Result<Self> {
-        if period == 0 {
+        let start = epoch
+            .checked_mul(period)
+            .and_then(|s| s.checked_add(origin));
+        if period == 0
+            || period > u64::from(u32::MAX)
+            || skew > u64::from(u32::MAX)
+            || start.is_none_or(|s| s > 1 << 62)
+        {
             return Err(Error::BadKeypair);
         }
         Ok(Ratchet {
@@ -75,7 +93,26 @@ impl Ratchet {
             skew,
             epoch,
             seed: Zeroizing::new(seed),
+            reseed: None,
         })
+    }
+
+    /// Announces a reseed: the seed of epoch `at` (and so every later key)
+    /// also depends on `fresh`. `at` must be later than both the state's
+    /// epoch and the epoch containing `now`, so that every instance that
+    /// loads this state before `at` begins switches at the same boundary;
+    /// only one reseed may be pending.
+    pub fn schedule_reseed(&mut self, now: u64, at: u64, fresh: [u8; 32]) -> Result<()> {
+        if at <= self.epoch.max(self.epoch_at(now)) || self.reseed.is_some() {
+            return Err(Error::NotValid);
+        }
+        self.reseed = Some((at, Zeroizing::new(fresh)));
+        Ok(())
+    }
+
+    /// The epoch of the pending reseed, if any.
+    pub fn reseed_at(&self) -> Option<u64> {
+        self.reseed.as_ref().map(|r| r.0)
     }
 
     /// The epoch the state is at.
@@ -118,9 +155,14 @@ impl Ratchet {
     }
 
     fn step(&mut self) {
-        let next = derive(b"hc1-ratchet-next", &self.seed);
-        *self.seed = *next;
+        let mut next = derive(b"hc1-ratchet-next", &self.seed);
         self.epoch += 1;
+        if self.reseed.as_ref().is_some_and(|r| r.0 == self.epoch) {
+            if let Some((_, fresh)) = self.reseed.take() {
+                next = Zeroizing::new(sha3_256(&[b"hc1-ratchet-reseed", &next[..], &fresh[..]]));
+            }
+        }
+        *self.seed = *next;
     }
 
     /// Advances to the epoch containing `now` (never backwards) and returns
@@ -139,16 +181,23 @@ impl Ratchet {
         out
     }
 
-    /// The state as text (`origin period skew epoch seed`), for the file an
-    /// instance keeps; write it back after every advance.
+    /// The state as text (`origin period skew epoch seed`, then `at fresh`
+    /// while a reseed is pending), for the file an instance keeps; write it
+    /// back after every advance.
     pub fn to_text(&self) -> Zeroizing<String> {
+        let reseed = match &self.reseed {
+            Some((at, fresh)) => format!(" {at} {}", b64::encode(&fresh[..])),
+            None => String::new(),
+        };
+        let reseed = Zeroizing::new(reseed);
         Zeroizing::new(format!(
-            "hc1-ratchet {} {} {} {} {}\n",
+            "hc1-ratchet {} {} {} {} {}{}\n",
             self.origin,
             self.period,
             self.skew,
             self.epoch,
-            b64::encode(&self.seed[..])
+            b64::encode(&self.seed[..]),
+            reseed.as_str()
         ))
     }
 
@@ -167,10 +216,27 @@ impl Ratchet {
         let seed = Zeroizing::new(b64::decode_array::<32>(
             it.next().ok_or(Error::BadKeypair)?.as_bytes(),
         )?);
+        let reseed = match it.next() {
+            None => None,
+            Some(at) => {
+                let at: u64 = at.parse().map_err(|_| Error::BadKeypair)?;
+                let fresh = Zeroizing::new(b64::decode_array::<32>(
+                    it.next().ok_or(Error::BadKeypair)?.as_bytes(),
+                )?);
+                // A reseed the state has already passed was missed: the
+                // chain cannot be rejoined.
+                if at <= epoch {
+                    return Err(Error::BadKeypair);
+                }
+                Some((at, fresh))
+            }
+        };
         if it.next().is_some() {
             return Err(Error::BadKeypair);
         }
-        Ratchet::new(origin, period, skew, epoch, *seed)
+        let mut r = Ratchet::new(origin, period, skew, epoch, *seed)?;
+        r.reseed = reseed;
+        Ok(r)
     }
 }
 
@@ -208,5 +274,66 @@ mod tests {
             .iter()
             .all(|k| k.cert != epoch0[0].cert));
         assert!(Ratchet::from_text("hc1-ratchet 1 0 1 1 AAAA").is_err());
+        let seed = b64::encode(&[7u8; 32]);
+        for bad in [
+            format!("hc1-ratchet 0 60 {} 1 {seed}", u64::MAX),
+            format!("hc1-ratchet 0 {} 0 1 {seed}", u64::MAX),
+            format!("hc1-ratchet {} 60 0 1 {seed}", u64::MAX),
+            format!("hc1-ratchet 0 60 0 {} {seed}", u64::MAX / 2),
+        ] {
+            assert_eq!(
+                Ratchet::from_text(&bad).map(|_| ()),
+                Err(Error::BadKeypair),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_reseed_cuts_the_chain_at_its_epoch() {
+        let id = IdentityKey::from_seed([1; 32]);
+        let at = |e: u64| 1000 + 60 * e + 1;
+        let old = Ratchet::new(1000, 60, 10, 0, [7; 32]).unwrap();
+        // Announced at epoch 2 for epoch 5; the text form carries it.
+        let mut base = Ratchet::from_text(&old.to_text()).unwrap();
+        base.advance(at(2), &id);
+        let stolen = Ratchet::from_text(&base.to_text()).unwrap();
+        assert_eq!(
+            base.schedule_reseed(at(2), 2, [9; 32]),
+            Err(Error::NotValid),
+            "not in the past or present"
+        );
+        base.schedule_reseed(at(2), 5, [9; 32]).unwrap();
+        assert_eq!(
+            base.schedule_reseed(at(2), 6, [8; 32]),
+            Err(Error::NotValid),
+            "one pending at a time"
+        );
+        let text = base.to_text();
+        let mut a = Ratchet::from_text(&text).unwrap();
+        let mut b = Ratchet::from_text(&text).unwrap();
+        let mut thief = stolen;
+        for e in 3..=8 {
+            let ka = a.advance(at(e), &id).pop().unwrap();
+            let kb = b.advance(at(e), &id).pop().unwrap();
+            let kt = thief.advance(at(e), &id).pop().unwrap();
+            assert_eq!(ka.epoch, e);
+            // Two instances given the reseeded state agree.
+            assert_eq!(ka.cert, kb.cert);
+            assert_eq!(ka.secret.to_bytes(), kb.secret.to_bytes());
+            if e < 5 {
+                // Before the reseed epoch: the old chain, unchanged.
+                assert_eq!(ka.cert, kt.cert, "epoch {e}");
+            } else {
+                // From it on: keys the old state cannot derive.
+                assert_ne!(ka.secret.to_bytes(), kt.secret.to_bytes(), "epoch {e}");
+                assert_ne!(ka.ticket.tid(), kt.ticket.tid(), "epoch {e}");
+            }
+        }
+        assert_eq!(a.reseed_at(), None, "applied once, then forgotten");
+        assert_eq!(a.to_text().split_whitespace().count(), 6);
+        // A state that passed its reseed epoch without applying it is refused.
+        let missed = text.replace(" 5 ", " 2 ");
+        assert!(Ratchet::from_text(&missed).is_err());
     }
 }

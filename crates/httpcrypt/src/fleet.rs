@@ -4,9 +4,17 @@
 //! instance advances its own copy of the state file and overwrites it, so
 //! the seeds of past epochs are gone from every disk (forward secrecy).
 //!
-//! `DIR/fleet` holds `hc1-ratchet ORIGIN PERIOD SKEW EPOCH SEED`; create it
-//! once with [`init`] (`httpcrypt fleet init`) and copy the key directory
-//! (identity key and fleet file) to every instance before starting them.
+//! `DIR/fleet` holds `hc1-ratchet ORIGIN PERIOD SKEW EPOCH SEED [AT FRESH]`;
+//! create it once with [`init`] (`httpcrypt fleet init`), copy the key
+//! directory (identity key and fleet file) to every instance before
+//! starting them, and destroy the copy `init` wrote wherever no instance
+//! runs: anyone holding a state derives every later epoch's keys.
+//!
+//! [`reseed`] (`httpcrypt fleet reseed`) bounds that: it announces fresh
+//! randomness for a future epoch `AT`; copy the new file to every instance
+//! before `AT` begins (each re-reads its file at every epoch boundary) and
+//! they all switch there. A state stolen before the reseed reveals nothing
+//! from `AT` on.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -38,6 +46,31 @@ pub fn init(dir: &Path, period: Duration, origin: u64) -> Result<PathBuf, Error>
     let r = Ratchet::new(origin, secs, DEFAULT_SKEW, epoch, *seed)?;
     crate::keystore::write_secret(&path, r.to_text().as_bytes())?;
     Ok(path)
+}
+
+/// Announces a reseed of `dir/fleet` at epoch `at`, or `ahead` epochs
+/// after the current one: draws fresh randomness and writes the state back.
+/// Returns the epoch and the unix second it begins.
+pub fn reseed(dir: &Path, at: Option<u64>, ahead: u64) -> Result<(u64, u64), Error> {
+    let path = dir.join(FLEET_FILE);
+    let text = Zeroizing::new(
+        std::fs::read_to_string(&path)
+            .map_err(|e| Error::Config(format!("cannot read {}: {e}", path.display())))?,
+    );
+    let mut r = Ratchet::from_text(&text)?;
+    let now = unix_now();
+    let current = r.epoch_at(now).max(r.epoch());
+    let at = at.unwrap_or(current + ahead.max(1));
+    let mut fresh = Zeroizing::new([0u8; 32]);
+    OsRng.fill_bytes(&mut fresh[..]);
+    r.schedule_reseed(now, at, *fresh).map_err(|_| {
+        Error::Config(match r.reseed_at() {
+            Some(p) if at > current => format!("a reseed at epoch {p} is already pending"),
+            _ => format!("epoch {at} is not in the future (the current epoch is {current})"),
+        })
+    })?;
+    crate::keystore::write_secret(&path, r.to_text().as_bytes())?;
+    Ok((at, r.epoch_start(at)))
 }
 
 fn to_epoch(k: EpochKeys) -> Epoch {

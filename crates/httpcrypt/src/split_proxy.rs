@@ -51,23 +51,76 @@ pub struct CacheStats {
     pub evicted: AtomicU64,
 }
 
+/// Filesystem block every entry is counted at least as (and rounded up to).
+pub const BLOCK: u64 = 4096;
+/// Bytes counted per entry on top of its blocks: its inode, directory entry
+/// and index entry.
+pub const ENTRY_OVERHEAD: u64 = 512;
+/// Default most entries in the cache.
+pub const DEFAULT_MAX_ENTRIES: usize = 100_000;
+/// Default smallest payload cached: below it a record costs the origin
+/// little to send again, and the proxy a whole block and a file to keep.
+pub const DEFAULT_MIN_PAYLOAD: usize = 512;
+
+/// The bounds of a [`DiskCache`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheLimits {
+    /// Most bytes of disk, each entry counted as [`DiskCache::charge`]
+    /// says and each of the 256 subdirectories as one block.
+    pub max_bytes: u64,
+    /// Most entries.
+    pub max_entries: usize,
+    /// Payloads shorter than this are not cached (they are fetched again).
+    pub min_payload: usize,
+}
+
+impl CacheLimits {
+    /// `max_bytes` with the default entry cap and threshold.
+    pub fn bytes(max_bytes: u64) -> Self {
+        CacheLimits {
+            max_bytes,
+            max_entries: DEFAULT_MAX_ENTRIES,
+            min_payload: DEFAULT_MIN_PAYLOAD,
+        }
+    }
+}
+
 /// A bounded, content-addressed cache on disk: one file per content ID
 /// (`{dir}/{hex[0..2]}/{hex}`), least recently used evicted first (§S6).
+/// The bound counts what the disk really spends: every entry at least one
+/// block plus [`ENTRY_OVERHEAD`], every subdirectory one block, and a cap
+/// on the number of entries; tiny payloads are not cached at all.
 #[derive(Debug)]
 pub struct DiskCache {
     dir: PathBuf,
-    max_bytes: u64,
+    limits: CacheLimits,
     index: Mutex<Index>,
     /// Counters.
     pub stats: CacheStats,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Index {
+    /// Payload length and LRU tick per entry.
     entries: HashMap<ContentId, (u64, u64)>,
     order: BTreeMap<u64, ContentId>,
     tick: u64,
+    /// Bytes charged: entries and subdirectories.
     bytes: u64,
+    /// Entries per subdirectory (the ID's first byte).
+    dirs: [u32; 256],
+}
+
+impl Default for Index {
+    fn default() -> Self {
+        Index {
+            entries: HashMap::new(),
+            order: BTreeMap::new(),
+            tick: 0,
+            bytes: 0,
+            dirs: [0; 256],
+        }
+    }
 }
 
 impl Index {
@@ -84,18 +137,52 @@ impl Index {
         true
     }
 
-    fn remove(&mut self, id: &ContentId) -> Option<u64> {
+    fn insert(&mut self, id: ContentId, len: u64) {
+        if self.entries.contains_key(&id) {
+            return;
+        }
+        self.tick += 1;
+        let t = self.tick;
+        self.entries.insert(id, (len, t));
+        self.order.insert(t, id);
+        self.bytes += DiskCache::charge(len);
+        let d = &mut self.dirs[usize::from(id.0[0])];
+        if *d == 0 {
+            self.bytes += BLOCK;
+        }
+        *d += 1;
+    }
+
+    /// Removes an entry; `Some(true)` when its subdirectory is now empty.
+    fn remove(&mut self, id: &ContentId) -> Option<bool> {
         let (size, tick) = self.entries.remove(id)?;
         self.order.remove(&tick);
-        self.bytes -= size;
-        Some(size)
+        self.bytes -= DiskCache::charge(size);
+        let d = &mut self.dirs[usize::from(id.0[0])];
+        *d -= 1;
+        if *d == 0 {
+            self.bytes -= BLOCK;
+        }
+        Some(*d == 0)
     }
 }
 
 impl DiskCache {
     /// Opens (creating) `dir`, indexing the entries already there, oldest
-    /// first, and evicting down to `max_bytes`.
+    /// first, and evicting down to `max_bytes` (default entry cap and
+    /// threshold, [`CacheLimits::bytes`]).
     pub fn open(dir: &Path, max_bytes: u64) -> std::io::Result<Self> {
+        Self::open_with(dir, CacheLimits::bytes(max_bytes))
+    }
+
+    /// Bytes an entry of `len` payload bytes is counted as: whole blocks,
+    /// at least one, plus [`ENTRY_OVERHEAD`].
+    pub fn charge(len: u64) -> u64 {
+        len.div_ceil(BLOCK).max(1) * BLOCK + ENTRY_OVERHEAD
+    }
+
+    /// As [`DiskCache::open`], with all of `limits`.
+    pub fn open_with(dir: &Path, limits: CacheLimits) -> std::io::Result<Self> {
         std::fs::create_dir_all(dir)?;
         let mut found = Vec::new();
         for sub in std::fs::read_dir(dir)? {
@@ -123,18 +210,14 @@ impl DiskCache {
         found.sort();
         let cache = DiskCache {
             dir: dir.to_path_buf(),
-            max_bytes,
+            limits,
             index: Mutex::new(Index::default()),
             stats: CacheStats::default(),
         };
         {
             let mut ix = cache.lock();
             for (_, id, len) in found {
-                ix.tick += 1;
-                let t = ix.tick;
-                ix.entries.insert(id, (len, t));
-                ix.order.insert(t, id);
-                ix.bytes += len;
+                ix.insert(id, len);
             }
         }
         cache.evict();
@@ -155,7 +238,7 @@ impl DiskCache {
         self.lock().touch(id)
     }
 
-    /// (entries, bytes) in the cache.
+    /// (entries, bytes charged) in the cache.
     pub fn usage(&self) -> (usize, u64) {
         let ix = self.lock();
         (ix.entries.len(), ix.bytes)
@@ -177,15 +260,32 @@ impl DiskCache {
 
     /// Drops an entry (unreadable, or not matching its ID).
     pub fn forget(&self, id: &ContentId) {
-        if self.lock().remove(id).is_some() {
-            let _ = std::fs::remove_file(self.path(id));
+        if let Some(empty) = self.lock().remove(id) {
+            self.unlink(id, empty);
+        }
+    }
+
+    /// Removes an entry's file, and its subdirectory once empty.
+    fn unlink(&self, id: &ContentId, dir_empty: bool) {
+        let path = self.path(id);
+        let _ = std::fs::remove_file(&path);
+        if dir_empty {
+            if let Some(parent) = path.parent() {
+                // Fails harmlessly if a concurrent put already refilled it.
+                let _ = std::fs::remove_dir(parent);
+            }
         }
     }
 
     /// Stores a payload that was already checked against its ID.
     pub fn put(&self, id: &ContentId, payload: &[u8]) -> std::io::Result<()> {
         let len = payload.len() as u64;
-        if len > self.max_bytes || self.lock().touch(id) {
+        let l = &self.limits;
+        if payload.len() < l.min_payload
+            || l.max_entries == 0
+            || Self::charge(len) + BLOCK > l.max_bytes
+            || self.lock().touch(id)
+        {
             return Ok(());
         }
         let path = self.path(id);
@@ -196,16 +296,7 @@ impl DiskCache {
         let tmp = path.with_extension(format!("{}.tmp", rand_suffix()));
         std::fs::write(&tmp, payload)?;
         std::fs::rename(&tmp, &path)?;
-        {
-            let mut ix = self.lock();
-            if !ix.entries.contains_key(id) {
-                ix.tick += 1;
-                let t = ix.tick;
-                ix.entries.insert(*id, (len, t));
-                ix.order.insert(t, *id);
-                ix.bytes += len;
-            }
-        }
+        self.lock().insert(*id, len);
         self.evict();
         Ok(())
     }
@@ -214,17 +305,18 @@ impl DiskCache {
         loop {
             let victim = {
                 let mut ix = self.lock();
-                if ix.bytes <= self.max_bytes {
+                if ix.bytes <= self.limits.max_bytes && ix.entries.len() <= self.limits.max_entries
+                {
                     return;
                 }
                 let Some((_, id)) = ix.order.first_key_value().map(|(t, i)| (*t, *i)) else {
                     return;
                 };
-                ix.remove(&id);
-                id
+                let empty = ix.remove(&id).unwrap_or(false);
+                (id, empty)
             };
             self.stats.evicted.fetch_add(1, Relaxed);
-            let _ = std::fs::remove_file(self.path(&victim));
+            self.unlink(&victim.0, victim.1);
         }
     }
 }
@@ -704,10 +796,20 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
+    /// Limits holding `n` entries of 4 bytes (each in its own
+    /// subdirectory at worst), caching tiny payloads.
+    fn room_for(n: u64) -> CacheLimits {
+        CacheLimits {
+            max_bytes: n * (DiskCache::charge(4) + BLOCK),
+            max_entries: DEFAULT_MAX_ENTRIES,
+            min_payload: 0,
+        }
+    }
+
     #[test]
     fn disk_cache_lru_and_reopen() {
         let dir = tempfile::tempdir().unwrap();
-        let c = DiskCache::open(dir.path(), 10).unwrap();
+        let c = DiskCache::open_with(dir.path(), room_for(2)).unwrap();
         let (a, b, d) = (
             ContentId::of(b"a"),
             ContentId::of(b"b"),
@@ -719,13 +821,90 @@ mod tests {
         c.put(&d, b"dddd").unwrap();
         assert!(!c.contains(&b), "b was least recently used");
         assert_eq!(c.read(&a).unwrap(), b"aaaa");
-        assert_eq!(c.usage(), (2, 8));
+        assert_eq!(c.usage().0, 2);
+        assert!(c.usage().1 <= room_for(2).max_bytes);
         assert_eq!(c.stats.evicted.load(Relaxed), 1);
         drop(c);
-        let c = DiskCache::open(dir.path(), 10).unwrap();
-        assert_eq!(c.usage(), (2, 8));
+        let c = DiskCache::open_with(dir.path(), room_for(2)).unwrap();
+        assert_eq!(c.usage().0, 2);
         assert_eq!(c.read(&d).unwrap(), b"dddd");
-        let c = DiskCache::open(dir.path(), 4).unwrap();
+        let c = DiskCache::open_with(dir.path(), room_for(1)).unwrap();
         assert_eq!(c.usage().0, 1, "reopening with a smaller bound evicts");
+    }
+
+    /// Bytes the cache directory really takes on disk (files and
+    /// subdirectories, as `du` counts them, without the top directory).
+    fn disk_use(dir: &Path) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        let mut total = 0;
+        for sub in std::fs::read_dir(dir).unwrap() {
+            let sub = sub.unwrap();
+            total += sub.metadata().unwrap().blocks() * 512;
+            if sub.file_type().unwrap().is_dir() {
+                for f in std::fs::read_dir(sub.path()).unwrap() {
+                    total += f.unwrap().metadata().unwrap().blocks() * 512;
+                }
+            }
+        }
+        total
+    }
+
+    #[test]
+    fn tiny_entries_stay_within_the_bound() {
+        const LIMIT: u64 = 64 * 1024;
+        let payload = |i: u32| format!("tiny public record {i:05}").into_bytes();
+        // By default tiny payloads are not cached at all.
+        let dir = tempfile::tempdir().unwrap();
+        let c = DiskCache::open(dir.path(), LIMIT).unwrap();
+        for i in 0..1500 {
+            let p = payload(i);
+            c.put(&ContentId::of(&p), &p).unwrap();
+        }
+        assert_eq!(c.usage().0, 0);
+        assert_eq!(disk_use(dir.path()), 0);
+        // Cached anyway, each is counted as a block plus overhead, and
+        // each subdirectory as a block: the disk holds what the bound says.
+        let dir = tempfile::tempdir().unwrap();
+        let c = DiskCache::open_with(
+            dir.path(),
+            CacheLimits {
+                min_payload: 0,
+                ..CacheLimits::bytes(LIMIT)
+            },
+        )
+        .unwrap();
+        for i in 0..1500 {
+            let p = payload(i);
+            c.put(&ContentId::of(&p), &p).unwrap();
+        }
+        let (entries, bytes) = c.usage();
+        assert!(bytes <= LIMIT, "{bytes} bytes charged");
+        assert!(
+            entries as u64 <= LIMIT / (DiskCache::charge(1) + BLOCK) + 1,
+            "{entries} entries"
+        );
+        let used = disk_use(dir.path());
+        assert!(used <= LIMIT, "{used} bytes on disk");
+        // The entry cap holds whatever the byte bound.
+        let dir = tempfile::tempdir().unwrap();
+        let c = DiskCache::open_with(
+            dir.path(),
+            CacheLimits {
+                max_bytes: 1 << 30,
+                max_entries: 50,
+                min_payload: 0,
+            },
+        )
+        .unwrap();
+        for i in 0..1500 {
+            let p = payload(i);
+            c.put(&ContentId::of(&p), &p).unwrap();
+        }
+        assert_eq!(c.usage().0, 50);
+        let files: usize = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|d| std::fs::read_dir(d.unwrap().path()).unwrap().count())
+            .sum();
+        assert_eq!(files, 50);
     }
 }

@@ -79,18 +79,31 @@ impl LocalStrikes {
     }
 }
 
+/// Seconds a Redis strike outlives `2W` by default: the largest clock
+/// difference between two instances of a fleet it absorbs.
+pub const DEFAULT_REDIS_TTL_MARGIN: u64 = 60;
+
 /// A register in Redis: `SET hc1:s:{kid n0} 1 NX EX ttl`, which is atomic,
 /// so two instances racing on one replayed request cannot both win.
+///
+/// The TTL is fixed, `2W + margin`, and depends on no clock: an entry
+/// computed from the recording instance's clock (`Date + W − now`) expires
+/// early when that clock runs ahead of another instance's, which then still
+/// accepts the `Date` (spec §8.2). A `Date` passes §8.1 on an instance for
+/// at most `2W` of that instance's time, so with clocks within `margin` of
+/// each other a replay finds the entry wherever it lands.
 #[derive(Clone)]
 pub struct RedisStrikes {
     conn: redis::aio::ConnectionManager,
     window: u64,
+    margin: u64,
 }
 
 impl std::fmt::Debug for RedisStrikes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisStrikes")
             .field("window", &self.window)
+            .field("margin", &self.margin)
             .finish_non_exhaustive()
     }
 }
@@ -104,7 +117,26 @@ impl RedisStrikes {
             .get_connection_manager()
             .await
             .map_err(|e| crate::Error::Transport(Box::new(e)))?;
-        Ok(RedisStrikes { conn, window })
+        Ok(RedisStrikes {
+            conn,
+            window,
+            margin: DEFAULT_REDIS_TTL_MARGIN,
+        })
+    }
+
+    /// Keeps strikes `2W + margin` seconds (default
+    /// [`DEFAULT_REDIS_TTL_MARGIN`]).
+    pub fn with_margin(mut self, margin: u64) -> Self {
+        self.margin = margin;
+        self
+    }
+
+    /// The TTL of every strike, seconds.
+    pub fn ttl(&self) -> u64 {
+        self.window
+            .saturating_mul(2)
+            .saturating_add(self.margin)
+            .max(1)
     }
 }
 
@@ -113,14 +145,15 @@ impl StrikeStore for RedisStrikes {
         &'a self,
         kid: &'a KeyId,
         n0: &'a [u8; 24],
-        date: u64,
-        now: u64,
+        _date: u64,
+        _now: u64,
     ) -> BoxFuture<'a, Result<(), Error>> {
         let mut conn = self.conn.clone();
         let mut key = String::from("hc1:s:");
         b64::encode_to(&[&kid.0[..], &n0[..]].concat(), &mut key);
-        // Keep the entry while a replay could still pass the Date check.
-        let ttl = (date + self.window).saturating_sub(now).max(1) + 1;
+        // Keep the entry while a replay could still pass the Date check on
+        // any instance, whatever its clock says (see the type's docs).
+        let ttl = self.ttl();
         Box::pin(async move {
             let set: Result<Option<String>, _> = redis::cmd("SET")
                 .arg(&key)

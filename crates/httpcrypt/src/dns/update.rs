@@ -46,14 +46,22 @@ impl std::fmt::Debug for Tsig {
     }
 }
 
+impl Drop for Tsig {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.secret);
+    }
+}
+
 impl Tsig {
     /// A key from its name, its secret in standard base64 (the form in
     /// `tsig-keygen` and `keymgr -t` output) and an algorithm name
     /// (`hmac-sha256`, `hmac-sha384`, `hmac-sha512`).
     pub fn new(name: &str, secret_b64: &str, algorithm: &str) -> Result<Self, Error> {
-        let secret = base64::engine::general_purpose::STANDARD
-            .decode(secret_b64.trim())
-            .map_err(|e| Error::Config(format!("TSIG secret is not base64: {e}")))?;
+        let mut secret = zeroize::Zeroizing::new(
+            base64::engine::general_purpose::STANDARD
+                .decode(secret_b64.trim())
+                .map_err(|e| Error::Config(format!("TSIG secret is not base64: {e}")))?,
+        );
         let algorithm = match algorithm.to_ascii_lowercase().as_str() {
             "hmac-sha256" => TsigAlgorithm::HmacSha256,
             "hmac-sha384" => TsigAlgorithm::HmacSha384,
@@ -66,7 +74,7 @@ impl Tsig {
         };
         Ok(Tsig {
             name: records::fqdn(name)?,
-            secret,
+            secret: std::mem::take(&mut *secret),
             algorithm,
         })
     }
