@@ -143,10 +143,10 @@ pub fn cases() -> Vec<Case> {
     case(
         &mut v,
         "service-request-outer-fields-ignored",
-        "the relay's outer fields and Host change nothing: the service sees exactly the inner method, target, fields and body",
+        "the relay's outer fields and Host change nothing: the service sees exactly the inner method, target, fields and body; the inner Host also stands before the configured name",
         false,
         b"POST /api/v1/items HTTP/1.1\r\nHost: www.example.com\r\nUser-Agent: hc-test/1\r\nAuthorization: Bearer inner-token\r\nContent-Type: application/json\r\nContent-Length: 27\r\n\r\n{\"name\":\"widget\",\"qty\":12}\n",
-        None,
+        Some("api.internal.example"),
         &[],
         &[
             ("Host", "www.example.com"),
