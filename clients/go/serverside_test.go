@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"encoding/hex"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -172,6 +173,63 @@ func (s *testServer) accept(raw []byte) (*accepted, error) {
 		return nil, err
 	}
 	return &accepted{head: head, body: ibody, key: k, n0: r.N0, kid: kid, profile: r.Profile, host: host}, nil
+}
+
+// protocolFields are the inner request fields the server consumes (spec
+// §4.3, erratum E1): the freshness Date (§8.1), the token fields
+// Client-Random and Random (§8.4) and Ticket (§7.2). They never reach the
+// service.
+var protocolFields = []string{"date", "client-random", "random", "ticket"}
+
+// serviceRequest is what the service is handed for the outer request raw
+// (spec §4.3, erratum E1).
+type serviceRequest struct {
+	// head is built from the inner request alone: its method, target and
+	// fields but the protocol's own, with a Host first where the inner head
+	// has none.
+	head *RequestHead
+	body []byte
+	// outer holds the allow-listed outer fields, apart from the request:
+	// unauthenticated.
+	outer []Field
+}
+
+// serviceRequest accepts and opens raw and builds the service's request.
+// Where the inner head has no Host, the service's Host is the outer Host a
+// profile-2 stream binds, else authority (the configured name; "" for
+// none), else there is none: an outer Host nothing authenticated never
+// reaches the service. passOuter names the outer fields handed over apart:
+// each name in list order, its values in outer order; no other outer field
+// takes part.
+func (s *testServer) serviceRequest(raw []byte, authority string, passOuter []string) (*serviceRequest, error) {
+	acc, err := s.accept(raw)
+	if err != nil {
+		return nil, err
+	}
+	head := &RequestHead{Method: acc.head.Method, Target: acc.head.Target}
+	if _, ok := Get(acc.head.Fields, "host"); !ok {
+		switch {
+		case acc.profile == ProfileCompact:
+			head.Fields = append(head.Fields, Field{Name: "Host", Value: acc.host})
+		case authority != "":
+			head.Fields = append(head.Fields, Field{Name: "Host", Value: authority})
+		}
+	}
+	for _, f := range acc.head.Fields {
+		if !slices.ContainsFunc(protocolFields, func(p string) bool { return strings.EqualFold(p, f.Name) }) {
+			head.Fields = append(head.Fields, f)
+		}
+	}
+	_, _, fields, _, _ := parseOuter(raw)
+	var outer []Field
+	for _, name := range passOuter {
+		for _, f := range fields {
+			if strings.EqualFold(f.Name, name) {
+				outer = append(outer, f)
+			}
+		}
+	}
+	return &serviceRequest{head: head, body: acc.body, outer: outer}, nil
 }
 
 // sealResponse seals an inner response as the server answers acc: v1

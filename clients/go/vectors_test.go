@@ -628,6 +628,29 @@ func init() {
 		return map[string]any{"method": acc.head.Method, "target": acc.head.Target, "body": hex.EncodeToString(acc.body)}, nil
 	}
 	vectorRunners["exchange"] = runExchange
+	vectorRunners["service_request"] = func(t *testing.T, in map[string]any) (map[string]any, error) {
+		srv := testServerFrom(t, in)
+		authority, _ := in["authority"].(string)
+		var pass []string
+		if l, ok := in["pass_outer"].([]any); ok {
+			for _, n := range l {
+				pass = append(pass, n.(string))
+			}
+		}
+		sr, err := srv.serviceRequest(hx(in, "outer_request"), authority, pass)
+		if err != nil {
+			return nil, err
+		}
+		pairs := func(fs []Field) [][]string {
+			out := [][]string{}
+			for _, f := range fs {
+				out = append(out, []string{f.Name, f.Value})
+			}
+			return out
+		}
+		return map[string]any{"method": sr.head.Method, "target": sr.head.Target, "fields": pairs(sr.head.Fields),
+			"outer_fields": pairs(sr.outer), "body": hex.EncodeToString(sr.body)}, nil
+	}
 	vectorRunners["admit_cookie"] = func(t *testing.T, in map[string]any) (map[string]any, error) {
 		addr, err := netip.ParseAddr(str(in, "addr"))
 		if err != nil {

@@ -230,6 +230,16 @@ def k_server_request(i: dict[str, Any]) -> dict[str, Any]:
     return {"method": head.method, "target": head.target, "body": body.hex()}
 
 
+def k_service_request(i: dict[str, Any]) -> dict[str, Any]:
+    keys, _ = _exchange_server(i)
+    sr = server.service_request(keys, outer.Mount(i["mount"]), server.Limits(), i["now"],
+                                H(i["outer_request"]), i.get("authority"),
+                                i.get("pass_outer", []))
+    return {"method": sr.head.method, "target": sr.head.target,
+            "fields": [[n, v] for n, v in sr.head.fields],
+            "outer_fields": [[n, v] for n, v in sr.outer_fields], "body": sr.body.hex()}
+
+
 def k_cert(i: dict[str, Any]) -> dict[str, Any]:
     seed = H(i["identity_seed"])
     c = KeyCert.sign(seed, i["serial"], i["not_before"], i["not_after"], H(i["kex_public"]),
@@ -341,7 +351,8 @@ KINDS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "inner_response": k_inner_response, "route": k_route, "cookie_scan": k_cookie_scan,
     "date_check": k_date_check, "nonce_time": k_nonce_time, "stream_seal": k_stream_seal,
     "stream_open": k_stream_open,
-    "exchange": k_exchange, "server_request": k_server_request, "cert": k_cert,
+    "exchange": k_exchange, "server_request": k_server_request,
+    "service_request": k_service_request, "cert": k_cert,
     "cert_verify": k_cert_verify, "cert_choose": k_cert_choose, "cert_list": k_cert_list,
     "aaaa": k_aaaa, "identity_txt": k_identity_txt, "txt": k_txt, "tlsa": k_tlsa,
     "tlsa_read": k_tlsa_read, "ticket_seal": k_ticket_seal, "ticket_open": k_ticket_open,

@@ -2,15 +2,16 @@
  * A minimal server side of one exchange, without IO (spec §11.1 order):
  * route, Host, nonce path, body/query, cookie, key agreement or ticket;
  * then the stream and the inner request. The client package carries it
- * for the shared vectors (`server_request`, `exchange`) and for tests that
- * play both ends in memory; it is not a production server. Both profiles:
- * a `2…` nonce segment is profile 2 (spec §4.5), whose record 0 is bound to
- * the outer `Host` parsed here and whose response body is `r || stream`.
+ * for the shared vectors (`server_request`, `service_request`,
+ * `exchange`) and for tests that play both ends in memory; it is not a
+ * production server. Both profiles: a `2…` nonce segment is profile 2
+ * (spec §4.5), whose record 0 is bound to the outer `Host` parsed here and
+ * whose response body is `r || stream`.
  */
 import { type KeyCert, isValidAt } from './cert.js';
 import { MAX_BOUND_HOST, type Profile, RESPONSE_RANDOM_LEN } from './compact.js';
 import { HttpCryptError, fail } from './errors.js';
-import { DEFAULT_INNER_LIMITS, InnerDecoder, type RequestHead, decodeAll, fromLatin1 } from './inner.js';
+import { DEFAULT_INNER_LIMITS, type Field, InnerDecoder, type RequestHead, decodeAll, fromLatin1 } from './inner.js';
 import { decodeQuery, parseNonceSegment, route, scanCookies, type Credential, type IdKind } from './outer.js';
 import { Opener, Sealer, openAll, sealAll, DEFAULT_MAX_RECORD } from './stream.js';
 import { NONCE_LEN, bytesEqual, keyId, sessionKey } from './suite.js';
@@ -41,6 +42,8 @@ export interface OuterRequest {
   cookies: string[];
   contentLength: number | null;
   body: Uint8Array;
+  /** Every outer field, in order, named as sent. */
+  fields: Field[];
 }
 
 /** Parses raw HTTP/1.1 request bytes (Content-Length framing; the rest is the body). */
@@ -56,12 +59,13 @@ export function parseOuterRequest(bytes: Uint8Array): OuterRequest {
   const lines = fromLatin1(bytes.subarray(0, end - 4)).split('\r\n');
   const m = /^(\S+) (\S+) HTTP\/1\.[01]$/.exec(lines[0]!);
   if (!m) fail('truncated', 'outer request line');
-  const req: OuterRequest = { method: m[1]!, target: m[2]!, host: null, cookies: [], contentLength: null, body: bytes.slice(end) };
+  const req: OuterRequest = { method: m[1]!, target: m[2]!, host: null, cookies: [], contentLength: null, body: bytes.slice(end), fields: [] };
   for (const line of lines.slice(1)) {
     const c = line.indexOf(':');
     if (c <= 0) continue;
     const name = line.slice(0, c).toLowerCase();
     const value = line.slice(c + 1).trim();
+    req.fields.push([line.slice(0, c), value]);
     if (name === 'host' && req.host === null) req.host = value;
     else if (name === 'cookie') req.cookies.push(value);
     else if (name === 'content-length' && req.contentLength === null && /^\d+$/.test(value)) req.contentLength = Number(value);
@@ -150,6 +154,52 @@ export function openRequest(a: Accepted, body: Uint8Array): { head: RequestHead;
     a.profile === 2 ? Opener.compactRequest(a.sessionKey, a.n0, a.host, DEFAULT_MAX_RECORD) : Opener.request(a.sessionKey, a.n0, DEFAULT_MAX_RECORD);
   const plaintext = openAll(opener, a.queryStream ?? body);
   return decodeAll(InnerDecoder.request(DEFAULT_INNER_LIMITS), plaintext);
+}
+
+/**
+ * Inner request fields the server consumes (spec §4.3, erratum E1): the freshness `Date` (§8.1),
+ * the token fields `Client-Random` and `Random` (§8.4) and `Ticket` (§7.2). They never reach the
+ * service.
+ */
+export const PROTOCOL_FIELDS: readonly string[] = ['date', 'client-random', 'random', 'ticket'];
+
+/**
+ * What the service is handed (spec §4.3, erratum E1): `head` and `body` built from the inner
+ * request alone, and apart from them the allow-listed outer fields, which nothing authenticated.
+ */
+export interface ServiceRequest {
+  head: RequestHead;
+  body: Uint8Array;
+  outerFields: Field[];
+}
+
+/**
+ * Serves the outer request `bytes` and builds the service's request. Its fields are the inner ones
+ * in order but the protocol's own ({@link PROTOCOL_FIELDS}). Where the inner head has no `Host`, one
+ * goes first: the outer `Host` a profile-2 stream binds, else `authority` (the configured name),
+ * else none; an outer `Host` nothing authenticated never reaches the service. `passOuter` names
+ * the outer fields handed over apart: each name in list order, its values in outer order. No other
+ * outer field takes part.
+ */
+export function serviceRequest(
+  cfg: ServerConfig,
+  bytes: Uint8Array,
+  now: number,
+  authority: string | null = null,
+  passOuter: readonly string[] = [],
+): ServiceRequest {
+  const req = parseOuterRequest(bytes);
+  const r = accept(cfg, req, now);
+  if (r.kind !== 'request') fail('bad_nonce_path', `not an HTTPCrypt request (${r.kind})`);
+  const inner = openRequest(r.accepted, req.body);
+  const fields: Field[] = [];
+  if (!inner.head.fields.some(([n]) => n.toLowerCase() === 'host')) {
+    const host = r.accepted.profile === 2 ? r.accepted.host : authority;
+    if (host !== null) fields.push(['Host', host]);
+  }
+  for (const f of inner.head.fields) if (!PROTOCOL_FIELDS.includes(f[0].toLowerCase())) fields.push(f);
+  const outerFields = passOuter.flatMap((name) => req.fields.filter(([n]) => n.toLowerCase() === name.toLowerCase()));
+  return { head: { method: inner.head.method, target: inner.head.target, fields }, body: inner.body, outerFields };
 }
 
 /** How many fresh random bytes open a response body: 24 (v1 `n0`) or 16 (profile-2 `r`). */

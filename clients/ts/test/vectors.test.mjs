@@ -198,6 +198,11 @@ const RUN = {
     const srv = serverOpen(cfg, hex(i.outer_request), i.now);
     return { method: srv.head.method, target: srv.head.target, body: toHex(srv.body) };
   },
+  service_request: (i) => {
+    const { cfg } = serverConfig(i);
+    const sr = hc.server.serviceRequest(cfg, hex(i.outer_request), i.now, i.authority ?? null, i.pass_outer ?? []);
+    return { method: sr.head.method, target: sr.head.target, fields: sr.head.fields, outer_fields: sr.outerFields, body: toHex(sr.body) };
+  },
   cert: (i) => {
     const seed = hex(i.identity_seed);
     const c = hc.signCert(seed, i.serial, i.not_before, i.not_after, hex(i.kex_public), i.version ?? 1);

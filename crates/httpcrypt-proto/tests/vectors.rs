@@ -195,6 +195,7 @@ fn run(case: &Value) -> Result<Value, Error> {
             )?;
             Ok(json!({"method": head.method, "target": head.target, "body": hex::encode(body)}))
         }
+        "service_request" => run_service_request(i),
         "cert" => {
             let id = IdentityKey::from_seed(arr(i, "identity_seed"));
             let c = KeyCert::sign_for(
@@ -677,6 +678,48 @@ fn serve(
 ) -> Result<(server::Accepted, RequestHead, Vec<u8>), Error> {
     let served = server::serve_bytes(keys, mount, limits, now, outer_bytes)?;
     Ok(served.expect("vector requests are under the mount"))
+}
+
+/// The request the service sees (spec §4.3, erratum E1): the inner fields
+/// as `inner::service_fields` builds them (the bound outer `Host` and the
+/// configured `authority` only where the inner head has no `Host`), and
+/// apart from them the outer fields named in `pass_outer`: each name in
+/// list order, its values in outer order.
+fn run_service_request(i: &Value) -> Result<Value, Error> {
+    let outer = hx(i, "outer_request");
+    let (accepted, head, body) = serve(
+        &server_keys(i),
+        &Mount::new(s(i, "mount"))?,
+        &Limits::default(),
+        u(i, "now"),
+        &outer,
+    )?;
+    let fields = inner::service_fields(
+        &head.fields,
+        accepted.bound_host(),
+        i["authority"].as_str().map(str::as_bytes),
+    );
+    let mut storage = [httparse::EMPTY_HEADER; 64];
+    let mut req = httparse::Request::new(&mut storage);
+    req.parse(&outer).expect("outer head parses");
+    let mut passed = Vec::new();
+    for name in i["pass_outer"].as_array().into_iter().flatten() {
+        let name = name.as_str().expect("pass_outer names are strings");
+        for h in req
+            .headers
+            .iter()
+            .filter(|h| h.name.eq_ignore_ascii_case(name))
+        {
+            passed.push(json!([h.name, String::from_utf8_lossy(h.value)]));
+        }
+    }
+    Ok(json!({
+        "method": head.method,
+        "target": head.target,
+        "fields": fields_json(&fields),
+        "outer_fields": passed,
+        "body": hex::encode(body),
+    }))
 }
 
 fn inner_limits(i: &Value) -> Limits {

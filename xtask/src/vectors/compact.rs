@@ -19,14 +19,14 @@ const NOW: u64 = 1_700_000_000;
 const HOST: &str = "www.example.com";
 
 /// A profile-2 request nonce sent at `t`.
-fn n0_at(label: &str, t: u64) -> [u8; 24] {
+pub(crate) fn n0_at(label: &str, t: u64) -> [u8; 24] {
     let mut n0 = bytes::<24>(label);
     n0[..5].copy_from_slice(&t.to_be_bytes()[3..]);
     n0
 }
 
 /// The exchange server with its certificate re-signed as version 2.
-fn server2() -> Server {
+pub(crate) fn server2() -> Server {
     let mut s = exchange::server();
     let c = &s.cert;
     s.cert = KeyCert::sign_for(

@@ -21,6 +21,7 @@ mod messages;
 pub mod provenance;
 mod resumption;
 mod rspamd;
+mod service;
 mod split;
 mod streams;
 
@@ -143,6 +144,7 @@ pub fn generate() -> Vec<Case> {
     all.extend(split::cases());
     all.extend(admission::cases());
     all.extend(compact::cases());
+    all.extend(service::cases());
     let mut names = BTreeSet::new();
     for c in &all {
         assert!(

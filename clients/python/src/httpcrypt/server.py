@@ -2,10 +2,10 @@
 an outer request, find the key, open the request stream, seal the response.
 
 The Python package is a client; this module exists so the shared vectors'
-server-side kinds (``exchange``, ``server_request``) and in-memory tests can
-run both ends of an exchange. Every key takes both request profiles: a
-33-character nonce segment led by ``2`` is profile 2 (spec §4.5), whose
-record 0 binds the outer Host as parsed."""
+server-side kinds (``exchange``, ``server_request``, ``service_request``) and
+in-memory tests can run both ends of an exchange. Every key takes both request
+profiles: a 33-character nonce segment led by ``2`` is profile 2 (spec §4.5),
+whose record 0 binds the outer Host as parsed."""
 
 from __future__ import annotations
 
@@ -76,6 +76,7 @@ class OuterRequest:
     cookies: list[str]
     content_length: int | None
     body: bytes
+    fields: inner.Fields = field(default_factory=list)  # every outer field, in order
 
     @classmethod
     def parse(cls, data: bytes) -> OuterRequest:
@@ -99,6 +100,7 @@ class OuterRequest:
             [v for n, v in fields if n.lower() == "cookie"],
             int(cl) if cl is not None and cl.isdigit() else None,
             data[end + 4:],
+            fields,
         )
 
 
@@ -187,6 +189,51 @@ def serve_bytes(keys: ServerKeys, mount: Mount, limits: Limits, now: int,
         raise ProtocolError("bad_nonce_path", f"not an HTTPCrypt request ({acc})")
     head, body = open_request(acc, req.body, limits)
     return acc, head, body
+
+
+PROTOCOL_FIELDS = ("date", "client-random", "random", "ticket")
+"""Inner request fields the server consumes (spec §4.3, erratum E1): the
+freshness ``Date`` (§8.1), the token fields ``Client-Random`` and ``Random``
+(§8.4) and ``Ticket`` (§7.2). They never reach the service."""
+
+
+@dataclass
+class ServiceRequest:
+    """What the service is handed (spec §4.3, erratum E1): ``head`` and
+    ``body`` built from the inner request alone, and apart from them the
+    allow-listed outer fields, which nothing authenticated."""
+
+    head: inner.RequestHead
+    body: bytes
+    outer_fields: inner.Fields
+
+
+def service_request(keys: ServerKeys, mount: Mount, limits: Limits, now: int, data: bytes,
+                    authority: str | None = None,
+                    pass_outer: tuple[str, ...] | list[str] = ()) -> ServiceRequest:
+    """Serves the outer request ``data`` and builds the service's request.
+
+    The fields are the inner ones in order but the protocol's own
+    (``PROTOCOL_FIELDS``). Where the inner head has no ``Host``, one goes
+    first: the outer Host a profile-2 stream binds, else ``authority`` (the
+    configured name), else none; an outer Host nothing authenticated never
+    reaches the service. ``pass_outer`` names the outer fields handed over
+    apart: each name in list order, its values in outer order. No other
+    outer field takes part."""
+    req = OuterRequest.parse(data)
+    acc = accept(keys, mount, req, limits, now)
+    if isinstance(acc, str):
+        raise ProtocolError("bad_nonce_path", f"not an HTTPCrypt request ({acc})")
+    head, body = open_request(acc, req.body, limits)
+    fields: inner.Fields = []
+    if inner.field_value(head.fields, "host") is None:
+        host = acc.host if acc.profile == 2 else authority
+        if host is not None:
+            fields.append(("Host", host))
+    fields += [(n, v) for n, v in head.fields if n.lower() not in PROTOCOL_FIELDS]
+    passed = [(n, v) for name in pass_outer for n, v in req.fields
+              if n.lower() == name.lower()]
+    return ServiceRequest(inner.RequestHead(head.method, head.target, fields), body, passed)
 
 
 def seal_response(acc: Accepted, n0: bytes, head: inner.ResponseHead, body: bytes, now: int,
