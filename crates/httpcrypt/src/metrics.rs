@@ -398,48 +398,7 @@ mod tests {
     /// reach a client fails here until it is listed.
     #[test]
     fn every_request_problem_has_a_reason() {
-        let all = [
-            Error::BadBase64,
-            Error::BadBase32,
-            Error::BadHost,
-            Error::BadNoncePath,
-            Error::BadQuery,
-            Error::NoCookie,
-            Error::BadCookie,
-            Error::UnknownKey,
-            Error::SmallOrder,
-            Error::BodyTooLarge,
-            Error::RecordTooLarge,
-            Error::Integrity,
-            Error::ClearInRequest,
-            Error::Truncated,
-            Error::TrailingData,
-            Error::TooManyRecords,
-            Error::MalformedInner,
-            Error::InnerHeadTooLarge,
-            Error::ForbiddenHeader,
-            Error::ContentLengthMismatch,
-            Error::BadDate,
-            Error::Stale,
-            Error::Replay,
-            Error::TokenRequired,
-            Error::Overloaded,
-            Error::BadCertificate,
-            Error::BadSignature,
-            Error::NotValid,
-            Error::BadRecord,
-            Error::BadKeyHeader,
-            Error::BadKeypair,
-            Error::BadToken,
-            Error::MalformedSplit,
-            Error::ContentMismatch,
-            Error::AdmissionRequired,
-            Error::Busy,
-            Error::BadAdmission,
-            Error::WrongAddress,
-            Error::WrongServer,
-        ];
-        for e in &all {
+        for e in Error::ALL {
             if e.problem().is_some() {
                 assert!(REASONS.contains(&e.code()), "{} has no reason", e.code());
             }
