@@ -336,7 +336,10 @@ where
                     return;
                 }
                 crate::asap::Admission::Established => {}
-                crate::asap::Admission::Early(budget) => early = Some(budget),
+                crate::asap::Admission::Early(budget) => {
+                    state.set_early_room(budget.left());
+                    early = Some(budget);
+                }
             }
         }
         // The layer notes here the key expiry of every request on this
@@ -603,6 +606,21 @@ impl Socket {
     }
 
     /// Counts a write's outcome for the listener's deadlines.
+    /// [`Socket::wrote`] for a write held to the ASAP early budget: once the
+    /// budget is spent and the rest waits for the handshake, the bytes it
+    /// let through leave now instead of waiting in a corked socket for the
+    /// rest of the answer (spec/asap.md §4).
+    fn early_wrote(
+        &self,
+        r: std::task::Poll<std::io::Result<usize>>,
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if r.is_pending() {
+            SockPlan::stalled(&self.conn);
+            SockPlan::apply(&self.conn, &self.stream);
+        }
+        self.wrote(r)
+    }
+
     fn wrote(
         &self,
         r: std::task::Poll<std::io::Result<usize>>,
@@ -629,7 +647,7 @@ impl tokio::io::AsyncWrite for Socket {
         if let Some(r) =
             crate::asap::EarlyBudget::poll_write(&mut this.early, &mut this.stream, cx, &bufs)
         {
-            return this.wrote(r);
+            return this.early_wrote(r);
         }
         let r = std::pin::Pin::new(&mut this.stream).poll_write(cx, buf);
         this.wrote(r)
@@ -646,7 +664,7 @@ impl tokio::io::AsyncWrite for Socket {
         if let Some(r) =
             crate::asap::EarlyBudget::poll_write(&mut this.early, &mut this.stream, cx, bufs)
         {
-            return this.wrote(r);
+            return this.early_wrote(r);
         }
         let r = std::pin::Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
         this.wrote(r)

@@ -142,6 +142,10 @@ struct ConnInner {
     /// What the connection did, for the listener's deadlines
     /// (`crate::lifecycle`).
     progress: crate::lifecycle::Progress,
+    /// Bytes the connection may send before its handshake completes, when
+    /// the ASAP gate admitted it early (spec/asap.md §4); 0 otherwise or
+    /// once the first answer took it.
+    early_room: std::sync::atomic::AtomicUsize,
 }
 
 impl ConnState {
@@ -179,6 +183,23 @@ impl ConnState {
     /// What the connection did, for the listener's deadlines.
     pub(crate) fn progress(&self) -> &crate::lifecycle::Progress {
         &self.0.progress
+    }
+
+    /// Notes that the connection may send `bytes` before its handshake
+    /// completes (an ASAP early admission).
+    pub(crate) fn set_early_room(&self, bytes: usize) {
+        self.0
+            .early_room
+            .store(bytes, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The early room, for the first answer only: that answer sizes its
+    /// records so that its first record (and so its verified head) fits in
+    /// what may leave before the handshake.
+    fn take_early_room(&self) -> usize {
+        self.0
+            .early_room
+            .swap(0, std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Notes this connection's expiry with the listener's watch again
@@ -1148,7 +1169,7 @@ where
     } = admitted;
     async move {
         let cfg = &shared.config;
-        let (inner_req, slot, extra, ticket_out, split, answers_head) = {
+        let (inner_req, slot, extra, ticket_out, split, answers_head, record_size) = {
             let (outer_body, initial) = match accepted.query_stream.take() {
                 Some(q) => (None, q),
                 None => (Some(body), Vec::new()),
@@ -1282,6 +1303,16 @@ where
             };
             // The answer to HEAD keeps its length and has no body (E2).
             let answers_head = head.method() == "HEAD";
+            // Held across the service's await as 4 bytes, beside the flag
+            // above, to keep this future within the thread cache.
+            let record_size = u32::try_from(answer_record_size(
+                cfg.record_size,
+                parts
+                    .extensions
+                    .get::<ConnState>()
+                    .map_or(0, ConnState::take_early_room),
+            ))
+            .unwrap_or(u32::MAX);
             let inner_req = match build_inner_request(
                 &mut parts,
                 head,
@@ -1305,7 +1336,15 @@ where
                 }
                 Err(e) => return Ok(inner_problem(accepted.into_response_key(), &e, now)),
             };
-            (inner_req, slot, extra, ticket_out, split, answers_head)
+            (
+                inner_req,
+                slot,
+                extra,
+                ticket_out,
+                split,
+                answers_head,
+                record_size,
+            )
         };
         let rsp = call(inner, inner_req).await;
         // A body failure is often why the service failed (a gateway's upstream
@@ -1345,7 +1384,7 @@ where
             t.gone_out(&shared, &accepted);
         }
         Ok(seal_response(
-            cfg.record_size,
+            record_size as usize,
             accepted.into_response_key(),
             rsp,
             answers_head,
@@ -1354,6 +1393,22 @@ where
             split,
         ))
     }
+}
+
+/// The record size of an answer: the configured one, or, on a connection
+/// the ASAP gate admitted before its handshake with `early_room` bytes to
+/// send until then, one whose first record fits in that room with the
+/// outer head beside it (spec/asap.md §4), so the client can verify the
+/// answer's head one round trip early.
+fn answer_record_size(configured: usize, early_room: usize) -> usize {
+    /// The outer response head and the stream's framing, at most.
+    const OUTER: usize = 512;
+    /// Records are never made smaller than this.
+    const SMALLEST: usize = 256;
+    if early_room == 0 {
+        return configured;
+    }
+    configured.min(early_room.saturating_sub(OUTER).max(SMALLEST))
 }
 
 /// What the layer needs to decide on, and produce, a split answer.
@@ -1656,6 +1711,17 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An early-admitted connection's first answer has records that fit
+    /// its room beside the outer head; other answers keep the configured
+    /// size, and no record is made tiny.
+    #[test]
+    fn an_early_answer_fits_its_first_record_in_the_room() {
+        assert_eq!(answer_record_size(16384, 0), 16384);
+        assert_eq!(answer_record_size(16384, 3504), 3504 - 512);
+        assert_eq!(answer_record_size(1024, 3504), 1024);
+        assert_eq!(answer_record_size(16384, 300), 256);
+    }
 
     /// Outside the mount, a request that passes the outer limits reaches
     /// the service unchanged and its answer comes back as it is (a failing
