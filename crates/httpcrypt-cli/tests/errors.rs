@@ -842,7 +842,7 @@ fn others(dir: &std::path::Path, keep: &[&str]) -> Vec<String> {
         .collect()
 }
 
-/// Issue 33 item 5: `fetch -o FILE` whose answer fails its integrity check
+/// `fetch -o FILE` whose answer fails its integrity check
 /// part-way exits non-zero and leaves no FILE (and an existing FILE as it
 /// was), nor a temporary file; a clean answer becomes FILE.
 #[test]

@@ -676,6 +676,35 @@ async fn a_malicious_proxy_is_caught_every_time() {
     }
 }
 
+/// `svc` as the upstream on `up`, `gateway --public '/static/**'` in front
+/// of it, and a split proxy in front of that caching every record in
+/// `cache` (short tails included). The upstream's task runs on when the
+/// returned handle is dropped.
+async fn public_static_chain<S>(
+    up: tokio::net::TcpListener,
+    svc: S,
+    keys: PathBuf,
+    cache: &Path,
+) -> (tokio::task::JoinHandle<std::io::Result<()>>, Proc, Proc)
+where
+    S: httpcrypt::runtime::ConnectionService,
+{
+    let up_addr = up.local_addr().unwrap();
+    let task = tokio::spawn(httpcrypt::runtime::run(
+        up,
+        svc,
+        httpcrypt::runtime::ListenOptions::default(),
+        std::future::pending(),
+    ));
+    let gw = tokio::task::spawn_blocking(move || {
+        common::gateway(&keys, up_addr, &["--public", "/static/**"])
+    })
+    .await
+    .unwrap();
+    let proxy = common::split_proxy(gw.addr, cache, &["--cache-min-record", "0"]);
+    (task, gw, proxy)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_application_opts_in_and_out_with_hc_public() {
     // A gateway whose upstream marks /api/feed public and /static/x private.
@@ -684,7 +713,6 @@ async fn the_application_opts_in_and_out_with_hc_public() {
     common::keygen(&keys, false);
     let feed = common::noise(2 * C + 10, 3);
     let up = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let up_addr = up.local_addr().unwrap();
     let other = common::noise(2 * C + 10, 4);
     let (feed2, other2) = (Bytes::from(feed.clone()), Bytes::from(other.clone()));
     let svc = tower::service_fn(move |req: http::Request<httpcrypt::runtime::RequestBody>| {
@@ -708,20 +736,8 @@ async fn the_application_opts_in_and_out_with_hc_public() {
             Ok::<_, std::convert::Infallible>(r)
         }
     });
-    let _up = tokio::spawn(httpcrypt::runtime::run(
-        up,
-        svc,
-        httpcrypt::runtime::ListenOptions::default(),
-        std::future::pending(),
-    ));
-    let gw = tokio::task::spawn_blocking(move || {
-        common::gateway(&keys, up_addr, &["--public", "/static/**"])
-    })
-    .await
-    .unwrap();
     let cache = dir.path().join("cache");
-    // Every record counts here, the 10-byte tail too.
-    let proxy = common::split_proxy(gw.addr, &cache, &["--cache-min-record", "0"]);
+    let (_up, gw, proxy) = public_static_chain(up, svc, keys, &cache).await;
     let u = url(proxy.addr, "/api/feed");
     let out = tokio::task::spawn_blocking(move || fetch(&["-i", &u]))
         .await
@@ -745,7 +761,7 @@ async fn the_application_opts_in_and_out_with_hc_public() {
     drop(gw);
 }
 
-/// Issue 33 item 2: `--public '/static/**'` is matched against the
+/// Split-serving §S1: `--public '/static/**'` is matched against the
 /// normalised path, so `/static/%2e%2e/private`, which the upstream resolves
 /// to `/private`, is answered sealed, not as CLEAR records a proxy caches;
 /// so are answers to a request with `Cookie` and answers that set a cookie
@@ -758,7 +774,6 @@ async fn only_what_the_glob_really_names_and_nothing_personal_is_public() {
     let public = common::noise(2 * C + 10, 5);
     let secret = b"SECRET-51d0 the private answer\n".repeat(2 * C / 31 + 1);
     let up = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let up_addr = up.local_addr().unwrap();
     let (public2, secret2) = (Bytes::from(public.clone()), Bytes::from(secret.clone()));
     // An upstream that resolves the path as servers do: `%2e` decoded, dot
     // segments removed.
@@ -794,20 +809,8 @@ async fn only_what_the_glob_really_names_and_nothing_personal_is_public() {
             Ok::<_, std::convert::Infallible>(r)
         }
     });
-    let _up = tokio::spawn(httpcrypt::runtime::run(
-        up,
-        svc,
-        httpcrypt::runtime::ListenOptions::default(),
-        std::future::pending(),
-    ));
-    let gw = tokio::task::spawn_blocking(move || {
-        common::gateway(&keys, up_addr, &["--public", "/static/**"])
-    })
-    .await
-    .unwrap();
     let cache = dir.path().join("cache");
-    // Every record counts, the public file's short tail included.
-    let proxy = common::split_proxy(gw.addr, &cache, &["--cache-min-record", "0"]);
+    let (_up, gw, proxy) = public_static_chain(up, svc, keys, &cache).await;
     let private: &[(&str, &[&str])] = &[
         ("/static/%2e%2e/private", &[]),
         ("/static/%2E%2E/private", &[]),

@@ -381,7 +381,7 @@ mod tests {
 
     /// The IO side reads the facts of §S1 from the header maps: the
     /// opt-in and opt-out, `Set-Cookie`, `Cache-Control`, credentials, and
-    /// the normalised path (issue 33 item 2).
+    /// the normalised path (split-serving §S1).
     #[test]
     fn public_rules() {
         let g = PublicPaths::new(["/static/**".to_string()]).unwrap();

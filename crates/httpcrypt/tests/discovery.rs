@@ -88,7 +88,7 @@ impl Discovery for Records {
     }
 }
 
-/// Issue 33 item 6: the first lookup validates identity A; the second
+/// Spec §6.4: the first lookup validates identity A; the second
 /// one's `_httpcrypt-id` query fails and the records hold keys signed by
 /// someone else. The client passes A to the second lookup, which refuses
 /// them (`bad_signature`), and keeps A's keys.

@@ -157,8 +157,8 @@ mod tests {
         assert!(get("/static/a.css?x=../y").is_public(&globs()));
     }
 
-    /// Issue 33 item 2: `/static/%2e%2e/private` matched `/static/**` raw,
-    /// while the server behind resolves it to `/private`.
+    /// `/static/%2e%2e/private` must not match `/static/**` raw: the server
+    /// behind resolves it to `/private`.
     #[test]
     fn paths_that_may_resolve_elsewhere_are_never_public() {
         let refused = [
