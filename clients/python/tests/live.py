@@ -121,6 +121,21 @@ def start_upstream() -> tuple[subprocess.Popen[str], int]:
     return proc, int(line.split()[1])
 
 
+def run_gateway(bin_: Path, d: Path) -> Iterator[Server]:
+    """A `gateway --mount /hc` (keys in `d`) in front of the echoing
+    upstream of `start_upstream`, for a fixture to `yield from`."""
+    up, up_port = start_upstream()
+    try:
+        ident = keygen(bin_, d / "keys")
+        g = start(bin_, ["gateway", "--keys", str(d / "keys"), "--upstream",
+                         f"http://127.0.0.1:{up_port}", "--mount", "/hc"],
+                  ident, free_port(), d / "gateway.log")
+        yield g
+        g.stop()
+    finally:
+        stop(up)
+
+
 class FlipProxy:
     """A TCP relay to ``target`` that flips one byte in every sealed
     response: ``offset`` bytes after the head of a response whose head

@@ -25,9 +25,8 @@ from .live import (
     binary,
     free_port,
     keygen,
+    run_gateway,
     start,
-    start_upstream,
-    stop,
 )
 
 
@@ -52,17 +51,7 @@ def served(bin_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 @pytest.fixture(scope="module")
 def gateway(bin_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    d = tmp_path_factory.mktemp("diag-gateway")
-    up, up_port = start_upstream()
-    try:
-        ident = keygen(bin_path, d / "keys")
-        g = start(bin_path, ["gateway", "--keys", str(d / "keys"), "--upstream",
-                             f"http://127.0.0.1:{up_port}", "--mount", "/hc"],
-                  ident, free_port(), d / "gateway.log")
-        yield g
-        g.stop()
-    finally:
-        stop(up)
+    yield from run_gateway(bin_path, tmp_path_factory.mktemp("diag-gateway"))
 
 
 @pytest.fixture(params=sorted(DRIVERS))

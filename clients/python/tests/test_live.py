@@ -35,6 +35,7 @@ from .live import (
     binary,
     free_port,
     keygen,
+    run_gateway,
     start,
     start_upstream,
     stop,
@@ -82,17 +83,7 @@ def compact_served(bin_path: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 @pytest.fixture(scope="module")
 def gateway(bin_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    d = tmp_path_factory.mktemp("gateway")
-    up, up_port = start_upstream()
-    try:
-        ident = keygen(bin_path, d / "keys")
-        g = start(bin_path, ["gateway", "--keys", str(d / "keys"), "--upstream",
-                             f"http://127.0.0.1:{up_port}", "--mount", "/hc"],
-                  ident, free_port(), d / "gateway.log")
-        yield g
-        g.stop()
-    finally:
-        stop(up)
+    yield from run_gateway(bin_path, tmp_path_factory.mktemp("gateway"))
 
 
 @pytest.fixture(scope="module")
