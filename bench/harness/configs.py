@@ -15,6 +15,14 @@ CONFIGS = {
     "hc2-ticket": ("hc2t", "http", ["--proto", "hc", "--keys", "ticket"]),
 }
 
+# The plain-HTTP configuration of the same server code, for overhead bytes.
+PLAIN_OF = {
+    "nginx-plain": "nginx-plain", "nginx-tls12": "nginx-plain", "nginx-tls12-tickets": "nginx-plain",
+    "nginx-tls13": "nginx-plain", "rustls-tls13": "hc-plain", "hc-plain": "hc-plain",
+    "hc-fresh": "hc-plain", "hc-cached": "hc-plain", "hc-ticket": "hc-plain",
+    "hc2-fresh": "hc-plain", "hc2-ticket": "hc-plain",
+}
+
 DESCRIPTIONS = {
     "nginx-plain": "nginx, plain HTTP",
     "nginx-tls12": "nginx + OpenSSL, TLS 1.2 ECDHE-ECDSA-AES256-GCM-SHA384 P-256, no cache, no tickets (paper)",

@@ -7,7 +7,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from configs import CONFIGS  # noqa: E402
+from configs import CONFIGS, PLAIN_OF  # noqa: E402
 from servers import SIZES  # noqa: E402
 
 STYLE = {
@@ -141,7 +141,6 @@ def _scaling(result, fig_dir):
 
 
 def _overhead(result, fig_dir):
-    from report import PLAIN_OF
     agg = result.get("aggregate", {})
     fig, ax = plt.subplots(figsize=(7.5, 4.6))
     drawn = False

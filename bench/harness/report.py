@@ -5,16 +5,9 @@ import json
 import os
 import statistics
 
-from configs import CONFIGS, DESCRIPTIONS
+from configs import CONFIGS, DESCRIPTIONS, PLAIN_OF
 from servers import SIZES
 
-# The plain-HTTP configuration of the same server code, for overhead bytes.
-PLAIN_OF = {
-    "nginx-plain": "nginx-plain", "nginx-tls12": "nginx-plain", "nginx-tls12-tickets": "nginx-plain",
-    "nginx-tls13": "nginx-plain", "rustls-tls13": "hc-plain", "hc-plain": "hc-plain",
-    "hc-fresh": "hc-plain", "hc-cached": "hc-plain", "hc-ticket": "hc-plain",
-    "hc2-fresh": "hc-plain", "hc2-ticket": "hc-plain",
-}
 
 def paired_ratio(runs, a, b, field, same=lambda r: True):
     """Ratio a/b of `field` from runs of the same repetition (adjacent in

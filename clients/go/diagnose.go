@@ -88,20 +88,6 @@ func diagnose(ctx context.Context, err error, authority, phase string, start tim
 	return &Error{Code: CodeTransport, Err: err}
 }
 
-// notHTTPCrypt is the diagnosis of an OPTIONS answer without certificates.
-func (t *Transport) notHTTPCrypt(authority string, status int) error {
-	if status == 404 {
-		mount := string(t.mount)
-		if mount == "" {
-			mount = "/"
-		}
-		return &Error{Code: CodeNoEndpoint, Status: status,
-			Detail: fmt.Sprintf("no HTTPCrypt endpoint at %s on %s: wrong mount?", mount, hostPort(authority))}
-	}
-	return &Error{Code: CodeNotHTTPCrypt, Status: status,
-		Detail: fmt.Sprintf("%s is not an HTTPCrypt server (OPTIONS %s answered %d)", hostPort(authority), t.mount.OptionsPath(), status)}
-}
-
 // earlyAnswerConn lets a server's early answer through. A server that
 // refuses a request body before reading it (an outer 413) answers and
 // closes; the client's next write then fails, and net/http drops the

@@ -1,20 +1,164 @@
 package httpcrypt
 
-// The client's decisions, without IO: which credential, profile and nonce
-// an attempt uses, its inner request head and outer form (spec §4, §4.5,
+// The client's decisions, without IO: per-host state (keys and when they
+// were fetched, the reused key pair, the last ticket and token, the clock
+// offset, the admission cookie), which credential, profile and nonce an
+// attempt uses, its inner request head and outer form (spec §4, §4.5,
 // §8.4, §14.5), and what an answer means for the call (spec §11.5: retry,
-// error or response). Transport.once is the thin driver around it: it
-// fetches keys, sends what the engine planned, and reads the bytes the
-// engine decides on, as the Python client's Engine and its drivers do.
+// error or response). Transport (transport.go) is the thin driver around
+// it: it fetches keys, sends what the engine planned, and reads the bytes
+// the engine decides on, as the Python client's Engine and its drivers do.
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
+
+// engine is the client's state per host and its decisions; it does no
+// IO. Transport embeds it.
+type engine struct {
+	opts     Options
+	mount    Mount
+	identity *Identity
+	limits   Limits
+
+	mu    sync.Mutex
+	hosts map[string]*hostState
+}
+
+type hostState struct {
+	keys      []DiscoveredKey
+	fetched   int64
+	maxAge    int64 // 0: no expiry
+	own       *KexSecret
+	ticket    *Ticket
+	ticketKey SessionKey
+	token     string
+	tokenKey  SessionKey
+	offset    int64
+	// admit is the admission cookie the host handed out (spec §14.5),
+	// echoed on key requests until admitAt + 25 s; admitD its difficulty.
+	admit   *AdmitCookie
+	admitD  int
+	admitAt int64
+}
+
+// newEngine takes the options with defaults filled in; the mount and the
+// identity are parsed by NewTransport, which reports them as config errors.
+func newEngine(opts Options) *engine {
+	e := &engine{opts: opts, hosts: map[string]*hostState{}, limits: opts.Limits.orDefault()}
+	if e.opts.RecordSize <= 0 {
+		e.opts.RecordSize = DefaultRecordSize
+	}
+	if e.opts.RecordSize > RecordFloor {
+		e.opts.RecordSize = RecordFloor // every receiver accepts 16 KiB records
+	}
+	return e
+}
+
+func (e *engine) now() int64 {
+	if e.opts.Now != nil {
+		return e.opts.Now().Unix()
+	}
+	return time.Now().Unix()
+}
+
+func (e *engine) host(authority string, f func(h *hostState)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	h := e.hosts[authority]
+	if h == nil {
+		h = &hostState{offset: int64(e.opts.ClockOffset / time.Second)}
+		e.hosts[authority] = h
+	}
+	f(h)
+}
+
+// ---- keys ----
+
+// cachedKey is the key to use at now if the cached certificates are fresh
+// and one of them is valid, else nil (fetch them).
+func (e *engine) cachedKey(authority string, now int64) *DiscoveredKey {
+	var cached *DiscoveredKey
+	e.host(authority, func(h *hostState) {
+		if h.maxAge == 0 || now < h.fetched+h.maxAge {
+			if k, err := ChooseKey(h.keys, now); err == nil {
+				c := *k
+				cached = &c
+			}
+		}
+	})
+	return cached
+}
+
+// storeCerts takes the 200 answer to OPTIONS {mount}/ (header and body):
+// checks the certificate list in authenticated mode, caches it for
+// max-age and returns the keys kept.
+func (e *engine) storeCerts(authority string, status int, header http.Header, body []byte) ([]DiscoveredKey, error) {
+	maxAge := int64(0)
+	for _, d := range strings.Split(header.Get("Cache-Control"), ",") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(d), "max-age="); ok {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				maxAge = max(n, 1) // max-age=0: ask again soon, not never
+			}
+		}
+	}
+	certs, err := ParseCertList(body)
+	if err != nil {
+		if ct, _, _ := strings.Cut(header.Get("Content-Type"), ";"); !strings.EqualFold(strings.TrimSpace(ct), contentTypeCerts) {
+			return nil, e.notHTTPCrypt(authority, status) // e.g. a web server's 200 to OPTIONS
+		}
+		return nil, err
+	}
+	keys, err := e.acceptCerts(certs)
+	if err != nil {
+		return nil, err
+	}
+	now := e.now()
+	e.host(authority, func(h *hostState) { h.keys, h.fetched, h.maxAge = keys, now, maxAge })
+	return keys, nil
+}
+
+// acceptCerts keeps the certificates the client's mode accepts: all of
+// them (opportunistic) or those verifying under the pinned identity.
+func (e *engine) acceptCerts(certs []*KeyCert) ([]DiscoveredKey, error) {
+	if _, err := ChooseCert(certs, e.now(), e.identity); err != nil {
+		if errors.Is(err, ErrBadSignature) {
+			return nil, &Error{Code: CodeBadSignature, Detail: BadSignatureDetail}
+		}
+		return nil, err
+	}
+	var keys []DiscoveredKey
+	for _, c := range certs {
+		if e.identity == nil || c.Verify(e.identity) == nil {
+			keys = append(keys, c.Key())
+		}
+	}
+	return keys, nil
+}
+
+// notHTTPCrypt is the diagnosis of an OPTIONS answer without certificates.
+func (e *engine) notHTTPCrypt(authority string, status int) error {
+	if status == 404 {
+		mount := string(e.mount)
+		if mount == "" {
+			mount = "/"
+		}
+		return &Error{Code: CodeNoEndpoint, Status: status,
+			Detail: fmt.Sprintf("no HTTPCrypt endpoint at %s on %s: wrong mount?", mount, hostPort(authority))}
+	}
+	return &Error{Code: CodeNotHTTPCrypt, Status: status,
+		Detail: fmt.Sprintf("%s is not an HTTPCrypt server (OPTIONS %s answered %d)", hostPort(authority), e.mount.OptionsPath(), status)}
+}
+
+// ---- attempts ----
 
 // attempt is one outer exchange as the engine planned it.
 type attempt struct {
@@ -35,8 +179,8 @@ type attempt struct {
 // the profile and n0 of an attempt on key server, solves an admission
 // puzzle when the host asked for one (CPU work, bounded by ctx), and
 // formats the inner head of req. noBody: the body is nil or http.NoBody.
-func (t *Transport) plan(ctx context.Context, req *http.Request, authority string, server *DiscoveredKey, noBody bool, ownDate bool) (*attempt, error) {
-	now := t.now()
+func (e *engine) plan(ctx context.Context, req *http.Request, authority string, server *DiscoveredKey, noBody bool, ownDate bool) (*attempt, error) {
+	now := e.now()
 	var ticket *Ticket
 	var ticketKey SessionKey
 	var own *KexSecret
@@ -45,14 +189,14 @@ func (t *Transport) plan(ctx context.Context, req *http.Request, authority strin
 	var tokenKey SessionKey
 	var admit *AdmitCookie
 	var admitD int
-	t.host(authority, func(h *hostState) {
+	e.host(authority, func(h *hostState) {
 		if h.admit != nil && now < h.admitAt+AdmitEchoSeconds {
 			admit, admitD = h.admit, h.admitD
 		}
-		if !t.opts.NoTickets && h.ticket != nil {
+		if !e.opts.NoTickets && h.ticket != nil {
 			ticket, ticketKey = h.ticket, h.ticketKey
 		}
-		if t.opts.KeyPolicy == ReuseKeyPerHost {
+		if e.opts.KeyPolicy == ReuseKeyPerHost {
 			if h.own == nil {
 				h.own = GenerateKexSecret()
 			}
@@ -65,7 +209,7 @@ func (t *Transport) plan(ctx context.Context, req *http.Request, authority strin
 	// (spec §4.5), unless turned off or the authority is not sent verbatim
 	// as the outer Host (which record 0 binds).
 	a.profile = server.Profile()
-	if t.opts.NoCompact || !boundHostOK(authority) {
+	if e.opts.NoCompact || !boundHostOK(authority) {
 		a.profile = Profile1
 	}
 	a.compact = a.profile == ProfileCompact
@@ -111,7 +255,7 @@ func (t *Transport) plan(ctx context.Context, req *http.Request, authority strin
 	case req.ContentLength > 0:
 		a.exact = req.ContentLength
 	}
-	a.head = t.innerHead(req, a, now+offset, ownDate, token, tokenKey)
+	a.head = e.innerHead(req, a, now+offset, ownDate, token, tokenKey)
 	return a, nil
 }
 
@@ -120,7 +264,7 @@ func (t *Transport) plan(ctx context.Context, req *http.Request, authority strin
 // time, Content-Length, and the tokens of spec §8.4. Profile 2 sends no
 // Date (the time is in n0) and no Host (the outer one is bound), except a
 // Host the caller set apart from the URL's.
-func (t *Transport) innerHead(req *http.Request, a *attempt, date int64, ownDate bool, token string, tokenKey SessionKey) []byte {
+func (e *engine) innerHead(req *http.Request, a *attempt, date int64, ownDate bool, token string, tokenKey SessionKey) []byte {
 	head := RequestHead{Method: req.Method, Target: req.URL.RequestURI()}
 	if head.Method == "" {
 		head.Method = http.MethodGet
@@ -169,8 +313,8 @@ func (t *Transport) innerHead(req *http.Request, a *attempt, date int64, ownDate
 
 // getForm says whether the attempt goes as a GET: allowed, the body's
 // length known, and the request line below its bound (spec §4.1).
-func (t *Transport) getForm(a *attempt) bool {
-	return !t.opts.NoGetForm && a.exact >= 0 && FitsGetFormProfile(t.mount, len(a.head)+int(a.exact)+64, a.profile)
+func (e *engine) getForm(a *attempt) bool {
+	return !e.opts.NoGetForm && a.exact >= 0 && FitsGetFormProfile(e.mount, len(a.head)+int(a.exact)+64, a.profile)
 }
 
 // sealer is the request sealer of the attempt's profile.
@@ -182,39 +326,52 @@ func (a *attempt) sealer() (*Sealer, error) {
 }
 
 // getTarget is the GET-form target carrying the sealed stream.
-func (t *Transport) getTarget(a *attempt, stream []byte) string {
+func (e *engine) getTarget(a *attempt, stream []byte) string {
 	if a.compact {
-		return t.mount.CompactGetTarget(&a.n0, stream)
+		return e.mount.CompactGetTarget(&a.n0, stream)
 	}
-	return t.mount.GetTarget(&a.n0, stream)
+	return e.mount.GetTarget(&a.n0, stream)
 }
 
 // noncePath is the POST-form target.
-func (t *Transport) noncePath(a *attempt) string {
+func (e *engine) noncePath(a *attempt) string {
 	if a.compact {
-		return t.mount.CompactNoncePath(&a.n0)
+		return e.mount.CompactNoncePath(&a.n0)
 	}
-	return t.mount.NoncePath(&a.n0)
+	return e.mount.NoncePath(&a.n0)
 }
 
 // opener opens the answer of the attempt.
-func (t *Transport) opener(a *attempt) *Opener {
+func (e *engine) opener(a *attempt) *Opener {
 	if a.compact {
-		return NewCompactResponseOpener(a.k, a.n0, t.limits.MaxRecord)
+		return NewCompactResponseOpener(a.k, a.n0, e.limits.MaxRecord)
 	}
-	return NewResponseOpener(a.k, a.n0, t.limits.MaxRecord)
+	return NewResponseOpener(a.k, a.n0, e.limits.MaxRecord)
 }
+
+// ---- answers ----
+
+type outcome int
+
+const (
+	done outcome = iota
+	retryUnknownKey
+	retryStale
+	retryToken
+	retryAdmission // outer 429 urn:httpcrypt:admission: the cookie is stored
+	retryBusy      // outer 429 urn:httpcrypt:busy: wait, then again
+)
 
 // answered keeps the ticket and the token an authenticated inner head
 // carries, bound to the attempt's session key.
-func (t *Transport) answered(a *attempt, h *ResponseHead) {
+func (e *engine) answered(a *attempt, h *ResponseHead) {
 	if v, ok := Get(h.Fields, TicketField); ok {
 		if tic, err := ParseTicketField(v); err == nil {
-			t.host(a.authority, func(hs *hostState) { hs.ticket, hs.ticketKey = tic, a.k })
+			e.host(a.authority, func(hs *hostState) { hs.ticket, hs.ticketKey = tic, a.k })
 		}
 	}
 	if v, ok := Get(h.Fields, RandomField); ok {
-		t.host(a.authority, func(hs *hostState) { hs.token, hs.tokenKey = v, a.k })
+		e.host(a.authority, func(hs *hostState) { hs.token, hs.tokenKey = v, a.k })
 	}
 }
 
@@ -229,7 +386,7 @@ func mayBeProblem(h *ResponseHead) bool {
 // offset is corrected from the inner Date) and token-required are
 // retried once; other urn:httpcrypt: problems are errors; ok false: the
 // application's own document, a response like any other.
-func (t *Transport) judgeProblem(a *attempt, h *ResponseHead, body []byte) (out outcome, ok bool, err error) {
+func (e *engine) judgeProblem(a *attempt, h *ResponseHead, body []byte) (out outcome, ok bool, err error) {
 	p, perr := ParseProblem(body)
 	if perr != nil || !strings.HasPrefix(p.Type, "urn:httpcrypt:") {
 		return done, false, nil
@@ -238,8 +395,8 @@ func (t *Transport) judgeProblem(a *attempt, h *ResponseHead, body []byte) (out 
 	case ProblemStale:
 		if d, ok := Get(h.Fields, "date"); ok {
 			if server, err := ParseDate(d); err == nil {
-				local := t.now()
-				t.host(a.authority, func(hs *hostState) { hs.offset = server - local })
+				local := e.now()
+				e.host(a.authority, func(hs *hostState) { hs.offset = server - local })
 			}
 		}
 		return retryStale, true, nil
@@ -258,7 +415,7 @@ func (t *Transport) judgeProblem(a *attempt, h *ResponseHead, body []byte) (out 
 // sets the wait, unknown-key takes the problem's certificates (verified
 // in authenticated mode); all three are retried. Anything else is an
 // error. retryAfter is the outer Retry-After field.
-func (t *Transport) refusal(a *attempt, status int, retryAfter string, body []byte, cs *call) (outcome, error) {
+func (e *engine) refusal(a *attempt, status int, retryAfter string, body []byte, cs *call) (outcome, error) {
 	p, _ := ParseProblem(body)
 	if p == nil {
 		return done, &Error{Code: CodeRefused, Status: status}
@@ -275,8 +432,8 @@ func (t *Transport) refusal(a *attempt, status int, retryAfter string, body []by
 		if d > MaxClientDifficulty {
 			return done, &Error{Code: CodeBadAdmission, Type: p.Type, Status: status}
 		}
-		now := t.now()
-		t.host(a.authority, func(h *hostState) {
+		now := e.now()
+		e.host(a.authority, func(h *hostState) {
 			h.admit, h.admitD, h.admitAt = &c, d, now
 			if a.credential == "ticket" {
 				// A §14 server never challenges a ticket; one that does
@@ -306,9 +463,9 @@ func (t *Transport) refusal(a *attempt, status int, retryAfter string, body []by
 				certs = append(certs, c)
 			}
 		}
-		keys, err := t.acceptCerts(certs)
-		now := t.now()
-		t.host(a.authority, func(h *hostState) {
+		keys, err := e.acceptCerts(certs)
+		now := e.now()
+		e.host(a.authority, func(h *hostState) {
 			h.ticket = nil
 			if err == nil {
 				h.keys, h.fetched = keys, now
@@ -333,4 +490,60 @@ func (a *attempt) exchange(outer *http.Request, status int, cs *call) Exchange {
 		x.Difficulty = a.admitD
 	}
 	return x
+}
+
+// ---- the call ----
+
+// call is the state of one RoundTrip across its attempts.
+type call struct {
+	start      time.Time // when RoundTrip began (a timeout's budget counts from it)
+	replayable bool      // the body can be sent again (nil, http.NoBody or GetBody)
+	attempt    int
+	ownDate    bool
+	challenges int
+	busy       int
+	busyWait   time.Duration
+	retried    map[outcome]bool
+}
+
+func newCall(start time.Time, replayable bool) *call {
+	return &call{start: start, replayable: replayable, retried: map[outcome]bool{}}
+}
+
+// follow decides whether the call goes on after an attempt that asked
+// for a retry (spec §11.5, §14.5): nil to send again (after busyWait for
+// retryBusy), else the call's error. unknown-key, stale and token-required
+// are retried once each; admission challenges and busy answers together
+// MaxAdmissionRetries times; nothing without a replayable body.
+func (cs *call) follow(out outcome) error {
+	if out == retryAdmission || out == retryBusy {
+		final := &Error{Code: CodeAdmissionRequired, Type: ProblemAdmission, Status: http.StatusTooManyRequests}
+		if out == retryBusy {
+			final = &Error{Code: CodeBusy, Type: ProblemBusy, Status: http.StatusTooManyRequests}
+		}
+		if !cs.replayable || cs.challenges+cs.busy > MaxAdmissionRetries {
+			return final
+		}
+		return nil
+	}
+	if cs.retried[out] || !cs.replayable {
+		return map[outcome]error{
+			retryUnknownKey: &Error{Code: CodeUnknownKey, Type: ProblemUnknownKey, Status: 400},
+			retryStale:      &Error{Code: CodeStale, Type: ProblemStale, Status: 425, Authenticated: true},
+			retryToken:      &Error{Code: CodeTokenRequired, Type: ProblemTokenRequired, Status: 425, Authenticated: true},
+		}[out]
+	}
+	cs.retried[out] = true
+	if out == retryStale {
+		cs.ownDate = true
+	}
+	return nil
+}
+
+func isUnsafe(m string) bool {
+	switch m {
+	case "GET", "HEAD", "OPTIONS", "TRACE":
+		return false
+	}
+	return true
 }

@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING
 
-from .client import ClientConfig, Engine, ExchangeInfo, PreparedRequest
+from .client import ClientConfig, Engine, ExchangeInfo
 from .errors import (
     ConfigError,
     EndpointError,
@@ -17,6 +17,7 @@ from .errors import (
     TokenRequiredError,
     TransportError,
 )
+from .exchange import PreparedRequest
 
 if TYPE_CHECKING:
     from .httpx_transport import AsyncHTTPCryptTransport, HTTPCryptTransport

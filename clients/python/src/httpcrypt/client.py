@@ -1,7 +1,7 @@
 """The client's protocol logic, independent of any HTTP library.
 
-:class:`PreparedRequest` is one exchange without IO (credential, ``k``,
-cookie, sealing, opening). :class:`Engine` keeps per-host state (keys from
+:class:`~httpcrypt.exchange.PreparedRequest` is one exchange without IO
+(credential, ``k``, cookie, sealing, opening). :class:`Engine` keeps per-host state (keys from
 ``OPTIONS {mount}/`` or an ``unknown-key`` problem, the client key pair when
 reused, the last ticket and token, the clock offset) and turns a caller's
 request into an outer :class:`Attempt`; the httpx transports and the
@@ -21,7 +21,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -43,19 +43,15 @@ from .errors import (
     RefusedError,
     inner_problem,
 )
+from .exchange import PreparedRequest, aseal_chunks, seal_chunks_exact
 from .inner import RequestHead, ResponseDecoder, ResponseHead
 from .outer import Mount
 from .stream import (
     DEFAULT_MAX_RECORD,
     RECORD_OVERHEAD,
-    Opener,
-    Sealer,
-    host_bytes,
-    open_all,
     seal_all,
-    seal_records,
 )
-from .suite import NONCE_LEN, KexKey, kid
+from .suite import NONCE_LEN, KexKey
 from .ticket import TICKET_FIELD, Ticket
 from .token import CLIENT_RANDOM_FIELD, RANDOM_FIELD
 
@@ -68,76 +64,6 @@ _SKIP_FIELDS = inner.FORBIDDEN | {"content-length", "te", "trailer", "proxy-conn
 # How long an admission cookie is echoed after the server issued it (spec
 # §14.5: the server accepts it for at least one 30 s cookie period).
 ADMIT_REUSE = 25.0
-
-
-class PreparedRequest:
-    """Everything one exchange needs: ``n0``, ``k`` and the cookie; for
-    profile 2 also the outer Host that record 0 binds."""
-
-    def __init__(self, n0: bytes, key: bytes, cookie: str,
-                 credential: Literal["key", "ticket"], host: str | None = None):
-        self.n0 = n0
-        self.session_key = key
-        self.cookie = cookie
-        self.credential = credential
-        self.host = host
-        self.profile = 1 if host is None else 2
-
-    @classmethod
-    def for_key(cls, server_public: bytes, n0: bytes, name_pad: str = "", value_pad: str = "",
-                *, client_secret: bytes | KexKey | None = None, ticket: Ticket | None = None,
-                ticket_key: bytes | None = None, host: str | None = None) -> PreparedRequest:
-        """Derives ``k`` against the server key with ``client_secret``, or
-        takes it from a ticket (``ticket_key`` is the session key it carries).
-        With ``host`` (the outer Host value to send) the request uses
-        profile 2 (spec §4.5)."""
-        if len(n0) != NONCE_LEN:
-            raise ConfigError("n0 must be 24 bytes")
-        if host is not None:
-            host_bytes(host)  # bad_host above 65535 bytes
-        if ticket is not None and ticket_key is not None:
-            cookie = outer.format_cookie(ticket.tid, ticket.sealed, name_pad, value_pad)
-            return cls(n0, ticket_key, cookie, "ticket", host)
-        if client_secret is None:
-            raise ConfigError("need a client secret or a ticket")
-        ck = client_secret if isinstance(client_secret, KexKey) else KexKey(client_secret)
-        k = ck.session_key(server_public)
-        cookie = outer.format_cookie(kid(server_public), ck.public, name_pad, value_pad)
-        return cls(n0, k, cookie, "key", host)
-
-    def sealer(self) -> Sealer:
-        """A sealer for the request stream."""
-        return Sealer.request(self.session_key, self.n0, self.host)
-
-    def response_opener(self, max_record: int = DEFAULT_MAX_RECORD) -> Opener:
-        """An opener for the response body."""
-        return Opener.response(self.session_key, self.n0, max_record, self.profile)
-
-    def nonce_path(self, mount: Mount) -> str:
-        """The POST target: ``{mount}/{b64u(n0)}`` or ``{mount}/2{b64u(n0)}``."""
-        return mount.nonce_path(self.n0, self.profile)
-
-    def get_target(self, mount: Mount, stream: bytes) -> str:
-        """The GET-form target: the nonce path, ``?``, ``b64u(stream)``."""
-        return mount.get_target(self.n0, stream, self.profile)
-
-    def encode_outer(self, form: Literal["post", "get"], mount: Mount, host: str,
-                     stream: bytes) -> bytes:
-        """The complete outer request in the canonical layout."""
-        if self.host is not None and host != self.host:
-            raise ConfigError("a profile-2 request must be sent with the Host it binds")
-        if form == "post":
-            return outer.encode_request_head("post", self.nonce_path(mount), host,
-                                             self.cookie, len(stream)) + stream
-        return outer.encode_request_head("get", self.get_target(mount, stream), host,
-                                         self.cookie)
-
-    def open_response(self, body: bytes, max_record: int = DEFAULT_MAX_RECORD,
-                      request_method: str = "GET") -> tuple[ResponseHead, bytes]:
-        """Opens a whole response body and parses the inner response to a
-        ``request_method`` request."""
-        return inner.decode_response(open_all(self.response_opener(max_record), body),
-                                     request_method=request_method)
 
 
 @dataclass
@@ -575,41 +501,6 @@ def _verifies(cert: KeyCert, identity: bytes) -> bool:
     except ProtocolError:
         return False
     return True
-
-
-def seal_chunks_exact(sealer: Sealer, chunks: Iterable[bytes], record_size: int,
-                      prefix: bytes) -> Iterator[bytes]:
-    """Seals ``prefix`` then ``chunks`` into full records of ``record_size``
-    (the FINAL one takes the rest), yielding records as they fill, so the
-    outer length is known in advance from the plaintext length."""
-    pending = bytearray(prefix)
-    for chunk in chunks:
-        if not chunk:
-            continue
-        pending += chunk
-        if len(pending) > record_size:
-            yield _seal_full(sealer, pending, record_size)
-    yield sealer.finish(bytes(pending))
-
-
-async def aseal_chunks(sealer: Sealer, chunks: AsyncIterable[bytes], record_size: int,
-                       prefix: bytes) -> AsyncIterator[bytes]:
-    """:func:`seal_chunks_exact` for an async body."""
-    pending = bytearray(prefix)
-    async for chunk in chunks:
-        if not chunk:
-            continue
-        pending += chunk
-        if len(pending) > record_size:
-            yield _seal_full(sealer, pending, record_size)
-    yield sealer.finish(bytes(pending))
-
-
-def _seal_full(sealer: Sealer, pending: bytearray, record_size: int) -> bytes:
-    """Seals the full records of ``pending`` (leaving 1..record_size bytes)."""
-    records, taken = seal_records(sealer, pending, record_size, final=False)
-    del pending[:taken]
-    return b"".join(records)
 
 
 __all__ = [

@@ -1,0 +1,79 @@
+package httpcrypt
+
+// The settings of a Transport and what it reports of each call.
+
+import (
+	"net/http"
+	"time"
+)
+
+// KeyPolicy says which client key pair a request uses.
+type KeyPolicy int
+
+const (
+	// FreshKeyPerRequest: a new X25519 key pair for every request (unlinkable).
+	FreshKeyPerRequest KeyPolicy = iota
+	// ReuseKeyPerHost: one key pair per host, so the server's session cache applies.
+	ReuseKeyPerHost
+)
+
+// Options configure a Transport. The zero value is the Rust client's
+// default: opportunistic mode, empty mount, GET form for small requests,
+// tickets on, a fresh key pair per request.
+type Options struct {
+	// Mount is the server's HTTPCrypt path prefix (e.g. "/hc").
+	Mount string
+	// Identity pins the server's Ed25519 identity key (base64url):
+	// authenticated mode, certificates must verify under it.
+	Identity string
+	// Base carries the outer requests; nil uses a new http.Transport
+	// (proxy from the environment, no transparent compression, and a
+	// server's early answer read after it stopped taking the body).
+	Base http.RoundTripper
+	// KeyPolicy chooses fresh or per-host client key pairs.
+	KeyPolicy KeyPolicy
+	// NoGetForm always uses the POST form.
+	NoGetForm bool
+	// NoTickets never presents tickets the server issued.
+	NoTickets bool
+	// NoCompact always uses the v1 request layout, even with a key whose
+	// certificate has version 2 (spec §4.5 lets a client do so).
+	NoCompact bool
+	// RecordSize is the plaintext size of request records (default 16 KiB).
+	RecordSize int
+	// Limits bound the server's (hostile) responses; zero fields take defaults.
+	Limits Limits
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// ClockOffset is added to the clock for the inner Date (v1) or the
+	// time in n0 (profile 2) until a stale answer corrects it (tests use
+	// it to simulate a wrong clock).
+	ClockOffset time.Duration
+	// Observe, if set, is called after every exchange that produced an
+	// authenticated response.
+	Observe func(Exchange)
+}
+
+// Exchange describes what a middlebox saw of one call.
+type Exchange struct {
+	// Credential is what the outer cookie carried: "key" or "ticket".
+	Credential string
+	// Attempts counts the outer requests (2 after a retry).
+	Attempts int
+	// OuterMethod is GET or POST.
+	OuterMethod string
+	// OuterURL is the outer request URL.
+	OuterURL string
+	// Profile is the request profile of the last attempt: 1, or 2 (the
+	// compact layout of spec §4.5, target segment `2{b64u(n0)}`).
+	Profile int
+	// Status is the inner status.
+	Status int
+	// Challenges and Busy count the outer 429 answers of spec §14 the call
+	// met (urn:httpcrypt:admission, urn:httpcrypt:busy).
+	Challenges, Busy int
+	// Echo says whether the last attempt carried an hc1-admit echo, and
+	// Difficulty the puzzle difficulty it solved.
+	Echo       bool
+	Difficulty int
+}

@@ -1,0 +1,507 @@
+/**
+ * The client's decisions, without IO: per-origin state (certificates and
+ * when they were fetched, the mount found, the reused key pair, the last
+ * ticket and token, the clock offset, the admission cookie), what one
+ * attempt sends (credential, profile, nonce, inner head, outer form and
+ * URL), and what each answer means for the call (spec §11.5: a retry, an
+ * error, or a response to hand out). The fetch driver (`client.ts`) does
+ * the network around it, as the Python client's `Engine` and its drivers.
+ *
+ * Profile 2 (spec §4.5) is used exactly when the chosen certificate has
+ * version 2: the time goes in the nonce, record 0 binds the outer `Host`
+ * (`URL.host`, what fetch puts on the wire), the inner head has no `Host`
+ * or `Date`, pads are 0–7 characters. Every field the caller sets travels
+ * inside (erratum E1).
+ */
+import { ADMIT_COOKIE_LEN, ADMIT_ECHO_SECONDS, MAX_CLIENT_DIFFICULTY, cookieDifficulty, formatEcho, solvePuzzle } from './admission.js';
+import { b64uDecodeExact } from './b64u.js';
+import { type KeyCert, certFromText, certVersion, chooseCert, parseCertList, verifyCert } from './cert.js';
+import { COMPACT_MAX_PAD, type Profile, compactNonce } from './compact.js';
+import { checkDate, formatHttpDate } from './date.js';
+import { hostPort } from './diagnose.js';
+import { HttpCryptError, PROBLEM, type ProblemInfo, codeForProblem, fail } from './errors.js';
+import { type ClientCredential, type PreparedRequest, prepareRequest, requestSealer } from './exchange.js';
+import { DEFAULT_INNER_LIMITS, FORBIDDEN, type Field, type InnerLimits, type ResponseHead, fieldValue, formatRequestHead } from './inner.js';
+import { CERTS_TYPE, MAX_PAD, PROBLEM_TYPE, fitsGetForm, getTarget, noncePath, normalizeMount, parseProblem, randomPad } from './outer.js';
+import { type CallStats, MAX_BUSY_WAIT, type Retry } from './retry.js';
+import { DEFAULT_MAX_RECORD, sealAll } from './stream.js';
+import { concat, isIdentityKey, randomBytes } from './suite.js';
+import { TICKET_FIELD, parseTicketField } from './ticket.js';
+import { CLIENT_RANDOM_FIELD, RANDOM_FIELD, formatClientRandom } from './token.js';
+
+/** The settings the engine decides with (part of `ClientOptions`). */
+export interface EngineOptions {
+  /**
+   * The server's mount path. Default: discovered per origin among
+   * `DEFAULT_MOUNTS` (`''`, the server's default, and `/hc`, the mount of a
+   * server that also serves the pages, `serve --pass-through --mount /hc`):
+   * the first whose `OPTIONS {mount}/` answers a certificate list is kept.
+   */
+  mount?: string;
+  /** Authenticated mode: certificates must verify under this Ed25519 identity (32 bytes or base64url). */
+  identity?: Uint8Array | string;
+  /**
+   * `auto` (default, as the Rust client): GET form when the request fits in
+   * the request line (under 2000 bytes), else POST. `post`: always POST.
+   * `get`: always the GET form; a request that does not fit is a `config` error.
+   */
+  form?: 'auto' | 'post' | 'get';
+  /** Reuse one X25519 key pair per host so the server's session cache helps (default: fresh per request). */
+  keyReuse?: boolean;
+  /** Present tickets the server issues (default true). */
+  tickets?: boolean;
+  /**
+   * Use request profile 2 with a key whose certificate announces it
+   * (version 2, spec §4.5; default true). `false` keeps the v1 layout.
+   */
+  compact?: boolean;
+  /** Record size for request bodies (default 16 KiB). */
+  recordSize?: number;
+  /** Largest response record accepted (default 1 MiB). */
+  maxRecord?: number;
+  /** Inner head limits for responses. */
+  innerLimits?: InnerLimits;
+  /** Clock hook: unix seconds (default `Date.now() / 1000`). */
+  now?: () => number;
+  /** Certificate lines (`hc1 …`) known in advance, e.g. from DNS; checked like `OPTIONS` answers. */
+  certs?: string[];
+}
+
+/** What happened on the wire for one `hcFetch` call. */
+export interface ExchangeInfo {
+  /** What the outer cookie carried on the last attempt. */
+  credential: 'key' | 'ticket';
+  /** Requests sent (2 after a retry). */
+  attempts: number;
+  /** Outer form of the last attempt. */
+  form: 'post' | 'get';
+  /** Outer URL of the last attempt. */
+  outerUrl: string;
+  /**
+   * Request profile of the last attempt: 2 (compact, spec §4.5) when the
+   * certificate used has version 2, else 1.
+   */
+  profile: Profile;
+  /** Admission (spec §14): challenges and `busy` answers met in this call, and the echo of the last attempt. */
+  admission: {
+    /** Outer 429 `urn:httpcrypt:admission` answers this call got (each one solved and retried). */
+    challenges: number;
+    /** Outer 429 `urn:httpcrypt:busy` answers this call waited out. */
+    busy: number;
+    /** Whether the last attempt carried an `hc1-admit` echo, and the difficulty it solved (else null). */
+    echoDifficulty: number | null;
+  };
+}
+
+/** Mounts tried, in order, when none is configured: the server's default and the documented pass-through mount. */
+export const DEFAULT_MOUNTS: readonly string[] = ['', '/hc'];
+
+/** The largest problem document or certificate list read. */
+export const PROBLEM_LIMIT = 64 * 1024;
+
+const SAFE = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
+const NULL_BODY = new Set([101, 204, 205, 304]);
+
+/** What the client keeps per origin. */
+export interface HostState {
+  certs: KeyCert[];
+  fetched: number;
+  maxAge: number;
+  key: Uint8Array | null;
+  ticket: { ticket: Uint8Array; sessionKey: Uint8Array } | null;
+  token: { value: string; sessionKey: Uint8Array } | null;
+  clockOffset: number;
+  /** The admission cookie to echo on fresh-key requests until `until` (clock seconds), spec §14.5. */
+  admit: { cookie: Uint8Array; difficulty: number; until: number } | null;
+  /** The mount this origin serves HTTPCrypt under: configured, or found by discovery (null: not yet). */
+  mount: string | null;
+}
+
+/** A caller's body as the engine sees it: bytes in memory, or a stream of unknown length. */
+export interface CallerBody {
+  bytes: Uint8Array | null;
+  stream: ReadableStream<Uint8Array> | null;
+}
+
+/** One outer request as the engine planned it. */
+export interface Attempt {
+  readonly origin: string;
+  /** The origin's state the attempt reads and its answer updates. */
+  readonly host: HostState;
+  readonly prepared: PreparedRequest;
+  readonly profile: Profile;
+  /** The inner request's method (upper case). */
+  readonly method: string;
+  /** The formatted inner request head. */
+  readonly head: Uint8Array;
+  readonly form: 'get' | 'post';
+  readonly outerUrl: string;
+  /** The `hc1-admit` echo value this attempt carries (spec §14.5), or null. */
+  readonly echo: string | null;
+  readonly echoDifficulty: number | null;
+}
+
+function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+/** The media type of a `Content-Type` value, lower case (undefined when absent). */
+function mediaType(value: string | null | undefined): string | undefined {
+  return value?.split(';')[0]?.trim().toLowerCase();
+}
+
+/** Per-origin client state and the protocol decisions of spec §11.5. */
+export class Engine {
+  readonly identity: Uint8Array | undefined;
+  readonly form: 'auto' | 'post' | 'get';
+  readonly keyReuse: boolean;
+  readonly tickets: boolean;
+  readonly compact: boolean;
+  readonly recordSize: number;
+  readonly maxRecord: number;
+  readonly innerLimits: InnerLimits;
+  readonly #configuredMount: string | null;
+  readonly #clock: () => number;
+  readonly #certs: string[] | undefined;
+  readonly #hosts = new Map<string, HostState>();
+
+  constructor(options: EngineOptions = {}) {
+    this.#configuredMount = options.mount === undefined ? null : normalizeMount(options.mount);
+    if (options.identity !== undefined) {
+      const identity = typeof options.identity === 'string' ? b64uDecodeExact(options.identity, 32) : options.identity;
+      if (!isIdentityKey(identity)) fail('bad_signature', 'the pinned identity is not an Ed25519 point');
+      this.identity = identity;
+    }
+    this.form = options.form ?? 'auto';
+    this.keyReuse = options.keyReuse ?? false;
+    this.tickets = options.tickets ?? true;
+    this.compact = options.compact ?? true;
+    this.recordSize = Math.max(1, options.recordSize ?? 16 * 1024);
+    this.maxRecord = options.maxRecord ?? DEFAULT_MAX_RECORD;
+    this.innerLimits = options.innerLimits ?? DEFAULT_INNER_LIMITS;
+    this.#clock = options.now ?? (() => Date.now() / 1000);
+    this.#certs = options.certs;
+  }
+
+  /** The clock, in (fractional) unix seconds. */
+  clock(): number {
+    return this.#clock();
+  }
+
+  /** The clock in whole unix seconds. */
+  now(): number {
+    return Math.floor(this.#clock());
+  }
+
+  /** The state of `origin`, made on first use (with the configured certificates). */
+  host(origin: string): HostState {
+    let h = this.#hosts.get(origin);
+    if (!h) {
+      h = { certs: [], fetched: 0, maxAge: 0, key: null, ticket: null, token: null, clockOffset: 0, admit: null, mount: this.#configuredMount };
+      if (this.#certs) {
+        h.certs = this.checked(this.#certs.map(certFromText));
+        h.fetched = this.now();
+        h.maxAge = 86400;
+      }
+      this.#hosts.set(origin, h);
+    }
+    return h;
+  }
+
+  /** Forgets every origin's keys, tickets and clock offset. */
+  clear(): void {
+    this.#hosts.clear();
+  }
+
+  /** Authenticated mode keeps only certificates the identity signed. */
+  checked(certs: KeyCert[]): KeyCert[] {
+    const id = this.identity;
+    if (id === undefined) return certs;
+    return certs.filter((c) => {
+      try {
+        verifyCert(c, id);
+        return true;
+      } catch {
+        return false;
+      }
+    });
+  }
+
+  // ---- keys ----
+
+  /** The mounts discovery asks at, in order: the one configured or found, else `DEFAULT_MOUNTS`. */
+  mounts(origin: string): readonly string[] {
+    const m = this.host(origin).mount;
+    return m !== null ? [m] : DEFAULT_MOUNTS;
+  }
+
+  /** The certificate to use at time `t` if the cached ones are fresh and one is valid, else null (fetch them). */
+  cachedCert(origin: string, t: number): KeyCert | null {
+    const h = this.host(origin);
+    if (h.certs.length > 0 && (h.maxAge === 0 || t < h.fetched + h.maxAge)) {
+      try {
+        return chooseCert(h.certs, t);
+      } catch {
+        // none valid any more: refresh
+      }
+    }
+    return null;
+  }
+
+  /** The certificate to use at time `t` among freshly fetched ones (bad_signature / not_valid when none). */
+  chooseFetched(certs: KeyCert[], t: number): KeyCert {
+    return chooseCert(certs, t, this.identity);
+  }
+
+  /**
+   * The diagnosis of an `OPTIONS {m}/` answer that is no certificate list
+   * by its status and type: `no_endpoint` (404) or `not_httpcrypt`; null
+   * when the body should be read.
+   */
+  optionsRefusal(origin: string, m: string, status: number, contentType: string | null): HttpCryptError | null {
+    const where = hostPort(origin);
+    const ctype = mediaType(contentType);
+    if (status === 404) {
+      return new HttpCryptError('no_endpoint', `no HTTPCrypt endpoint at ${m || '/'} on ${where}: wrong mount?`, { type: '', status: 404, scope: 'outer' });
+    }
+    if (status !== 200 || (ctype !== undefined && ctype !== CERTS_TYPE)) {
+      return new HttpCryptError('not_httpcrypt', `${where} is not an HTTPCrypt server (OPTIONS ${m}/ answered ${status})`, { type: '', status, scope: 'outer' });
+    }
+    return null;
+  }
+
+  /**
+   * Takes the certificate list `OPTIONS {m}/` answered: checks it
+   * (something usable, signed in authenticated mode), keeps the mount and
+   * caches the list for `max-age`. Returns the certificates kept.
+   */
+  storeCerts(origin: string, m: string, status: number, contentType: string | null, cacheControl: string | null, text: Uint8Array): KeyCert[] {
+    const m2 = /(?:^|,)\s*max-age=(\d+)/.exec(cacheControl ?? '');
+    // max-age=0 (a rotation is due) means "ask again soon", not "keep forever".
+    const maxAge = m2 ? Math.max(1, Number(m2[1])) : 0;
+    let certs: KeyCert[];
+    try {
+      certs = parseCertList(text);
+    } catch (e) {
+      // Without the certificate list's type, a body that is not one is some other service's answer.
+      if (mediaType(contentType) === undefined) throw new HttpCryptError('not_httpcrypt', `${hostPort(origin)} is not an HTTPCrypt server (OPTIONS ${m}/ answered ${status})`);
+      throw e;
+    }
+    const t = this.now();
+    chooseCert(certs, t, this.identity); // bad_signature / not_valid when nothing usable
+    const h = this.host(origin);
+    h.mount = m;
+    h.certs = this.checked(certs);
+    h.fetched = t;
+    h.maxAge = maxAge;
+    return h.certs;
+  }
+
+  // ---- requests ----
+
+  /**
+   * Plans one attempt of a request to `url` on key `cert`: the credential
+   * (the host's ticket, else a key pair per `keyReuse`), the profile, the
+   * admission echo (solving its puzzle, which `signal` may stop), the inner
+   * head, the outer form and URL. A GET-form request is sealed here; a POST
+   * body is sealed by the driver (`sealWhole` or record by record).
+   * `ownDate`: after a `stale` answer the corrected clock writes `Date`.
+   */
+  async plan(url: URL, method: string, callerHeaders: Headers, body: CallerBody, ownDate: boolean, cert: KeyCert, signal?: AbortSignal): Promise<Attempt> {
+    const origin = url.origin;
+    const authority = url.host;
+    const h = this.host(origin);
+    const mount = h.mount ?? DEFAULT_MOUNTS[0]!;
+    if (this.keyReuse && h.key === null) h.key = randomBytes(32);
+    const cred: ClientCredential =
+      this.tickets && h.ticket !== null ? { kind: 'ticket', ...h.ticket } : { kind: 'key', secret: h.key ?? randomBytes(32) };
+    // Profile 2 exactly when the chosen certificate announces it (spec §4.5). Its n0 carries the
+    // corrected clock; record 0 binds the outer Host as fetch writes it on the wire: URL.host.
+    const profile: Profile = this.compact && certVersion(cert) === 2 ? 2 : 1;
+    const maxPad = profile === 2 ? COMPACT_MAX_PAD : MAX_PAD;
+    const p =
+      profile === 2
+        ? prepareRequest(cert.kexPublic, cred, compactNonce(this.now() + h.clockOffset), randomPad(maxPad), randomPad(maxPad), { profile: 2, host: authority })
+        : prepareRequest(cert.kexPublic, cred, randomBytes(24), randomPad(maxPad), randomPad(maxPad));
+    // Under admission: fresh-key requests echo the host's cookie with a solution for this n0; ticket requests never.
+    let echo: string | null = null;
+    let echoDifficulty: number | null = null;
+    if (h.admit !== null && this.clock() >= h.admit.until) h.admit = null;
+    if (cred.kind === 'key' && h.admit !== null) {
+      const { cookie, difficulty } = h.admit;
+      echo = formatEcho(cookie, await solvePuzzle(cookie, p.n0, difficulty, signal === undefined ? {} : { signal }));
+      echoDifficulty = difficulty;
+    }
+
+    const len = body.bytes?.length ?? (body.stream === null ? 0 : null);
+    const head = this.innerHead(url, method, callerHeaders, len, ownDate, profile, h, p);
+    const fits = len !== null && fitsGetForm(mount, head.length + len + 64, profile);
+    if (this.form === 'get' && !fits) fail('config', 'the request does not fit the GET form (2000-byte request line, body in memory)');
+    const base = { origin, host: h, prepared: p, profile, method, head, echo, echoDifficulty };
+    if (this.form !== 'post' && fits) {
+      const stream = sealAll(requestSealer(p), concat(head, body.bytes ?? new Uint8Array(0)), this.recordSize);
+      return { ...base, form: 'get', outerUrl: origin + getTarget(mount, p.n0, stream, profile) };
+    }
+    return { ...base, form: 'post', outerUrl: origin + noncePath(mount, p.n0, profile) };
+  }
+
+  /**
+   * The inner head: target, Host, the caller's fields, a corrected Date,
+   * framing, and the tokens of spec §8.4. Profile 2 sends neither Host (the
+   * outer one is bound) nor Date (the time is in n0). `len`: the body's
+   * length, null when unknown (a stream).
+   */
+  innerHead(url: URL, method: string, callerHeaders: Headers, len: number | null, ownDate: boolean, profile: Profile, h: HostState, p: PreparedRequest): Uint8Array {
+    const fields: Field[] = [];
+    if (profile === 1 && !callerHeaders.has('host')) fields.push(['Host', url.host]);
+    callerHeaders.forEach((value, name) => {
+      if (FORBIDDEN.includes(name) || name === 'content-length' || (profile === 1 && ownDate && name === 'date')) return;
+      fields.push([name, value]);
+    });
+    if (profile === 1 && (ownDate || !callerHeaders.has('date'))) fields.push(['Date', formatHttpDate(this.now() + h.clockOffset)]);
+    if (len !== null && (len > 0 || method === 'POST' || method === 'PUT')) fields.push(['Content-Length', String(len)]);
+    if (!SAFE.has(method)) {
+      // A token bound to this very session key proves an earlier round trip; a fresh Client-Random asks for the next one.
+      if (h.token !== null && bytesEqual(h.token.sessionKey, p.sessionKey)) fields.push([RANDOM_FIELD, h.token.value]);
+      fields.push([CLIENT_RANDOM_FIELD, formatClientRandom(randomBytes(24))]);
+    }
+    return formatRequestHead({ method, target: url.pathname + url.search, fields });
+  }
+
+  /** The sealed request stream of a POST attempt whose body is in memory. */
+  sealWhole(a: Attempt, bytes: Uint8Array): Uint8Array {
+    return sealAll(requestSealer(a.prepared), concat(a.head, bytes), this.recordSize);
+  }
+
+  // ---- answers ----
+
+  /**
+   * Decides on a non-200 outer answer (unauthenticated: at most a hint for
+   * a retry, never data). `unknown-key` takes the problem's certificates
+   * (checked in authenticated mode) and retries; a 429 `admission`
+   * challenge stores its cookie for the host and retries (`bad_admission`
+   * above `MAX_CLIENT_DIFFICULTY`); a 429 `busy` retries after its wait.
+   * Anything else throws. `retryAfter`: the outer `Retry-After` field.
+   */
+  refused(a: Attempt, status: number, retryAfter: string | null, text: Uint8Array): Retry {
+    const h = a.host;
+    const problem = parseProblem(text);
+    if (problem?.type === 'urn:httpcrypt:unknown-key') {
+      const certs: KeyCert[] = [];
+      for (const line of problem.certs) {
+        try {
+          certs.push(certFromText(line));
+        } catch {
+          // skip lines that do not parse
+        }
+      }
+      const usable = this.checked(certs);
+      h.ticket = null;
+      h.certs = usable;
+      h.fetched = this.now();
+      h.maxAge = usable.length > 0 ? Math.max(h.maxAge, 1) : 0;
+      return { kind: 'retry_key' };
+    }
+    const info: ProblemInfo = {
+      type: problem?.type ?? '',
+      status,
+      scope: 'outer',
+      ...(problem?.title !== undefined ? { title: problem.title } : {}),
+    };
+    if (status === 429 && problem?.type === PROBLEM.admission) {
+      let cookie: Uint8Array;
+      try {
+        cookie = b64uDecodeExact(problem.admit ?? '', ADMIT_COOKIE_LEN);
+      } catch {
+        throw new HttpCryptError('admission_required', 'outer 429 admission without a usable cookie (unauthenticated)', info);
+      }
+      // The cookie's own difficulty byte is what the server checks (its MAC covers it); never solve less than either says.
+      const d = Math.max(cookieDifficulty(cookie), problem.difficulty ?? 0);
+      if (!Number.isInteger(d) || d > MAX_CLIENT_DIFFICULTY) {
+        throw new HttpCryptError('bad_admission', `admission puzzle of difficulty ${d} is above ${MAX_CLIENT_DIFFICULTY}: not solved`, info);
+      }
+      h.admit = { cookie, difficulty: d, until: this.clock() + ADMIT_ECHO_SECONDS };
+      // Tickets never meet the defence; a challenged ticket request goes again as a fresh-key request.
+      if (a.prepared.credential === 'ticket') h.ticket = null;
+      return { kind: 'retry_admission', problem: info };
+    }
+    if (status === 429 && problem?.type === PROBLEM.busy) {
+      const header = Number(retryAfter ?? '');
+      const s = problem.retryAfter ?? (Number.isFinite(header) ? header : 1);
+      return { kind: 'retry_busy', wait: Math.min(Math.max(0, s), MAX_BUSY_WAIT), problem: info };
+    }
+    const type = problem?.type ?? '';
+    throw new HttpCryptError(type ? codeForProblem(type, 'outer') : 'refused', `outer ${status}${type ? ' ' + type : ''} (unauthenticated)`, info);
+  }
+
+  /** Keeps the ticket (when tickets are on) and the token an authenticated inner head carries, bound to the attempt's session key. */
+  answered(a: Attempt, inner: ResponseHead): void {
+    const h = a.host;
+    const p = a.prepared;
+    const ticketField = fieldValue(inner.fields, TICKET_FIELD);
+    if (ticketField !== undefined && this.tickets) {
+      try {
+        h.ticket = { ticket: parseTicketField(ticketField), sessionKey: p.sessionKey };
+      } catch {
+        // a malformed ticket is ignored; the key pair keeps working
+      }
+    }
+    const random = fieldValue(inner.fields, RANDOM_FIELD);
+    if (random !== undefined) h.token = { value: random, sessionKey: p.sessionKey };
+  }
+
+  /** Whether the answer has no body: a 1xx/204/205/304 status, or the answer to HEAD (erratum E2). */
+  bodiless(a: Attempt, inner: ResponseHead): boolean {
+    return NULL_BODY.has(inner.status) || a.method === 'HEAD';
+  }
+
+  /**
+   * How much of the inner body to verify whole before anything is
+   * released, or null to stream it: a problem document (it may be a
+   * protocol problem) and a body-less answer are small.
+   */
+  wholeBodyLimit(a: Attempt, inner: ResponseHead): number | null {
+    const problem = mediaType(fieldValue(inner.fields, 'content-type')) === PROBLEM_TYPE;
+    if (problem) return PROBLEM_LIMIT;
+    return this.bodiless(a, inner) ? this.maxRecord : null;
+  }
+
+  /**
+   * Decides on an inner body read whole: a sealed `stale` (the clock offset
+   * is corrected from the inner Date) or `token-required` is retried; other
+   * `urn:httpcrypt:` problems throw (the server's own word, still a protocol
+   * failure, not a document); null: a response like any other.
+   */
+  judgeProblem(a: Attempt, inner: ResponseHead, bytes: Uint8Array): Retry | null {
+    const problem = mediaType(fieldValue(inner.fields, 'content-type')) === PROBLEM_TYPE ? parseProblem(bytes) : null;
+    if (problem === null || !problem.type.startsWith('urn:httpcrypt:')) return null;
+    if (problem.type === 'urn:httpcrypt:stale') {
+      try {
+        const server = checkDate(fieldValue(inner.fields, 'date'), 0, Number.MAX_SAFE_INTEGER);
+        a.host.clockOffset = server - this.now();
+      } catch {
+        // no usable Date: retry with the same clock
+      }
+      return { kind: 'retry_stale' };
+    }
+    if (problem.type === 'urn:httpcrypt:token-required') return { kind: 'retry_token' };
+    throw new HttpCryptError(codeForProblem(problem.type, 'inner'), `server reported ${inner.status} ${problem.type}`, {
+      type: problem.type,
+      status: inner.status,
+      scope: 'inner',
+      ...(problem.title !== undefined ? { title: problem.title } : {}),
+    });
+  }
+
+  /** What the call showed on the wire, its last attempt being `a`. */
+  info(a: Attempt, attempts: number, stats: CallStats): ExchangeInfo {
+    return {
+      credential: a.prepared.credential,
+      attempts,
+      form: a.form,
+      outerUrl: a.outerUrl,
+      profile: a.profile,
+      admission: { challenges: stats.challenges, busy: stats.busy, echoDifficulty: a.echoDifficulty },
+    };
+  }
+}
