@@ -83,7 +83,7 @@ pub fn prepare_listener(
     };
     let key = read_key(path)?;
     let dir = keys.context("--provenance-key needs --keys (the server identity)")?;
-    let store = httpcrypt::keystore::KeyStore::open(dir)
+    let store = httpcrypt::keys::KeyStore::open(dir)
         .with_context(|| format!("opening key directory {}", dir.display()))?;
     let server = ServerId::of(&store.identity());
     Ok(Some(Arc::new(

@@ -536,7 +536,7 @@ async fn run(cmd: Cmd) -> Result<i32> {
         }
         Cmd::Keygen(a) => {
             let dir = a.dir.context("--dir is required")?;
-            let store = httpcrypt::keystore::KeyStore::create(&dir, a.static_key)?;
+            let store = httpcrypt::keys::KeyStore::create(&dir, a.static_key)?;
             println!("{}", store.identity().to_b64());
             Ok(0)
         }
@@ -593,17 +593,18 @@ async fn run(cmd: Cmd) -> Result<i32> {
             origin,
         }) => {
             open_store(&keys)?;
-            let path = httpcrypt::fleet::init(&keys, Duration::from_secs(period.max(1)), origin)?;
+            let path =
+                httpcrypt::keys::fleet::init(&keys, Duration::from_secs(period.max(1)), origin)?;
             println!("{}", path.display());
             Ok(0)
         }
         Cmd::Fleet(FleetCmd::Reseed { keys, at, ahead }) => {
             open_store(&keys)?;
-            let (epoch, start) = httpcrypt::fleet::reseed(&keys, at, ahead)?;
+            let (epoch, start) = httpcrypt::keys::fleet::reseed(&keys, at, ahead)?;
             println!("{epoch} {start}");
             eprintln!(
                 "httpcrypt: reseed at epoch {epoch} (unix {start}); copy {} to every instance before then",
-                keys.join(httpcrypt::fleet::FLEET_FILE).display()
+                keys.join(httpcrypt::keys::fleet::FLEET_FILE).display()
             );
             Ok(0)
         }
@@ -776,7 +777,7 @@ async fn prepare(
 ) -> Result<(
     httpcrypt::HttpCryptLayer,
     tokio::net::TcpListener,
-    httpcrypt::keystore::LiveKeys,
+    httpcrypt::keys::LiveKeys,
     httpcrypt::proto::IdentityPublic,
 )> {
     if !opts.keypair.is_empty() || opts.encrypted_only {
@@ -795,7 +796,7 @@ async fn prepare(
     let identity_key = store.identity();
     let identity = identity_key.to_b64();
     let keys = if rotates {
-        httpcrypt::keystore::start(store, Duration::from_secs(opts.rotation.max(1)))?
+        httpcrypt::keys::start(store, Duration::from_secs(opts.rotation.max(1)))?
     } else {
         keyops::follow(dir, store, opts.rotation).await?
     };
@@ -863,8 +864,8 @@ async fn prepare(
     Ok((layer, listener, live, identity_key))
 }
 
-fn open_store(dir: &Path) -> Result<httpcrypt::keystore::KeyStore> {
-    httpcrypt::keystore::KeyStore::open(dir).with_context(|| {
+fn open_store(dir: &Path) -> Result<httpcrypt::keys::KeyStore> {
+    httpcrypt::keys::KeyStore::open(dir).with_context(|| {
         format!(
             "opening key directory {} (create it with `httpcrypt keygen --dir`)",
             dir.display()
@@ -894,7 +895,7 @@ async fn certs(a: CertsArgs) -> Result<i32> {
         .as_str()
         .to_string();
     let scheme = a.url.scheme_str().unwrap_or("http");
-    let now = httpcrypt::keystore::unix_now();
+    let now = httpcrypt::clock::unix_now();
     if dns {
         let (keys, source) = client.refresh_keys(scheme, &authority).await?;
         println!("source {source}");

@@ -328,7 +328,7 @@ impl Lab {
     }
 
     fn server_id(&self) -> ServerId {
-        let store = httpcrypt::keystore::KeyStore::open(&self.keys).unwrap();
+        let store = httpcrypt::keys::KeyStore::open(&self.keys).unwrap();
         ServerId::of(&store.identity())
     }
 
@@ -461,7 +461,7 @@ fn first_flight(cert: Option<&str>, pad: usize) -> Vec<u8> {
 }
 
 fn now() -> u64 {
-    httpcrypt::keystore::unix_now()
+    httpcrypt::clock::unix_now()
 }
 
 #[test]

@@ -29,9 +29,9 @@ use hyper_util::rt::TokioExecutor;
 use rand_core::{OsRng, RngCore};
 
 use crate::body::{OpenBody, SealBody, DEFAULT_RECORD};
+use crate::clock::unix_now;
 use crate::connect::Connector;
 use crate::error::{from_box, BoxError, Error};
-use crate::keystore::unix_now;
 
 type OuterBody = UnsyncBoxBody<Bytes, BoxError>;
 /// The body of a decrypted response.

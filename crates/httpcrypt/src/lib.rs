@@ -4,7 +4,7 @@
 //!   HTTPCrypt under a mount path;
 //! - [`Client`]: an HTTPCrypt client over hyper, with certificate discovery,
 //!   retries, forward proxies and streaming bodies;
-//! - [`keystore`]: keys on disk, and the rotation that keeps them fresh;
+//! - [`keys`]: keys on disk, the rotation that keeps them fresh, fleets;
 //! - [`dns`]: publishing keys in DNS (zone lines, RFC 2136 updates, an
 //!   embedded authoritative server) and discovering them;
 //! - [`rspamd`]: the rspamd compatibility profile (`rspamc --key`): a client
@@ -23,12 +23,12 @@
 pub mod asap;
 pub mod body;
 pub mod client;
+pub mod clock;
 pub mod connect;
 pub mod defence;
 pub mod dns;
 pub mod error;
-pub mod fleet;
-pub mod keystore;
+pub mod keys;
 mod lifecycle;
 pub mod metrics;
 pub mod nonce;
@@ -38,6 +38,14 @@ pub mod server;
 pub mod split;
 pub mod split_proxy;
 pub mod strikes;
+
+/// The paths through which the server side reads the clock and its keys.
+mod keystore {
+    pub(crate) use crate::clock::unix_now;
+    pub(crate) use crate::keys::LiveKeys;
+    #[cfg(test)]
+    pub(crate) use crate::keys::{start, KeyStore};
+}
 
 pub use client::{Client, ClientConfig, KeyPolicy};
 pub use error::{BoxError, Error};

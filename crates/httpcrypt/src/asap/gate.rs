@@ -35,7 +35,7 @@ use httpcrypt_proto::provenance::{self, ProvenanceKey, ServerId};
 use tokio::net::TcpStream;
 
 use super::sockopt;
-use crate::keystore::unix_now;
+use crate::clock::unix_now;
 
 /// Most first flights remembered for replay detection; when full (after
 /// dropping expired entries) certificates are not honoured, which costs
