@@ -1,6 +1,6 @@
-//! The client's side of one exchange, without IO: pick the credential,
-//! derive `k`, build the cookie and path, seal the request, open the
-//! response (spec §4, §7.2).
+//! One exchange from the client's side: derive `k` from the credential,
+//! build the cookie and path, seal the request, open the response
+//! (spec §4, §7.2).
 
 use crate::cert::KeyCert;
 use crate::error::Result;
