@@ -35,6 +35,7 @@ pub mod nonce;
 pub mod rspamd;
 pub mod runtime;
 pub mod server;
+pub mod sockopt;
 pub mod split;
 pub mod split_proxy;
 pub mod strikes;

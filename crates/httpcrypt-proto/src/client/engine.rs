@@ -168,7 +168,10 @@ impl HostState {
         let p = outer::parse_problem(body).ok();
         let head_problem = request_method == "HEAD"
             && inner::field(&head.fields, "content-type") == Some(outer::PROBLEM_TYPE.as_bytes());
-        if head_problem || p.as_ref().is_some_and(|p| p.type_uri == problem_type::STALE) {
+        if head_problem
+            || p.as_ref()
+                .is_some_and(|p| p.type_uri == problem_type::STALE)
+        {
             if let Ok(server) = replay::check_date(inner::field(&head.fields, "date"), 0, u64::MAX)
             {
                 self.clock_offset = server as i64 - now as i64;
@@ -242,22 +245,17 @@ pub enum Retry {
     Admission,
     /// `busy`: wait this many seconds.
     Busy(u64),
-    /// The connection closed before any answer (a pooled connection the
-    /// peer closed while idle).
-    Closed,
 }
 
 impl Retry {
-    /// The error a call ends with when it may not try again; `None` for
-    /// [`Retry::Closed`], which ends with the transport's own error.
-    pub fn error(self) -> Option<Error> {
+    /// The error a call ends with when it may not try again.
+    pub fn error(self) -> Error {
         match self {
-            Retry::UnknownKey => Some(Error::UnknownKey),
-            Retry::Stale => Some(Error::Stale),
-            Retry::TokenRequired => Some(Error::TokenRequired),
-            Retry::Admission => Some(Error::AdmissionRequired),
-            Retry::Busy(_) => Some(Error::Busy),
-            Retry::Closed => None,
+            Retry::UnknownKey => Error::UnknownKey,
+            Retry::Stale => Error::Stale,
+            Retry::TokenRequired => Error::TokenRequired,
+            Retry::Admission => Error::AdmissionRequired,
+            Retry::Busy(_) => Error::Busy,
         }
     }
 }
@@ -326,8 +324,6 @@ impl Attempts {
             Retry::UnknownKey => once(&mut self.unknown_key),
             Retry::Stale => once(&mut self.stale),
             Retry::TokenRequired => once(&mut self.token),
-            Retry::Closed if self.idempotent => once(&mut self.closed),
-            Retry::Closed => None,
             Retry::Admission | Retry::Busy(_) if self.admission < ADMISSION_RETRIES => {
                 self.admission += 1;
                 Some(match why {
@@ -338,6 +334,27 @@ impl Attempts {
             Retry::Admission | Retry::Busy(_) => None,
         }
     }
+
+    /// After an attempt whose connection closed before any answer (a
+    /// pooled connection the peer closed while idle): whether to send
+    /// again, on a new connection. Only an idempotent method, only once;
+    /// otherwise the call ends with the transport's error.
+    pub fn after_closed(&mut self) -> bool {
+        self.replayable && self.idempotent && !std::mem::replace(&mut self.closed, true)
+    }
+}
+
+/// How long the certificates of an `OPTIONS {mount}/` answer with this
+/// `Cache-Control` value may be reused, in seconds (spec §6.5, §6.6): its
+/// `max-age`, where `max-age=0` (a rotation is due) means "ask again soon",
+/// not "keep forever" as a missing `max-age` (0) does.
+pub fn options_max_age(cache_control: Option<&str>) -> u64 {
+    cache_control
+        .and_then(|v| {
+            v.split(',')
+                .find_map(|d| d.trim().strip_prefix("max-age=")?.parse().ok())
+        })
+        .map_or(0, |age: u64| age.max(1))
 }
 
 #[cfg(test)]
@@ -351,7 +368,13 @@ mod tests {
 
     fn cert(identity: &IdentityKey, serial: u32, rng: &mut ChaCha20Rng) -> KeyCert {
         let kex = KexSecret::generate(rng);
-        KeyCert::sign(identity, serial, (NOW - 60) as u32, (NOW + 3600) as u32, *kex.public())
+        KeyCert::sign(
+            identity,
+            serial,
+            (NOW - 60) as u32,
+            (NOW + 3600) as u32,
+            *kex.public(),
+        )
     }
 
     #[test]
@@ -360,13 +383,13 @@ mod tests {
             let mut a = Attempts::new("POST");
             assert_eq!(a.after(why), Some(0), "{why:?}");
             assert_eq!(a.after(why), None, "{why:?}");
-            assert!(why.error().is_some());
         }
         // Different answers each get their own retry.
         let mut a = Attempts::new("GET");
-        for why in [Retry::UnknownKey, Retry::Stale, Retry::TokenRequired, Retry::Closed] {
+        for why in [Retry::UnknownKey, Retry::Stale, Retry::TokenRequired] {
             assert_eq!(a.after(why), Some(0), "{why:?}");
         }
+        assert!(a.after_closed());
     }
 
     #[test]
@@ -387,21 +410,21 @@ mod tests {
         assert_eq!(a.after(Retry::Busy(2)), Some(2));
         assert_eq!(a.after(Retry::Admission), None);
         assert_eq!(a.after(Retry::Busy(1)), None);
-        assert_eq!(Retry::Admission.error(), Some(Error::AdmissionRequired));
-        assert_eq!(Retry::Busy(1).error(), Some(Error::Busy));
+        assert_eq!(Retry::Admission.error(), Error::AdmissionRequired);
+        assert_eq!(Retry::Busy(1).error(), Error::Busy);
+        assert_eq!(Retry::Stale.error(), Error::Stale);
     }
 
     #[test]
     fn a_closed_connection_is_retried_once_for_idempotent_methods_only() {
         for m in ["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"] {
             let mut a = Attempts::new(m);
-            assert_eq!(a.after(Retry::Closed), Some(0), "{m}");
-            assert_eq!(a.after(Retry::Closed), None, "{m}");
+            assert!(a.after_closed(), "{m}");
+            assert!(!a.after_closed(), "{m}");
         }
         for m in ["POST", "PATCH"] {
-            assert_eq!(Attempts::new(m).after(Retry::Closed), None, "{m}");
+            assert!(!Attempts::new(m).after_closed(), "{m}");
         }
-        assert_eq!(Retry::Closed.error(), None);
     }
 
     #[test]
@@ -413,10 +436,10 @@ mod tests {
             Retry::TokenRequired,
             Retry::Admission,
             Retry::Busy(0),
-            Retry::Closed,
         ] {
             assert_eq!(a.after(why), None, "{why:?}");
         }
+        assert!(!a.after_closed());
     }
 
     #[test]
@@ -444,10 +467,20 @@ mod tests {
         let other = IdentityKey::generate(&mut rng);
         let good = cert(&id, 5, &mut rng);
         let bad = cert(&other, 6, &mut rng);
-        let mut h = HostState::default();
-        h.ticket = Some((Ticket([0; crate::ticket::TICKET_LEN]), session_key(&mut rng)));
+        let mut h = HostState {
+            ticket: Some((
+                Ticket([0; crate::ticket::TICKET_LEN]),
+                session_key(&mut rng),
+            )),
+            ..HostState::default()
+        };
 
-        assert!(h.took_unknown_key(vec![good.clone(), bad.clone()], Some(&id.public()), false, NOW));
+        assert!(h.took_unknown_key(
+            vec![good.clone(), bad.clone()],
+            Some(&id.public()),
+            false,
+            NOW
+        ));
         assert!(h.ticket().is_none());
         assert_eq!(h.keys().len(), 1);
         assert_eq!(h.fresh_key(NOW).map(|k| k.serial), Some(5));
@@ -510,14 +543,27 @@ mod tests {
         );
         assert_eq!(h.corrected(NOW), NOW + 300);
         assert_eq!(
-            h.took_problem("POST", &head(425, vec![]), &problem(problem_type::TOKEN_REQUIRED), NOW),
+            h.took_problem(
+                "POST",
+                &head(425, vec![]),
+                &problem(problem_type::TOKEN_REQUIRED),
+                NOW
+            ),
             Some(Retry::TokenRequired)
         );
         assert_eq!(
-            h.took_problem("GET", &head(425, vec![]), &problem(problem_type::REPLAY), NOW),
+            h.took_problem(
+                "GET",
+                &head(425, vec![]),
+                &problem(problem_type::REPLAY),
+                NOW
+            ),
             None
         );
-        assert_eq!(h.took_problem("GET", &head(425, vec![]), b"not json", NOW), None);
+        assert_eq!(
+            h.took_problem("GET", &head(425, vec![]), b"not json", NOW),
+            None
+        );
         // The answer to HEAD has no document: a problem type means stale.
         let ct = Field::new("content-type", outer::PROBLEM_TYPE);
         assert_eq!(
@@ -525,6 +571,14 @@ mod tests {
             Some(Retry::Stale)
         );
         assert!(!needs_problem_body(&head(200, vec![])));
+    }
+
+    #[test]
+    fn options_answers_are_cached_for_their_max_age() {
+        assert_eq!(options_max_age(None), 0);
+        assert_eq!(options_max_age(Some("public, max-age=300")), 300);
+        assert_eq!(options_max_age(Some("max-age=0")), 1);
+        assert_eq!(options_max_age(Some("no-cache")), 0);
     }
 
     #[test]
@@ -545,7 +599,10 @@ mod tests {
             r#"{{"type":"{}","title":"t","status":429,"retry_after":2}}"#,
             problem_type::BUSY
         );
-        assert!(matches!(judge_refusal(429, busy.as_bytes()), Refusal::Busy(2)));
+        assert!(matches!(
+            judge_refusal(429, busy.as_bytes()),
+            Refusal::Busy(2)
+        ));
         match judge_refusal(503, busy.as_bytes()) {
             Refusal::Other(t) => assert_eq!(t, problem_type::BUSY),
             other => panic!("{other:?}"),

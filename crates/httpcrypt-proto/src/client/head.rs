@@ -65,7 +65,9 @@ pub fn request_head<'f>(
     let mut has_date = false;
     for (name, value) in fields {
         let is_date = name.eq_ignore_ascii_case("date");
-        if inner::FORBIDDEN.iter().any(|f| name.eq_ignore_ascii_case(f))
+        if inner::FORBIDDEN
+            .iter()
+            .any(|f| name.eq_ignore_ascii_case(f))
             || name.eq_ignore_ascii_case("content-length")
             || (plan.own_date && is_date)
         {
@@ -141,7 +143,10 @@ mod tests {
         let fields = [("accept", &b"*/*"[..]), ("connection", b"close")];
         let h = request_head("GET", "/x", fields, &plan(Profile::V1), &mut Fixed);
         assert_eq!(names(&h), ["Host", "accept", "Date"]);
-        assert_eq!(inner::field(&h.fields, "host"), Some(&b"example.org:8080"[..]));
+        assert_eq!(
+            inner::field(&h.fields, "host"),
+            Some(&b"example.org:8080"[..])
+        );
         assert_eq!(
             inner::field(&h.fields, "date"),
             Some(replay::format_date(1_700_000_000).as_bytes())
@@ -175,7 +180,9 @@ mod tests {
         let fields = [("content-length", &b"99"[..])];
         let mut p = plan(Profile::Compact);
         p.body_len = Some(0);
-        assert!(request_head("GET", "/", fields, &p, &mut Fixed).fields.is_empty());
+        assert!(request_head("GET", "/", fields, &p, &mut Fixed)
+            .fields
+            .is_empty());
         for m in ["POST", "PUT"] {
             let h = request_head(m, "/", fields, &p, &mut Fixed);
             assert_eq!(inner::field(&h.fields, "content-length"), Some(&b"0"[..]));

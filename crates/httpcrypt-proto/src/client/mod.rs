@@ -16,6 +16,9 @@ pub mod engine;
 pub mod head;
 pub mod prepared;
 
-pub use engine::{judge_refusal, needs_problem_body, Attempts, HostState, Refusal, Retry};
+pub use engine::{
+    judge_refusal, needs_problem_body, options_max_age, Attempts, HostState, Refusal, Retry,
+    PROBLEM_LIMIT,
+};
 pub use head::{is_idempotent, is_own_field, request_head, HeadPlan};
 pub use prepared::{fits_get_form, fits_get_form_for, ClientCredential, PreparedRequest};
