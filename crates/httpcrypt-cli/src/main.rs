@@ -11,6 +11,7 @@ mod access;
 mod asap;
 mod config;
 mod demo;
+mod diagnose;
 mod dns;
 mod fetch;
 mod flood;
@@ -18,6 +19,9 @@ mod keyops;
 mod manual;
 mod metrics;
 mod ops;
+mod output;
+mod profile;
+mod request;
 mod rspamd;
 
 #[derive(Parser)]
@@ -61,8 +65,8 @@ enum Cmd {
     #[command(subcommand)]
     Keys(KeysCmd),
     /// Fetch a URL over HTTPCrypt, like curl; the body goes to stdout.
-    #[command(after_help = fetch::EXIT_CODES)]
-    Fetch(fetch::FetchArgs),
+    #[command(after_help = diagnose::EXIT_CODES)]
+    Fetch(request::FetchArgs),
     /// Print a server's certificates and their validity.
     Certs(CertsArgs),
     /// Run a local server on temporary keys and show encrypted fetches.
@@ -250,7 +254,7 @@ struct ServerOpts {
     keys: Option<PathBuf>,
     /// Protocol: HTTPCrypt v1, or rspamd's (answers `rspamc --key`).
     #[arg(long, value_enum, default_value = "v1")]
-    profile: rspamd::Profile,
+    profile: profile::Profile,
     /// rspamd profile: an `rspamadm keypair` file (repeatable: several keys).
     #[arg(long)]
     keypair: Vec<PathBuf>,
@@ -545,7 +549,7 @@ async fn run(cmd: Cmd) -> Result<i32> {
                 bail!("--root {} is not a directory", a.root.display());
             }
             let svc = httpcrypt::runtime::static_files(&a.root);
-            if a.server.profile == rspamd::Profile::Rspamd {
+            if a.server.profile == profile::Profile::Rspamd {
                 rspamd::serve(&a.server, svc).await?;
                 return Ok(0);
             }
@@ -574,14 +578,14 @@ async fn run(cmd: Cmd) -> Result<i32> {
                 },
             )
             .with_outer_prefix(&a.outer_prefix);
-            if a.server.profile == rspamd::Profile::Rspamd {
+            if a.server.profile == profile::Profile::Rspamd {
                 rspamd::serve(&a.server, upstream).await?;
                 return Ok(0);
             }
             serve(&a.server, upstream, /* abandon_on_hangup */ true).await?;
             Ok(0)
         }
-        Cmd::Fetch(a) if a.profile == rspamd::Profile::Rspamd => rspamd::fetch(&a).await,
+        Cmd::Fetch(a) if a.profile == profile::Profile::Rspamd => rspamd::fetch(&a).await,
         Cmd::Fetch(a) => fetch::run(a).await,
         Cmd::Certs(a) => certs(a).await,
         Cmd::CheckConfig(a) => check_config(a),

@@ -150,7 +150,7 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     use super::*;
-    use crate::keys::{KeyStore, DEFAULT_PERIOD};
+    use crate::keys::store::{KeyStore, DEFAULT_PERIOD};
 
     fn mode(p: &Path) -> u32 {
         std::fs::metadata(p).expect("metadata").permissions().mode() & 0o777
