@@ -658,7 +658,7 @@ async fn compact_stale_time_is_recovered_by_one_retry() {
 async fn load(client: &Client, addr: std::net::SocketAddr, n: usize, concurrency: usize) {
     let uri: http::Uri = format!("http://{addr}/hello.txt").parse().unwrap();
     // Joined, not spawned: the future of `Client::send` is not accepted by
-    // `tokio::spawn` (a higher-ranked lifetime error inside client.rs).
+    // `tokio::spawn` (a higher-ranked lifetime error inside the client).
     let workers = (0..concurrency).map(|worker| {
         let uri = uri.clone();
         let count = n / concurrency + usize::from(worker < n % concurrency);

@@ -3,7 +3,8 @@
 //! - [`HttpCryptLayer`]: a tower layer that makes any hyper/axum service speak
 //!   HTTPCrypt under a mount path;
 //! - [`Client`]: an HTTPCrypt client over hyper, with certificate discovery,
-//!   retries, forward proxies and streaming bodies;
+//!   retries, forward proxies and streaming bodies ([`client`] drives
+//!   `httpcrypt_proto::client`; [`connect`] makes its connections);
 //! - [`keys`]: keys on disk, the rotation that keeps them fresh, fleets;
 //! - [`dns`]: publishing keys in DNS (zone lines, RFC 2136 updates, an
 //!   embedded authoritative server) and discovering them;
@@ -14,7 +15,9 @@
 //! - [`metrics`]: counters of the server, through the `metrics` facade;
 //! - [`runtime`]: the listeners behind `httpcrypt serve` and `httpcrypt gateway`;
 //! - [`split`] and [`split_proxy`]: split serving through untrusted caches
-//!   (the origin's side, and `httpcrypt split-proxy`).
+//!   (the origin's side, and `httpcrypt split-proxy`);
+//! - [`clock`], [`nonce`], [`sockopt`]: the wall clock, public random
+//!   values, and TCP Fast Open socket options, which every part above uses.
 //!
 //! All wire-format logic lives in [`httpcrypt_proto`]; this crate drives it.
 #![forbid(unsafe_code)]

@@ -49,7 +49,7 @@ pub struct ClientConfig {
     /// Authenticated mode without a pinned `identity`: keys count only when
     /// they verify under an identity the discovery validated with DNSSEC
     /// (spec §6.4, §6.7); without one every request fails with
-    /// [`Error::NoIdentity`].
+    /// [`crate::error::Error::NoIdentity`].
     pub require_identity: bool,
     /// Resolves host names for connections (e.g. through the same DNS
     /// server as discovery); `None` uses the system resolver.
