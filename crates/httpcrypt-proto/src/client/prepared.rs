@@ -22,6 +22,10 @@ pub enum ClientCredential<'a> {
     Ticket(&'a Ticket, &'a SessionKey),
 }
 
+/// Bytes allowed for the record overhead when a client decides on the GET
+/// form from the plaintext's length.
+const GET_FORM_MARGIN: usize = 64;
+
 /// Everything the client needs to send one request and open its response.
 #[derive(Debug)]
 pub struct PreparedRequest {
@@ -125,6 +129,14 @@ impl PreparedRequest {
     /// `{mount}/2{b64u(n0)}`).
     pub fn nonce_path(&self, mount: &Mount) -> String {
         mount.nonce_path_for(self.profile, &self.n0)
+    }
+
+    /// Whether a request of `plaintext_len` bytes (inner head and body)
+    /// goes in the GET form: sealed as one record, with room to spare, its
+    /// request line stays within the limit.
+    pub fn fits_get_form(&self, mount: &Mount, plaintext_len: usize) -> bool {
+        plaintext_len < outer::GET_FORM_LIMIT
+            && fits_get_form_for(self.profile, mount, plaintext_len + GET_FORM_MARGIN)
     }
 
     /// The GET form's target for `stream`.

@@ -16,8 +16,8 @@ use http_body_util::{BodyExt, Empty, Full};
 use httpcrypt_proto::admission::{self, AdmitCookie};
 use httpcrypt_proto::cert::DiscoveredKey;
 use httpcrypt_proto::client::{
-    fits_get_form_for, is_own_field, judge_refusal, needs_problem_body, request_head, Attempts,
-    ClientCredential, HeadPlan, PreparedRequest, Refusal, Retry, PROBLEM_LIMIT,
+    is_own_field, judge_refusal, needs_problem_body, request_head, Attempts, ClientCredential,
+    HeadPlan, PreparedRequest, Refusal, Retry, PROBLEM_LIMIT,
 };
 use httpcrypt_proto::inner::{self, ResponseHead};
 use httpcrypt_proto::outer;
@@ -263,7 +263,7 @@ impl Client {
         .map_err(|e| Error::Config(e.to_string()))?;
         let use_get = config.get_form
             && exact.is_some_and(|l| {
-                fits_get_form_for(profile, &config.mount, head_bytes.len() + l as usize + 64)
+                prepared.fits_get_form(&config.mount, head_bytes.len().saturating_add(l as usize))
             });
         let mut outer_req = if use_get {
             let plain = read_limited(body, 4096).await?;
