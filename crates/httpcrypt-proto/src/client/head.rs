@@ -9,7 +9,6 @@ use crate::b64;
 use crate::inner::{self, Field, RequestHead};
 use crate::profile::Profile;
 use crate::replay;
-use crate::ticket::TICKET_FIELD;
 use crate::token::{self, CLIENT_RANDOM_FIELD, RANDOM_FIELD};
 
 /// What the protocol adds to the caller's request.
@@ -31,21 +30,6 @@ pub struct HeadPlan<'a> {
     /// A `Random` token the server issued under this request's session key
     /// (spec §8): it proves an earlier round trip.
     pub token: Option<&'a [u8]>,
-}
-
-/// Methods a client may send again after a connection closed before any
-/// answer (RFC 9110 §9.2.2).
-pub fn is_idempotent(method: &str) -> bool {
-    matches!(
-        method,
-        "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE"
-    )
-}
-
-/// Whether a field of an inner response is for the client itself (a
-/// ticket, a token) rather than for its caller.
-pub fn is_own_field(f: &Field) -> bool {
-    f.is(TICKET_FIELD) || f.is(RANDOM_FIELD)
 }
 
 /// The inner request head for `method` and `target` with the caller's

@@ -4,9 +4,9 @@
 //!   sealing the request and opening its answer ([`PreparedRequest`]);
 //! - [`head`]: the inner request head the client sends ([`request_head`]);
 //! - [`engine`]: what the client keeps per server ([`HostState`]: keys,
-//!   ticket, token, clock offset, admission cookie), what each refusal or
-//!   problem answer means for it, and when a call sends again
-//!   ([`Attempts`]).
+//!   ticket, token, clock offset, admission cookie) and what each refusal
+//!   or problem answer means for it;
+//! - [`retry`]: when a call sends again ([`Attempts`]).
 //!
 //! An IO driver (the `httpcrypt` crate's `Client`) finds keys, sends the
 //! outer request and reads the answer; every decision about what goes on
@@ -15,10 +15,12 @@
 pub mod engine;
 pub mod head;
 pub mod prepared;
+pub mod retry;
 
 pub use engine::{
-    judge_refusal, needs_problem_body, options_max_age, Attempts, HostState, Refusal, Retry,
+    is_own_field, judge_refusal, needs_problem_body, options_max_age, HostState, Refusal,
     PROBLEM_LIMIT,
 };
-pub use head::{is_idempotent, is_own_field, request_head, HeadPlan};
+pub use head::{request_head, HeadPlan};
 pub use prepared::{fits_get_form, fits_get_form_for, ClientCredential, PreparedRequest};
+pub use retry::{is_idempotent, Attempts, Retry};
