@@ -119,10 +119,9 @@ impl Client {
             .map(|a| a.as_str().to_string())
             .ok_or_else(|| Error::Config("the request URI needs a host".into()))?;
         let server_key = self.current_key(&scheme, &authority).await?;
-        let sealed = self
+        let Sealed { outer, prepared } = self
             .seal(&parts, body, &scheme, &authority, &server_key, own_date)
             .await?;
-        let Sealed { outer, prepared } = sealed;
         let sent_method = outer.method().clone();
         let sent_uri = outer.uri().clone();
         let sent_headers = outer.headers().clone();
