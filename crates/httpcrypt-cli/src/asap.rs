@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use httpcrypt::asap::{self, AsapDiscovery, Gate, Tfo};
+use httpcrypt::asap::{self, AsapDiscovery, Gate};
+use httpcrypt::connect::Tfo;
 use httpcrypt::dns::DnsDiscovery;
 use httpcrypt::proto::provenance::{ProvenanceKey, ServerId};
 
@@ -70,7 +71,7 @@ pub fn prepare_listener(
     keys: Option<&Path>,
 ) -> Result<Option<Arc<Gate>>> {
     if o.tfo > 0 {
-        asap::sockopt::listen_fastopen(listener, o.tfo, o.tfo_no_cookie)
+        httpcrypt::sockopt::listen_fastopen(listener, o.tfo, o.tfo_no_cookie)
             .context("setting TCP_FASTOPEN on the listener")?;
         eprintln!(
             "httpcrypt: TCP Fast Open, queue {}{}",
@@ -83,7 +84,7 @@ pub fn prepare_listener(
     };
     let key = read_key(path)?;
     let dir = keys.context("--provenance-key needs --keys (the server identity)")?;
-    let store = httpcrypt::keystore::KeyStore::open(dir)
+    let store = httpcrypt::keys::KeyStore::open(dir)
         .with_context(|| format!("opening key directory {}", dir.display()))?;
     let server = ServerId::of(&store.identity());
     Ok(Some(Arc::new(

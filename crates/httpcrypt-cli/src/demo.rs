@@ -65,9 +65,9 @@ pub async fn run(a: DemoArgs) -> Result<i32> {
     for (name, text) in SITE {
         std::fs::write(root.join(name), text)?;
     }
-    let store = httpcrypt::keystore::KeyStore::create(&keys_dir, false)?;
+    let store = httpcrypt::keys::KeyStore::create(&keys_dir, false)?;
     let identity = store.identity();
-    let keys = httpcrypt::keystore::start(store, Duration::from_secs(3600))?;
+    let keys = httpcrypt::keys::start(store, Duration::from_secs(3600))?;
     let layer = httpcrypt::HttpCryptLayer::new(keys, httpcrypt::ServerConfig::default());
     let listener = httpcrypt::runtime::bind(a.listen).await?;
     let addr = listener.local_addr()?;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use httpcrypt::dns::{self, Authority, DnsDiscovery, Publication, Tsig, UpdateTarget};
-use httpcrypt::keystore::{self, KeyStore, LiveKeys};
+use httpcrypt::keys::{self, KeyStore, LiveKeys};
 use zeroize::Zeroizing;
 
 /// Publish keys in the DNS.
@@ -313,7 +313,7 @@ fn open(dir: &Path) -> Result<KeyStore> {
 }
 
 fn current_sets(store: &KeyStore, p: &Publication) -> Result<Vec<dns::RrSet>> {
-    let now = keystore::unix_now();
+    let now = httpcrypt::clock::unix_now();
     let certs: Vec<_> = store.load(now)?.into_iter().map(|e| e.cert).collect();
     if certs.is_empty() {
         bail!(
@@ -365,7 +365,7 @@ async fn serve(a: ServeArgs) -> Result<()> {
     let p = a.names.publication(Some(&a.zone))?;
     let identity = httpcrypt::proto::IdentityKey::from_seed(*store.identity_key().to_seed());
     let identity_public = identity.public();
-    let live = keystore::follow(store, Duration::from_secs(a.reload.max(1)))?;
+    let live = keys::follow(store, Duration::from_secs(a.reload.max(1)))?;
     let authority = Authority::new(&a.zone, a.names.ttl)?.with_limits(dns::limit::ResponseLimits {
         edns_max: a.edns_max,
         rate: a.rrl_rate,

@@ -350,7 +350,7 @@ async fn server_key(
         ..Default::default()
     });
     let certs = client.refresh_certs("http", authority).await?;
-    let now = httpcrypt::keystore::unix_now();
+    let now = httpcrypt::clock::unix_now();
     let c = httpcrypt::proto::cert::choose(&certs, now, None)?;
     Ok(httpcrypt::proto::DiscoveredKey::from(c))
 }
@@ -409,7 +409,7 @@ fn attack_request(
                 .push(httpcrypt::proto::inner::Field::new("Host", host));
             head.fields.push(httpcrypt::proto::inner::Field::new(
                 "Date",
-                httpcrypt::proto::replay::format_date(httpcrypt::keystore::unix_now()),
+                httpcrypt::proto::replay::format_date(httpcrypt::clock::unix_now()),
             ));
             let stream = p.seal_message(&head, b"", 16_384)?;
             let mut out = p.encode_outer(outer::Form::Post, mount, host, &stream);

@@ -53,9 +53,9 @@ pub fn span(secs: u64) -> String {
 /// period (at most every 30 s) for the keys it adds.
 pub async fn follow(
     dir: &Path,
-    store: httpcrypt::keystore::KeyStore,
+    store: httpcrypt::keys::KeyStore,
     rotation: u64,
-) -> Result<httpcrypt::keystore::LiveKeys> {
+) -> Result<httpcrypt::keys::LiveKeys> {
     tracing::warn!(
         dir = %dir.display(),
         "another process rotates this key directory ({LOCK_FILE} is locked): following its keys \
@@ -63,7 +63,7 @@ pub async fn follow(
     );
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let now = httpcrypt::keystore::unix_now();
+        let now = httpcrypt::clock::unix_now();
         let valid = store.load(now)?.iter().any(|e| e.cert.is_valid_at(now));
         if valid {
             break;
@@ -77,21 +77,21 @@ pub async fn follow(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let every = Duration::from_secs((rotation / 4).clamp(1, 30));
-    Ok(httpcrypt::keystore::follow(store, every)?)
+    Ok(httpcrypt::keys::follow(store, every)?)
 }
 
 /// `httpcrypt keys show`.
 pub fn show(dir: &Path, rotation: u64) -> Result<i32> {
-    let store = httpcrypt::keystore::KeyStore::open(dir).with_context(|| {
+    let store = httpcrypt::keys::KeyStore::open(dir).with_context(|| {
         format!(
             "opening key directory {} (create it with `httpcrypt keygen --dir`)",
             dir.display()
         )
     })?;
-    let now = httpcrypt::keystore::unix_now();
+    let now = httpcrypt::clock::unix_now();
     println!("key directory {}", dir.display());
     println!("identity      {}", store.identity().to_b64());
-    let fleet = dir.join(httpcrypt::fleet::FLEET_FILE).exists();
+    let fleet = dir.join(httpcrypt::keys::fleet::FLEET_FILE).exists();
     let mode = if store.is_static() {
         "static (one kex key, no rotation, no forward secrecy)"
     } else if fleet {
@@ -148,7 +148,7 @@ pub fn show(dir: &Path, rotation: u64) -> Result<i32> {
         if let Some(newest) = epochs.last() {
             // A server rotates every R from its start; the newest key was
             // made at not_before + skew.
-            let made = u64::from(newest.cert.not_before) + httpcrypt::keystore::DEFAULT_SKEW;
+            let made = u64::from(newest.cert.not_before) + httpcrypt::keys::DEFAULT_SKEW;
             let next = made + rotation;
             println!(
                 "next rotation {} (R = {rotation} s after the newest key{})",
@@ -169,7 +169,7 @@ pub fn show(dir: &Path, rotation: u64) -> Result<i32> {
 /// their keys, static directories have one), false when another process
 /// holds the lock and rotates it.
 pub fn lock(dir: &Path) -> Result<bool> {
-    if dir.join(httpcrypt::fleet::FLEET_FILE).exists() || dir.join("static").exists() {
+    if dir.join(httpcrypt::keys::fleet::FLEET_FILE).exists() || dir.join("static").exists() {
         return Ok(true);
     }
     let path = dir.join(LOCK_FILE);

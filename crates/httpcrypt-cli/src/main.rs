@@ -11,6 +11,7 @@ mod access;
 mod asap;
 mod config;
 mod demo;
+mod diagnose;
 mod dns;
 mod fetch;
 mod flood;
@@ -18,6 +19,9 @@ mod keyops;
 mod manual;
 mod metrics;
 mod ops;
+mod output;
+mod profile;
+mod request;
 mod rspamd;
 
 #[derive(Parser)]
@@ -61,8 +65,8 @@ enum Cmd {
     #[command(subcommand)]
     Keys(KeysCmd),
     /// Fetch a URL over HTTPCrypt, like curl; the body goes to stdout.
-    #[command(after_help = fetch::EXIT_CODES)]
-    Fetch(fetch::FetchArgs),
+    #[command(after_help = diagnose::EXIT_CODES)]
+    Fetch(request::FetchArgs),
     /// Print a server's certificates and their validity.
     Certs(CertsArgs),
     /// Run a local server on temporary keys and show encrypted fetches.
@@ -250,7 +254,7 @@ struct ServerOpts {
     keys: Option<PathBuf>,
     /// Protocol: HTTPCrypt v1, or rspamd's (answers `rspamc --key`).
     #[arg(long, value_enum, default_value = "v1")]
-    profile: rspamd::Profile,
+    profile: profile::Profile,
     /// rspamd profile: an `rspamadm keypair` file (repeatable: several keys).
     #[arg(long)]
     keypair: Vec<PathBuf>,
@@ -536,7 +540,7 @@ async fn run(cmd: Cmd) -> Result<i32> {
         }
         Cmd::Keygen(a) => {
             let dir = a.dir.context("--dir is required")?;
-            let store = httpcrypt::keystore::KeyStore::create(&dir, a.static_key)?;
+            let store = httpcrypt::keys::KeyStore::create(&dir, a.static_key)?;
             println!("{}", store.identity().to_b64());
             Ok(0)
         }
@@ -545,7 +549,7 @@ async fn run(cmd: Cmd) -> Result<i32> {
                 bail!("--root {} is not a directory", a.root.display());
             }
             let svc = httpcrypt::runtime::static_files(&a.root);
-            if a.server.profile == rspamd::Profile::Rspamd {
+            if a.server.profile == profile::Profile::Rspamd {
                 rspamd::serve(&a.server, svc).await?;
                 return Ok(0);
             }
@@ -574,14 +578,14 @@ async fn run(cmd: Cmd) -> Result<i32> {
                 },
             )
             .with_outer_prefix(&a.outer_prefix);
-            if a.server.profile == rspamd::Profile::Rspamd {
+            if a.server.profile == profile::Profile::Rspamd {
                 rspamd::serve(&a.server, upstream).await?;
                 return Ok(0);
             }
             serve(&a.server, upstream, /* abandon_on_hangup */ true).await?;
             Ok(0)
         }
-        Cmd::Fetch(a) if a.profile == rspamd::Profile::Rspamd => rspamd::fetch(&a).await,
+        Cmd::Fetch(a) if a.profile == profile::Profile::Rspamd => rspamd::fetch(&a).await,
         Cmd::Fetch(a) => fetch::run(a).await,
         Cmd::Certs(a) => certs(a).await,
         Cmd::CheckConfig(a) => check_config(a),
@@ -593,17 +597,18 @@ async fn run(cmd: Cmd) -> Result<i32> {
             origin,
         }) => {
             open_store(&keys)?;
-            let path = httpcrypt::fleet::init(&keys, Duration::from_secs(period.max(1)), origin)?;
+            let path =
+                httpcrypt::keys::fleet::init(&keys, Duration::from_secs(period.max(1)), origin)?;
             println!("{}", path.display());
             Ok(0)
         }
         Cmd::Fleet(FleetCmd::Reseed { keys, at, ahead }) => {
             open_store(&keys)?;
-            let (epoch, start) = httpcrypt::fleet::reseed(&keys, at, ahead)?;
+            let (epoch, start) = httpcrypt::keys::fleet::reseed(&keys, at, ahead)?;
             println!("{epoch} {start}");
             eprintln!(
                 "httpcrypt: reseed at epoch {epoch} (unix {start}); copy {} to every instance before then",
-                keys.join(httpcrypt::fleet::FLEET_FILE).display()
+                keys.join(httpcrypt::keys::fleet::FLEET_FILE).display()
             );
             Ok(0)
         }
@@ -776,7 +781,7 @@ async fn prepare(
 ) -> Result<(
     httpcrypt::HttpCryptLayer,
     tokio::net::TcpListener,
-    httpcrypt::keystore::LiveKeys,
+    httpcrypt::keys::LiveKeys,
     httpcrypt::proto::IdentityPublic,
 )> {
     if !opts.keypair.is_empty() || opts.encrypted_only {
@@ -795,7 +800,7 @@ async fn prepare(
     let identity_key = store.identity();
     let identity = identity_key.to_b64();
     let keys = if rotates {
-        httpcrypt::keystore::start(store, Duration::from_secs(opts.rotation.max(1)))?
+        httpcrypt::keys::start(store, Duration::from_secs(opts.rotation.max(1)))?
     } else {
         keyops::follow(dir, store, opts.rotation).await?
     };
@@ -863,8 +868,8 @@ async fn prepare(
     Ok((layer, listener, live, identity_key))
 }
 
-fn open_store(dir: &Path) -> Result<httpcrypt::keystore::KeyStore> {
-    httpcrypt::keystore::KeyStore::open(dir).with_context(|| {
+fn open_store(dir: &Path) -> Result<httpcrypt::keys::KeyStore> {
+    httpcrypt::keys::KeyStore::open(dir).with_context(|| {
         format!(
             "opening key directory {} (create it with `httpcrypt keygen --dir`)",
             dir.display()
@@ -894,7 +899,7 @@ async fn certs(a: CertsArgs) -> Result<i32> {
         .as_str()
         .to_string();
     let scheme = a.url.scheme_str().unwrap_or("http");
-    let now = httpcrypt::keystore::unix_now();
+    let now = httpcrypt::clock::unix_now();
     if dns {
         let (keys, source) = client.refresh_keys(scheme, &authority).await?;
         println!("source {source}");

@@ -191,7 +191,7 @@ mod tests {
         let state = State {
             handle: PrometheusBuilder::new().build_recorder().handle(),
             layer: httpcrypt::HttpCryptLayer::new(
-                httpcrypt::keystore::LiveKeys::new(),
+                httpcrypt::keys::LiveKeys::new(),
                 httpcrypt::ServerConfig::default(),
             ),
             draining: Arc::new(AtomicBool::new(false)),

@@ -115,7 +115,7 @@ pub struct Reloader {
     pub keys: Option<(
         PathBuf,
         httpcrypt::proto::IdentityPublic,
-        httpcrypt::keystore::LiveKeys,
+        httpcrypt::keys::LiveKeys,
     )>,
     /// Re-reads the configuration file's reloadable parts (none without `--config`).
     pub config: Option<Box<dyn Fn() -> Result<()> + Send + Sync>>,
@@ -133,7 +133,7 @@ impl Reloader {
             }
         }
         if let Some((dir, identity, live)) = &self.keys {
-            match httpcrypt::keystore::reload(dir, identity, live) {
+            match httpcrypt::keys::reload(dir, identity, live) {
                 Ok(added) => tracing::info!(added, dir = %dir.display(), "key directory reloaded"),
                 Err(e) => {
                     tracing::error!(error = %e, "key reload failed; keeping the running keys")

@@ -17,18 +17,9 @@ use httpcrypt::proto::KexPublic;
 use httpcrypt::rspamd::{RspamdClient, RspamdClientConfig, RspamdConfig, RspamdLayer};
 use httpcrypt::Error;
 
-use crate::fetch::FetchArgs;
+use crate::output::{refuse_inner_problem, Sink};
+use crate::request::{build_request, FetchArgs};
 use crate::ServerOpts;
-
-/// Which protocol a command speaks.
-#[derive(ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Profile {
-    /// HTTPCrypt v1 (`spec/httpcrypt.md`).
-    #[default]
-    V1,
-    /// rspamd's HTTPCrypt, as `rspamc --key` and rspamd 3.x speak it.
-    Rspamd,
-}
 
 /// The key formats `keygen` writes.
 #[derive(ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -110,7 +101,7 @@ pub async fn fetch(a: &FetchArgs) -> Result<i32> {
         ),
         (None, None) => Bytes::new(),
     };
-    let req = crate::fetch::build_request(a)?.body(body)?;
+    let req = build_request(a)?.body(body)?;
     if a.verbose {
         eprintln!(
             "* rspamd profile: sealed to key {} (short ID {}), one request per connection",
@@ -127,8 +118,8 @@ pub async fn fetch(a: &FetchArgs) -> Result<i32> {
         }
         eprintln!("<");
     }
-    crate::fetch::refuse_inner_problem(rsp.status(), rsp.headers(), Some(rsp.body()))?;
-    let mut out = crate::fetch::Sink::open(a.output.as_deref())?;
+    refuse_inner_problem(rsp.status(), rsp.headers(), Some(rsp.body()))?;
+    let mut out = Sink::open(a.output.as_deref())?;
     if a.include {
         writeln!(out, "HTTP/1.1 {}", rsp.status())?;
         for (n, v) in rsp.headers() {

@@ -38,7 +38,7 @@ const SEALED_FIELDS: &[(&str, &str)] = &[
 ];
 
 fn now() -> u64 {
-    httpcrypt::keystore::unix_now()
+    httpcrypt::clock::unix_now()
 }
 
 /// Sends `sealed`'s request through `via` in the POST form (or, with
@@ -569,11 +569,11 @@ async fn axum_app(
 ) -> (SocketAddr, httpcrypt::proto::IdentityPublic, AppLog) {
     use axum::extract::Request as AxumRequest;
     use tower::Layer as _;
-    let store = httpcrypt::keystore::KeyStore::create(dir, false)
+    let store = httpcrypt::keys::KeyStore::create(dir, false)
         .unwrap()
         .with_profile(profile);
     let identity = store.identity();
-    let keys = httpcrypt::keystore::start(store, Duration::from_secs(3600)).unwrap();
+    let keys = httpcrypt::keys::start(store, Duration::from_secs(3600)).unwrap();
     let layer = httpcrypt::HttpCryptLayer::new(
         keys,
         httpcrypt::ServerConfig {

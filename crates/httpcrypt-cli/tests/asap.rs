@@ -328,7 +328,7 @@ impl Lab {
     }
 
     fn server_id(&self) -> ServerId {
-        let store = httpcrypt::keystore::KeyStore::open(&self.keys).unwrap();
+        let store = httpcrypt::keys::KeyStore::open(&self.keys).unwrap();
         ServerId::of(&store.identity())
     }
 
@@ -432,7 +432,7 @@ fn stat(log: &str, k: &str) -> u64 {
 async fn syn_send(from: IpAddr, to: SocketAddr, first: Vec<u8>, wait: Duration) -> Vec<u8> {
     let sock = tokio::net::TcpSocket::new_v4().unwrap();
     sock.bind(SocketAddr::new(from, 0)).unwrap();
-    httpcrypt::asap::sockopt::connect_fastopen(&sock, true).unwrap();
+    httpcrypt::sockopt::connect_fastopen(&sock, true).unwrap();
     let mut s = sock.connect(to).await.unwrap();
     s.write_all(&first).await.unwrap();
     let mut got = Vec::new();
@@ -461,7 +461,7 @@ fn first_flight(cert: Option<&str>, pad: usize) -> Vec<u8> {
 }
 
 fn now() -> u64 {
-    httpcrypt::keystore::unix_now()
+    httpcrypt::clock::unix_now()
 }
 
 #[test]

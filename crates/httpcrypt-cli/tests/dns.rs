@@ -1005,7 +1005,7 @@ fn rfc2136_updates_into_bind_during_rotation() {
         server.log()
     );
     // Only unexpired certificates are published (expired ones were removed).
-    let now = httpcrypt::keystore::unix_now();
+    let now = httpcrypt::clock::unix_now();
     let txt = dig("dig", bind_port, "_httpcrypt.www.dyn.test", "TXT", true);
     assert!(
         !txt.is_empty() && txt.len() <= 16,
@@ -1209,8 +1209,8 @@ fn embedded_authority_is_no_amplifier() {
     let dir = tmp.path();
     let keys = dir.join("keys");
     // Three live keys: their TLSA set is larger than 512 bytes.
-    let store = httpcrypt::keystore::KeyStore::create(&keys, false).unwrap();
-    let now = httpcrypt::keystore::unix_now();
+    let store = httpcrypt::keys::KeyStore::create(&keys, false).unwrap();
+    let now = httpcrypt::clock::unix_now();
     for _ in 0..3 {
         store.rotate(now, Duration::from_secs(3600)).unwrap();
     }

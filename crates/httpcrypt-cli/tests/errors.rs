@@ -11,7 +11,7 @@ use std::io::{BufReader, Write};
 use std::time::{Duration, Instant};
 
 use common::{certs, chunked, closes_within, connect, exchange, read_response, wire, Proc, Sealed};
-use httpcrypt::keystore::unix_now;
+use httpcrypt::clock::unix_now;
 use httpcrypt::proto::cert::KeyCert;
 use httpcrypt::proto::outer::Mount;
 use httpcrypt::proto::{b64, Error, IdentityPublic};

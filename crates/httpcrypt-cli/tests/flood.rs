@@ -35,7 +35,7 @@ fn site(extra: &[&str]) -> Site {
 }
 
 fn now() -> u64 {
-    httpcrypt::keystore::unix_now()
+    httpcrypt::clock::unix_now()
 }
 
 /// Makes the `hc1-admit` pair for a request nonce.

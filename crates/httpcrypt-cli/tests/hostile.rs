@@ -805,7 +805,7 @@ fn the_server_refuses_a_replayed_request() {
     let mount = httpcrypt::proto::outer::Mount::default();
     let certs = common::certs(s.gateway.addr, &mount);
     let sealed = common::Sealed::new(&certs, None, &mount);
-    let now = httpcrypt::keystore::unix_now();
+    let now = httpcrypt::clock::unix_now();
     let host = s.gateway.addr.to_string();
     let request = sealed.post(
         &host,

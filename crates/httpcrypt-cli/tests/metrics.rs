@@ -343,7 +343,7 @@ fn serve_counts_what_it_decides_and_exposes_it_to_prometheus() {
     let cert = certs.last().unwrap();
     let secret = KexSecret::generate(&mut OsRng);
     let host = server.addr.to_string();
-    let now = httpcrypt::keystore::unix_now();
+    let now = httpcrypt::clock::unix_now();
     let first = Sealed::with_credential(cert, ClientCredential::Key(&secret), &mount);
     let first_bytes = first.get(&host, &first.stream("GET", "/a.txt", now, b""));
     let (rsp, _) = exchange(server.addr, &first_bytes);

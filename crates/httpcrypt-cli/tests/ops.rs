@@ -142,9 +142,9 @@ fn sighup_reloads_keys_and_keeps_connections() {
     // Another process adds a key to the directory (as an operator copying
     // one in would).
     let keys = dir.path().join("keys");
-    httpcrypt::keystore::KeyStore::open(&keys)
+    httpcrypt::keys::KeyStore::open(&keys)
         .unwrap()
-        .rotate(httpcrypt::keystore::unix_now(), Duration::from_secs(3600))
+        .rotate(httpcrypt::clock::unix_now(), Duration::from_secs(3600))
         .unwrap();
 
     server.signal("HUP");

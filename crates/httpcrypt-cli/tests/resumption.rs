@@ -19,7 +19,7 @@ use bytes::Bytes;
 use common::{certs, exchange, Proc, RawResponse, Relay, Sealed};
 use http_body_util::BodyExt;
 use httpcrypt::client::{BoxFuture, Discovered, Discovery, KeySource, OuterExchange};
-use httpcrypt::keystore::unix_now;
+use httpcrypt::clock::unix_now;
 use httpcrypt::proto::cert::{DiscoveredKey, KeyCert};
 use httpcrypt::proto::client::ClientCredential;
 use httpcrypt::proto::inner::{field, ResponseHead};
@@ -658,7 +658,7 @@ async fn compact_stale_time_is_recovered_by_one_retry() {
 async fn load(client: &Client, addr: std::net::SocketAddr, n: usize, concurrency: usize) {
     let uri: http::Uri = format!("http://{addr}/hello.txt").parse().unwrap();
     // Joined, not spawned: the future of `Client::send` is not accepted by
-    // `tokio::spawn` (a higher-ranked lifetime error inside client.rs).
+    // `tokio::spawn` (a higher-ranked lifetime error inside the client).
     let workers = (0..concurrency).map(|worker| {
         let uri = uri.clone();
         let count = n / concurrency + usize::from(worker < n % concurrency);
@@ -711,8 +711,8 @@ fn keys_and_root() -> (tempfile::TempDir, IdentityPublic) {
 async fn session_cache_serves_a_kept_key_pair_without_key_agreement() {
     let (dir, identity) = keys_and_root();
     for capacity in [65_536, 0] {
-        let store = httpcrypt::keystore::KeyStore::open(&dir.path().join("keys")).unwrap();
-        let live = httpcrypt::keystore::start(store, Duration::from_secs(3600)).unwrap();
+        let store = httpcrypt::keys::KeyStore::open(&dir.path().join("keys")).unwrap();
+        let live = httpcrypt::keys::start(store, Duration::from_secs(3600)).unwrap();
         let layer = httpcrypt::HttpCryptLayer::new(
             live,
             httpcrypt::ServerConfig {

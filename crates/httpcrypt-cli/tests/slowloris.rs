@@ -16,7 +16,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::{certs, closes_within, connect, read_response, wire, Proc, Sealed};
-use httpcrypt::keystore::unix_now;
+use httpcrypt::clock::unix_now;
 use httpcrypt::proto::cert::KeyCert;
 use httpcrypt::proto::outer::Mount;
 use httpcrypt::proto::IdentityPublic;

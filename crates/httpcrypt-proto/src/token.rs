@@ -16,6 +16,13 @@ pub const CLIENT_RANDOM_FIELD: &str = "Client-Random";
 pub const RANDOM_FIELD: &str = "Random";
 const LABEL: &[u8] = b"hc1-token";
 
+/// Whether `method` is safe (RFC 9110 §9.2.1): it changes nothing, so its
+/// request carries no `Client-Random` and the server demands no token.
+/// Every other method is treated as one that may change state.
+pub fn is_safe(method: &str) -> bool {
+    matches!(method, "GET" | "HEAD" | "OPTIONS" | "TRACE")
+}
+
 /// `SHA3-256("hc1-token" || token_secret || k || client_random)[0..16]`.
 pub fn server_random(token_secret: &[u8], k: &SessionKey, client_random: &[u8; 24]) -> [u8; 16] {
     sha3_256(&[LABEL, token_secret, k.as_bytes(), client_random])[..16]

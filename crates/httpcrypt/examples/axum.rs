@@ -12,7 +12,7 @@ use axum::extract::Extension;
 use axum::routing::{get, post};
 use axum::Router;
 use bytes::Bytes;
-use httpcrypt::keystore::{self, KeyStore};
+use httpcrypt::keys::{self, KeyStore};
 use httpcrypt::proto::outer::Mount;
 use httpcrypt::server::{Encrypted, Outside};
 use httpcrypt::{HttpCryptLayer, ServerConfig};
@@ -49,7 +49,7 @@ pub async fn serve(
         KeyStore::create(keys_dir, false)?
     };
     let identity = store.identity().to_b64();
-    let keys = keystore::start(store, Duration::from_secs(3600))?;
+    let keys = keys::start(store, Duration::from_secs(3600))?;
     let layer = HttpCryptLayer::new(
         keys,
         ServerConfig {

@@ -1,10 +1,11 @@
 //! The client's connector: direct TCP, or every connection to an HTTP
 //! forward proxy, which then receives absolute-form request targets.
 //! Host names go to the system resolver unless a [`Resolve`] is given
-//! (e.g. the DNS server that discovery uses).
+//! (e.g. the DNS server that discovery uses). Direct connections may use
+//! TCP Fast Open ([`Tfo`], spec/asap.md §5).
 
 use std::future::Future;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -12,9 +13,45 @@ use std::task::{Context, Poll};
 use http::Uri;
 use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
 use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 
 use crate::error::BoxError;
+use crate::sockopt;
+
+/// TCP Fast Open use on the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Tfo {
+    /// An ordinary three-way handshake.
+    #[default]
+    Off,
+    /// `TCP_FASTOPEN_CONNECT`: data rides in the SYN once the kernel holds
+    /// a cookie from an earlier connection to the server; the first
+    /// connection fetches one.
+    Cookie,
+    /// As `Cookie`, plus `TCP_FASTOPEN_NO_COOKIE`: data rides in the SYN
+    /// without a cookie, for servers that check provenance themselves.
+    NoCookie,
+}
+
+/// Connects to `addr` with TCP Fast Open as `tfo` says. With a cookie
+/// (or `NoCookie`), `connect` returns at once and the first write sends the
+/// SYN with the data; without one the kernel falls back to an ordinary
+/// handshake (asking for a cookie), so the caller never sees a difference
+/// except in timing. If the SYN's data is dropped or ignored, the kernel
+/// sends it again after the handshake.
+pub async fn connect_tfo(addr: SocketAddr, tfo: Tfo) -> std::io::Result<TcpStream> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    if tfo != Tfo::Off {
+        sockopt::connect_fastopen(&socket, tfo == Tfo::NoCookie)?;
+    }
+    let stream = socket.connect(addr).await?;
+    stream.set_nodelay(true)?;
+    Ok(stream)
+}
 
 /// Resolves a host name to addresses for a connection.
 pub trait Resolve: Send + Sync + std::fmt::Debug {
@@ -31,7 +68,7 @@ pub struct Connector {
     http: HttpConnector,
     proxy: Option<Uri>,
     resolver: Option<Arc<dyn Resolve>>,
-    tfo: crate::asap::Tfo,
+    tfo: Tfo,
 }
 
 impl Connector {
@@ -44,12 +81,12 @@ impl Connector {
             http,
             proxy,
             resolver: None,
-            tfo: crate::asap::Tfo::Off,
+            tfo: Tfo::Off,
         }
     }
 
     /// Connects with TCP Fast Open as `tfo` says (direct connections only).
-    pub fn with_tfo(mut self, tfo: crate::asap::Tfo) -> Self {
+    pub fn with_tfo(mut self, tfo: Tfo) -> Self {
         self.tfo = tfo;
         self
     }
@@ -123,11 +160,7 @@ impl tower::Service<Uri> for Connector {
         let target = self.proxy.clone().unwrap_or(dst);
         let mut http = self.http.clone();
         let resolver = self.resolver.clone();
-        let tfo = if proxied {
-            crate::asap::Tfo::Off
-        } else {
-            self.tfo
-        };
+        let tfo = if proxied { Tfo::Off } else { self.tfo };
         Box::pin(async move {
             let target = match (&resolver, target.host()) {
                 (Some(r), Some(host)) if host.parse::<IpAddr>().is_err() => {
@@ -147,18 +180,18 @@ impl tower::Service<Uri> for Connector {
                 }
                 _ => target,
             };
-            if tfo != crate::asap::Tfo::Off {
+            if tfo != Tfo::Off {
                 let host = target.host().unwrap_or_default();
                 let host = host.trim_start_matches('[').trim_end_matches(']');
                 let port = target.port_u16().unwrap_or(80);
                 let addr = match host.parse::<IpAddr>() {
-                    Ok(ip) => std::net::SocketAddr::new(ip, port),
+                    Ok(ip) => SocketAddr::new(ip, port),
                     Err(_) => tokio::net::lookup_host((host, port))
                         .await?
                         .next()
                         .ok_or_else(|| format!("{host}: no address"))?,
                 };
-                let io = TokioIo::new(crate::asap::connect_tfo(addr, tfo).await?);
+                let io = TokioIo::new(connect_tfo(addr, tfo).await?);
                 return Ok(Stream { io, proxied });
             }
             let io = tower::Service::call(&mut http, target).await?;

@@ -3,8 +3,9 @@
 //! - [`HttpCryptLayer`]: a tower layer that makes any hyper/axum service speak
 //!   HTTPCrypt under a mount path;
 //! - [`Client`]: an HTTPCrypt client over hyper, with certificate discovery,
-//!   retries, forward proxies and streaming bodies;
-//! - [`keystore`]: keys on disk, and the rotation that keeps them fresh;
+//!   retries, forward proxies and streaming bodies ([`client`] drives
+//!   `httpcrypt_proto::client`; [`connect`] makes its connections);
+//! - [`keys`]: keys on disk, the rotation that keeps them fresh, fleets;
 //! - [`dns`]: publishing keys in DNS (zone lines, RFC 2136 updates, an
 //!   embedded authoritative server) and discovering them;
 //! - [`rspamd`]: the rspamd compatibility profile (`rspamc --key`): a client
@@ -14,7 +15,9 @@
 //! - [`metrics`]: counters of the server, through the `metrics` facade;
 //! - [`runtime`]: the listeners behind `httpcrypt serve` and `httpcrypt gateway`;
 //! - [`split`] and [`split_proxy`]: split serving through untrusted caches
-//!   (the origin's side, and `httpcrypt split-proxy`).
+//!   (the origin's side, and `httpcrypt split-proxy`);
+//! - [`clock`], [`nonce`], [`sockopt`]: the wall clock, public random
+//!   values, and TCP Fast Open socket options, which every part above uses.
 //!
 //! All wire-format logic lives in [`httpcrypt_proto`]; this crate drives it.
 #![forbid(unsafe_code)]
@@ -23,21 +26,30 @@
 pub mod asap;
 pub mod body;
 pub mod client;
+pub mod clock;
 pub mod connect;
 pub mod defence;
 pub mod dns;
 pub mod error;
-pub mod fleet;
-pub mod keystore;
+pub mod keys;
 mod lifecycle;
 pub mod metrics;
 pub mod nonce;
 pub mod rspamd;
 pub mod runtime;
 pub mod server;
+pub mod sockopt;
 pub mod split;
 pub mod split_proxy;
 pub mod strikes;
+
+/// The paths through which the server side reads the clock and its keys.
+mod keystore {
+    pub(crate) use crate::clock::unix_now;
+    pub(crate) use crate::keys::LiveKeys;
+    #[cfg(test)]
+    pub(crate) use crate::keys::{start, KeyStore};
+}
 
 pub use client::{Client, ClientConfig, KeyPolicy};
 pub use error::{BoxError, Error};

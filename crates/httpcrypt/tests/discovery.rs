@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use httpcrypt::client::{BoxFuture, Discovered, Discovery, KeySource};
-use httpcrypt::keystore::unix_now;
+use httpcrypt::clock::unix_now;
 use httpcrypt::proto::{DiscoveredKey, IdentityKey, IdentityPublic, KexSecret, KeyCert};
 use httpcrypt::{Client, ClientConfig, Error};
 

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use httpcrypt::keystore::unix_now;
+use httpcrypt::clock::unix_now;
 use httpcrypt_proto::client::{ClientCredential, PreparedRequest};
 use httpcrypt_proto::inner::{Field, RequestHead};
 use httpcrypt_proto::outer::{Form, Mount};

@@ -7,7 +7,7 @@
 //! key, not one per connection.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use httpcrypt::keystore::unix_now;
+use httpcrypt::clock::unix_now;
 use httpcrypt::ServerConfig;
 use httpcrypt_proto::client::{ClientCredential, PreparedRequest};
 use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};

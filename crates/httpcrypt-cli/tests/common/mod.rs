@@ -649,7 +649,7 @@ pub struct Sealed {
 impl Sealed {
     /// A fresh key pair and nonce against the best of `certs`.
     pub fn new(certs: &[KeyCert], identity: Option<&IdentityPublic>, mount: &Mount) -> Sealed {
-        let now = httpcrypt::keystore::unix_now();
+        let now = httpcrypt::clock::unix_now();
         let cert = cert::choose(certs, now, identity).unwrap();
         let secret = KexSecret::generate(&mut OsRng);
         let mut n0 = [0u8; 24];

@@ -13,8 +13,7 @@ use hickory_proto::rr::RData;
 use httpcrypt_proto::provenance;
 use httpcrypt_proto::{b64, IdentityPublic};
 
-use super::ProvenanceSource;
-use crate::client::{BoxFuture, Discovered, Discovery};
+use crate::client::{BoxFuture, Discovered, Discovery, ProvenanceSource};
 use crate::connect::Resolve;
 use crate::dns::DnsDiscovery;
 use crate::error::{BoxError, Error};

@@ -34,8 +34,8 @@ use std::time::Duration;
 use httpcrypt_proto::provenance::{self, ProvenanceKey, ServerId};
 use tokio::net::TcpStream;
 
-use super::sockopt;
-use crate::keystore::unix_now;
+use crate::clock::unix_now;
+use crate::sockopt;
 
 /// Most first flights remembered for replay detection; when full (after
 /// dropping expired entries) certificates are not honoured, which costs

@@ -20,9 +20,9 @@ use hickory_server::ServerFuture;
 use httpcrypt_proto::provenance::{self, ProvenanceKey, ServerId};
 use tokio::net::{TcpListener, UdpSocket};
 
+use crate::clock::unix_now;
 use crate::dns::Authority;
 use crate::error::Error;
-use crate::keystore::unix_now;
 
 /// An [`Authority`] that also issues provenance certificates.
 #[derive(Debug, Clone)]

@@ -26,8 +26,9 @@ use tokio::net::{TcpListener, UdpSocket};
 
 use super::limit::{RateLimiter, ResponseLimits, Verdict};
 use super::records::{self, Publication, RrSet};
+use crate::clock::unix_now;
 use crate::error::Error;
-use crate::keystore::{unix_now, LiveKeys};
+use crate::keys::LiveKeys;
 
 #[derive(Debug)]
 struct Zone {

@@ -43,9 +43,9 @@ use httpcrypt_proto::{dns, tlsa, IdentityPublic};
 
 use super::records::Publication;
 use crate::client::{BoxFuture, Discovered, Discovery, KeySource};
+use crate::clock::unix_now;
 use crate::connect::Resolve;
 use crate::error::{BoxError, Error};
-use crate::keystore::unix_now;
 
 /// DNS discovery of HTTPCrypt keys; also resolves host addresses for
 /// connections through the same server ([`Resolve`]).

@@ -26,8 +26,9 @@ use hickory_proto::xfer::{DnsHandle, FirstAnswer};
 use httpcrypt_proto::IdentityKey;
 
 use super::records::{self, Publication, RrSet};
+use crate::clock::unix_now;
 use crate::error::Error;
-use crate::keystore::{unix_now, LiveKeys};
+use crate::keys::LiveKeys;
 
 /// A TSIG key (RFC 8945) as BIND and Knot configure it.
 #[derive(Clone)]

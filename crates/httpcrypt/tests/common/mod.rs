@@ -4,7 +4,8 @@
 
 use std::net::SocketAddr;
 
-use httpcrypt::keystore::{unix_now, Epoch, LiveKeys};
+use httpcrypt::clock::unix_now;
+use httpcrypt::keys::{Epoch, LiveKeys};
 use httpcrypt::{HttpCryptLayer, ServerConfig};
 use httpcrypt_proto::ticket::TicketKey;
 use httpcrypt_proto::{IdentityKey, KexSecret, KeyCert, KeyId};

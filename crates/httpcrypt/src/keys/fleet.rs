@@ -24,11 +24,11 @@ use httpcrypt_proto::IdentityKey;
 use rand_core::{OsRng, RngCore};
 use zeroize::Zeroizing;
 
+use super::live::LiveKeys;
+pub use super::store::FLEET_FILE;
+use super::store::{write_secret, Epoch, DEFAULT_SKEW};
+use crate::clock::unix_now;
 use crate::error::Error;
-use crate::keystore::{unix_now, Epoch, LiveKeys, DEFAULT_SKEW};
-
-/// Name of the ratchet state file in a key directory.
-pub const FLEET_FILE: &str = "fleet";
 
 /// Creates `dir/fleet` with a fresh seed, epochs of `period` from `origin`.
 pub fn init(dir: &Path, period: Duration, origin: u64) -> Result<PathBuf, Error> {
@@ -44,7 +44,7 @@ pub fn init(dir: &Path, period: Duration, origin: u64) -> Result<PathBuf, Error>
     let secs = period.as_secs().max(1);
     let epoch = unix_now().saturating_sub(origin) / secs;
     let r = Ratchet::new(origin, secs, DEFAULT_SKEW, epoch, *seed)?;
-    crate::keystore::write_secret(&path, r.to_text().as_bytes())?;
+    write_secret(&path, r.to_text().as_bytes())?;
     Ok(path)
 }
 
@@ -69,7 +69,7 @@ pub fn reseed(dir: &Path, at: Option<u64>, ahead: u64) -> Result<(u64, u64), Err
             _ => format!("epoch {at} is not in the future (the current epoch is {current})"),
         })
     })?;
-    crate::keystore::write_secret(&path, r.to_text().as_bytes())?;
+    write_secret(&path, r.to_text().as_bytes())?;
     Ok((at, r.epoch_start(at)))
 }
 
@@ -89,7 +89,7 @@ fn advance(
     let text = Zeroizing::new(std::fs::read_to_string(path)?);
     let mut r = Ratchet::from_text(&text)?;
     let keys = r.advance(now, identity);
-    crate::keystore::write_secret(path, r.to_text().as_bytes())?;
+    write_secret(path, r.to_text().as_bytes())?;
     Ok((keys, r))
 }
 
@@ -143,4 +143,28 @@ pub fn start(path: PathBuf, identity: IdentityKey, live: LiveKeys) -> Result<Liv
         }
     });
     Ok(live)
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+    use crate::keys::store::{KeyStore, DEFAULT_PERIOD};
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::metadata(p).expect("metadata").permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn fleet_state_is_private() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let keys = dir.path().join("keys");
+        KeyStore::create(&keys, false).expect("create");
+        let path = init(&keys, DEFAULT_PERIOD, 0).expect("fleet");
+        assert_eq!(mode(&path), 0o600);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o604)).expect("chmod");
+        let msg = KeyStore::open(&keys).expect_err("refused").to_string();
+        assert!(msg.contains("chmod 600"), "{msg}");
+    }
 }

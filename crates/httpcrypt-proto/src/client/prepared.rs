@@ -1,6 +1,6 @@
-//! The client's side of one exchange, without IO: pick the credential,
-//! derive `k`, build the cookie and path, seal the request, open the
-//! response (spec §4, §7.2).
+//! One exchange from the client's side: derive `k` from the credential,
+//! build the cookie and path, seal the request, open the response
+//! (spec §4, §7.2).
 
 use crate::cert::KeyCert;
 use crate::error::Result;
@@ -21,6 +21,10 @@ pub enum ClientCredential<'a> {
     /// A ticket from an earlier response, with the session key it carries.
     Ticket(&'a Ticket, &'a SessionKey),
 }
+
+/// Bytes allowed for the record overhead when a client decides on the GET
+/// form from the plaintext's length.
+const GET_FORM_MARGIN: usize = 64;
 
 /// Everything the client needs to send one request and open its response.
 #[derive(Debug)]
@@ -125,6 +129,14 @@ impl PreparedRequest {
     /// `{mount}/2{b64u(n0)}`).
     pub fn nonce_path(&self, mount: &Mount) -> String {
         mount.nonce_path_for(self.profile, &self.n0)
+    }
+
+    /// Whether a request of `plaintext_len` bytes (inner head and body)
+    /// goes in the GET form: sealed as one record, with room to spare, its
+    /// request line stays within the limit.
+    pub fn fits_get_form(&self, mount: &Mount, plaintext_len: usize) -> bool {
+        plaintext_len < outer::GET_FORM_LIMIT
+            && fits_get_form_for(self.profile, mount, plaintext_len + GET_FORM_MARGIN)
     }
 
     /// The GET form's target for `stream`.

@@ -1,4 +1,5 @@
-//! Keys on disk and their rotation (spec §6).
+//! A key directory on disk (spec §6): the identity key, the stored
+//! rotation epochs, and the private files that hold them.
 //!
 //! Layout of a key directory (every secret file is mode 0600, written as
 //! spec §6.10 says; [`KeyStore::open`] refuses looser modes):
@@ -9,23 +10,20 @@
 //! DIR/static            present in static-key mode (embedded use, no forward secrecy)
 //! DIR/kex/SERIAL.key    one rotation epoch: "secret <b64u>", "cert hc1 …",
 //!                       "ticket <b64u tid> <b64u key>" lines
+//! DIR/fleet             a fleet's shared ratchet state (mode 0600)
 //! ```
-//!
-//! A running server creates a new kex key every rotation period R, keeps
-//! every unexpired one, and deletes (in memory: zeroizes) expired ones.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use httpcrypt_proto::cert::KeyCert;
-use httpcrypt_proto::server::ServerKeys;
 use httpcrypt_proto::ticket::TicketKey;
 use httpcrypt_proto::{b64, IdentityKey, IdentityPublic, KexSecret, KeyId, Profile};
 use rand_core::OsRng;
 use zeroize::Zeroizing;
 
+use crate::clock::unix_now;
 use crate::error::Error;
 
 /// Allowed clock skew added to both ends of a certificate's validity.
@@ -34,16 +32,10 @@ pub const DEFAULT_SKEW: u64 = 60;
 pub const DEFAULT_PERIOD: Duration = Duration::from_secs(3600);
 /// `not_after` of a static key: far in the future.
 const STATIC_NOT_AFTER: u32 = u32::MAX;
+/// Name of a fleet's ratchet state file in a key directory.
+pub const FLEET_FILE: &str = "fleet";
 
-/// Seconds since the unix epoch.
-pub fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
-fn cfg(msg: impl Into<String>) -> Error {
+pub(super) fn cfg(msg: impl Into<String>) -> Error {
     Error::Config(msg.into())
 }
 
@@ -121,7 +113,7 @@ pub fn check_permissions(dir: &Path) -> Result<(), Error> {
                 }
             }
         }
-        let mut secrets = vec![dir.join("identity.key"), dir.join(crate::fleet::FLEET_FILE)];
+        let mut secrets = vec![dir.join("identity.key"), dir.join(FLEET_FILE)];
         if let Ok(entries) = std::fs::read_dir(dir.join("kex")) {
             for e in entries {
                 let p = e?.path();
@@ -227,10 +219,10 @@ impl Epoch {
 /// A key directory.
 #[derive(Debug)]
 pub struct KeyStore {
-    dir: PathBuf,
-    identity: IdentityKey,
+    pub(super) dir: PathBuf,
+    pub(super) identity: IdentityKey,
     static_mode: bool,
-    profile: Profile,
+    pub(super) profile: Profile,
 }
 
 impl KeyStore {
@@ -295,7 +287,7 @@ impl KeyStore {
     }
 
     /// The request profile new certificates announce (spec §4.5): with
-    /// [`Profile::Compact`] they carry version 2. [`start`] re-issues the
+    /// [`Profile::Compact`] they carry version 2. [`super::start`] re-issues the
     /// stored certificates whose version differs, so a change takes effect
     /// at the next start; the key itself stays.
     pub fn with_profile(mut self, profile: Profile) -> Self {
@@ -305,7 +297,7 @@ impl KeyStore {
 
     /// Re-signs `epoch`'s certificate for this store's profile (same key,
     /// serial and validity) and stores it, if its version differs.
-    fn reissue(&self, mut epoch: Epoch) -> Result<Epoch, Error> {
+    pub(super) fn reissue(&self, mut epoch: Epoch) -> Result<Epoch, Error> {
         if epoch.cert.profile == self.profile {
             return Ok(epoch);
         }
@@ -404,202 +396,6 @@ impl KeyStore {
     }
 }
 
-/// The keys a running server uses, shared between the rotation task and
-/// the request handlers (and DNS publication, which [`LiveKeys::subscribe`]s
-/// to changes).
-#[derive(Debug, Clone, Default)]
-pub struct LiveKeys {
-    keys: Arc<RwLock<ServerKeys>>,
-    next_rotation: Arc<std::sync::atomic::AtomicU64>,
-    /// Bumped whenever a key is added or removed.
-    changes: Arc<tokio::sync::watch::Sender<u64>>,
-}
-
-impl LiveKeys {
-    /// An empty set.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Adds an epoch.
-    pub fn add(&self, epoch: Epoch) {
-        let mut k = self.keys.write().unwrap_or_else(|p| p.into_inner());
-        let expires = u64::from(epoch.cert.not_after);
-        k.add_key(epoch.secret, epoch.cert);
-        k.add_ticket_key(epoch.ticket, expires);
-        drop(k);
-        self.changes.send_modify(|n| *n += 1);
-    }
-
-    /// Whether a key with this certificate's key ID is held.
-    pub fn holds(&self, cert: &KeyCert) -> bool {
-        self.with(|k| k.keys().iter().any(|x| x.cert.kid() == cert.kid()))
-    }
-
-    /// The certificates of every key held (expired ones are gone after
-    /// [`LiveKeys::remove_expired`]), lowest serial first.
-    pub fn certs(&self) -> Vec<KeyCert> {
-        let mut v: Vec<KeyCert> = self.with(|k| k.keys().iter().map(|x| x.cert.clone()).collect());
-        v.sort_by_key(|c| (c.serial, c.not_before));
-        v
-    }
-
-    /// A receiver that sees a new value whenever a key is added or removed.
-    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.changes.subscribe()
-    }
-
-    /// Runs `f` with read access to the keys.
-    pub fn with<R>(&self, f: impl FnOnce(&ServerKeys) -> R) -> R {
-        f(&self.keys.read().unwrap_or_else(|p| p.into_inner()))
-    }
-
-    /// Drops (zeroizes) expired keys.
-    pub fn remove_expired(&self, now: u64) {
-        let mut k = self.keys.write().unwrap_or_else(|p| p.into_inner());
-        let before = k.keys().len();
-        k.remove_expired(now);
-        let removed = k.keys().len() != before;
-        drop(k);
-        if removed {
-            self.changes.send_modify(|n| *n += 1);
-        }
-    }
-
-    /// Seconds until the next rotation (86400 when there is none).
-    pub fn seconds_to_rotation(&self, now: u64) -> u64 {
-        match self
-            .next_rotation
-            .load(std::sync::atomic::Ordering::Relaxed)
-        {
-            0 => 86_400,
-            t => t.saturating_sub(now),
-        }
-    }
-
-    pub(crate) fn set_next_rotation(&self, t: u64) {
-        self.next_rotation
-            .store(t, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-/// Loads a key store into [`LiveKeys`], making sure a current key exists,
-/// and (unless static) spawns the rotation task on the current tokio runtime.
-/// A directory with a fleet file derives its keys from the shared ratchet
-/// instead ([`crate::fleet`]; the period is then the fleet's).
-pub fn start(store: KeyStore, period: Duration) -> Result<LiveKeys, Error> {
-    let fleet = store.dir.join(crate::fleet::FLEET_FILE);
-    if fleet.exists() {
-        if store.profile != Profile::V1 {
-            // Fleet certificates come from the shared ratchet, byte for byte
-            // the same on every instance; they are version 1.
-            return Err(cfg("profile 2 (--compact) is not available for fleets"));
-        }
-        let identity = IdentityKey::from_seed(*store.identity.to_seed());
-        return crate::fleet::start(fleet, identity, LiveKeys::new());
-    }
-    let live = LiveKeys::new();
-    let now = unix_now();
-    let epochs = store.load(now)?;
-    let fresh_enough = epochs.last().is_some_and(|e| {
-        store.is_static() || u64::from(e.cert.not_before) + DEFAULT_SKEW + period.as_secs() > now
-    });
-    for e in epochs {
-        live.add(store.reissue(e)?);
-    }
-    if !fresh_enough {
-        live.add(store.rotate(now, period)?);
-    }
-    if store.is_static() {
-        return Ok(live);
-    }
-    live.set_next_rotation(now + period.as_secs());
-    let task_keys = live.clone();
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            let now = unix_now();
-            match store.rotate(now, period) {
-                Ok(epoch) => {
-                    tracing::info!(serial = epoch.cert.serial, kid = %epoch.cert.kid().to_b64(), "rotated key");
-                    task_keys.add(epoch);
-                    crate::metrics::rotation(true);
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "key rotation failed; keeping the current keys");
-                    crate::metrics::rotation(false);
-                }
-            }
-            task_keys.remove_expired(now);
-            let _ = store.load(now);
-            task_keys.set_next_rotation(now + period.as_secs());
-        }
-    });
-    Ok(live)
-}
-
-/// Re-reads a key directory into running keys (`httpcrypt serve` on
-/// SIGHUP): adds every stored epoch not held yet (a key copied in by an
-/// operator, say), drops expired ones, and returns how many were added.
-/// Never creates keys, so it does not disturb the rotation task. A fleet
-/// directory's keys come from the ratchet, not from files: nothing to do.
-/// The identity is not reloaded: a directory whose identity is no longer
-/// `identity` is refused (a restart takes a new identity).
-pub fn reload(dir: &Path, identity: &IdentityPublic, live: &LiveKeys) -> Result<usize, Error> {
-    if dir.join(crate::fleet::FLEET_FILE).exists() {
-        return Ok(0);
-    }
-    let store = KeyStore::open(dir)?;
-    if store.identity().to_b64() != identity.to_b64() {
-        return Err(cfg(format!(
-            "{}: the identity key changed; restart to use the new identity",
-            dir.display()
-        )));
-    }
-    let now = unix_now();
-    let mut added = 0;
-    for e in store.load(now)? {
-        if !live.holds(&e.cert) {
-            live.add(e);
-            added += 1;
-        }
-    }
-    live.remove_expired(now);
-    Ok(added)
-}
-
-/// A read-only [`LiveKeys`] that follows a key directory another process
-/// rotates (for `httpcrypt dns serve`): re-reads it every `interval`,
-/// adding new epochs and dropping expired ones. Never creates keys.
-pub fn follow(store: KeyStore, interval: Duration) -> Result<LiveKeys, Error> {
-    let live = LiveKeys::new();
-    let load = |live: &LiveKeys, store: &KeyStore| -> Result<(), Error> {
-        let now = unix_now();
-        for e in store.load(now)? {
-            if !live.holds(&e.cert) {
-                live.add(e);
-            }
-        }
-        live.remove_expired(now);
-        Ok(())
-    };
-    load(&live, &store)?;
-    let task_keys = live.clone();
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            if let Err(e) = load(&task_keys, &store) {
-                tracing::warn!(error = %e, "re-reading the key directory failed");
-            }
-        }
-    });
-    Ok(live)
-}
-
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
@@ -678,17 +474,5 @@ mod tests {
         );
         set_mode(&keys, 0o755);
         KeyStore::open(&keys).expect("fixed");
-    }
-
-    #[test]
-    fn fleet_state_is_private() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let keys = dir.path().join("keys");
-        KeyStore::create(&keys, false).expect("create");
-        let path = crate::fleet::init(&keys, DEFAULT_PERIOD, 0).expect("fleet");
-        assert_eq!(mode(&path), 0o600);
-        set_mode(&path, 0o604);
-        let msg = KeyStore::open(&keys).expect_err("refused").to_string();
-        assert!(msg.contains("chmod 600"), "{msg}");
     }
 }

@@ -53,7 +53,7 @@ fn io(e: nix::Error) -> std::io::Error {
 /// Turns Fast Open on for a listening socket: up to `queue` connections
 /// may wait with SYN data before their handshake completes; `no_cookie`
 /// accepts SYN data without a Fast Open cookie (the server then checks
-/// provenance itself, see [`super::gate`]). The namespace's
+/// provenance itself, see `asap::gate`). The namespace's
 /// `net.ipv4.tcp_fastopen` must have the server bit (2) set.
 pub fn listen_fastopen(listener: &impl AsFd, queue: u32, no_cookie: bool) -> std::io::Result<()> {
     let q = libc::c_int::try_from(queue).unwrap_or(libc::c_int::MAX);

@@ -1,0 +1,439 @@
+//! The client's memory across exchanges (spec §6.5, §8, §11.5, §14.5):
+//! what it keeps per server ([`HostState`]) and what a refusal or an
+//! inner problem means for it. Time is a parameter; nothing here waits or
+//! sends.
+
+use crate::admission::{self, AdmitCookie};
+use crate::cert::{self, DiscoveredKey, KeyCert};
+use crate::error::problem_type;
+use crate::inner::{self, Field, ResponseHead};
+use crate::keys::{IdentityPublic, SessionKey};
+use crate::outer;
+use crate::replay;
+use crate::ticket::{Ticket, TICKET_FIELD};
+use crate::token::RANDOM_FIELD;
+
+use super::retry::Retry;
+
+/// How long a client keeps echoing an admission cookie: the server accepts
+/// it for at least one full cookie period (30 s by default).
+pub const ADMIT_REUSE_SECS: u64 = 25;
+/// Largest problem document a client reads (refusals, inner problems).
+pub const PROBLEM_LIMIT: usize = 64 * 1024;
+
+/// Whether a field of an inner response is for the client itself (a
+/// ticket, a token) rather than for its caller.
+pub fn is_own_field(f: &Field) -> bool {
+    f.is(TICKET_FIELD) || f.is(RANDOM_FIELD)
+}
+
+/// What a client keeps about one server (`host[:port]`).
+#[derive(Debug, Default)]
+pub struct HostState {
+    keys: Vec<DiscoveredKey>,
+    /// A DNSSEC-validated identity learnt by discovery (a pinned identity
+    /// lives in the client's settings and takes precedence).
+    identity: Option<IdentityPublic>,
+    fetched: u64,
+    /// Seconds the keys may be reused; 0: until none is valid.
+    max_age: u64,
+    ticket: Option<(Ticket, SessionKey)>,
+    /// The last `Random` token the server gave, and the session key it is bound to.
+    token: Option<(Vec<u8>, SessionKey)>,
+    /// Server time minus local time, learnt from a `stale` answer.
+    clock_offset: i64,
+    /// The last admission cookie the server issued, and when (unix seconds).
+    admit: Option<(AdmitCookie, u64)>,
+}
+
+impl HostState {
+    /// The key to use at `now`, if the cached keys are still fresh and one
+    /// of them is valid.
+    pub fn fresh_key(&self, now: u64) -> Option<DiscoveredKey> {
+        let fresh = self.max_age == 0 || now < self.fetched + self.max_age;
+        if !fresh {
+            return None;
+        }
+        cert::choose_key(&self.keys, now).ok().copied()
+    }
+
+    /// The cached keys.
+    pub fn keys(&self) -> &[DiscoveredKey] {
+        &self.keys
+    }
+
+    /// Caches `keys`, fetched at `now`, for `max_age` seconds (0: until
+    /// none is valid).
+    pub fn set_keys(&mut self, keys: Vec<DiscoveredKey>, now: u64, max_age: u64) {
+        self.keys = keys;
+        self.fetched = now;
+        self.max_age = max_age;
+    }
+
+    /// The identity discovery validated with DNSSEC, if any.
+    pub fn identity(&self) -> Option<IdentityPublic> {
+        self.identity
+    }
+
+    /// Keeps an identity discovery validated with DNSSEC (spec §6.4).
+    pub fn learn_identity(&mut self, identity: IdentityPublic) {
+        self.identity = Some(identity);
+    }
+
+    /// `now` corrected by what the last `stale` answer taught.
+    pub fn corrected(&self, now: u64) -> u64 {
+        now.saturating_add_signed(self.clock_offset)
+    }
+
+    /// The last ticket and the session key it carries.
+    pub fn ticket(&self) -> Option<&(Ticket, SessionKey)> {
+        self.ticket.as_ref()
+    }
+
+    /// The token to present under session key `k`: only one the server
+    /// issued under that very key proves an earlier round trip (spec §8).
+    pub fn token_for(&self, k: &SessionKey) -> Option<&[u8]> {
+        match &self.token {
+            Some((t, bound)) if bound == k => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The admission cookie to echo at `now` (spec §14.5): one issued less
+    /// than [`ADMIT_REUSE_SECS`] ago, on a fresh-key request only (tickets
+    /// skip the defence).
+    pub fn admit_cookie(&self, now: u64, with_ticket: bool) -> Option<AdmitCookie> {
+        match self.admit {
+            Some((c, at)) if !with_ticket && now < at + ADMIT_REUSE_SECS => Some(c),
+            _ => None,
+        }
+    }
+
+    /// Takes an `unknown-key` refusal's certificates (spec §4.4): in
+    /// authenticated mode (`identity`, or `require_identity` without one)
+    /// only those the identity signed. The ticket is dropped; usable
+    /// certificates replace the keys, otherwise the keys are cleared so the
+    /// next attempt finds keys again. Returns whether they were usable.
+    pub fn took_unknown_key(
+        &mut self,
+        certs: Vec<KeyCert>,
+        identity: Option<&IdentityPublic>,
+        require_identity: bool,
+        now: u64,
+    ) -> bool {
+        let certs: Vec<KeyCert> = match identity {
+            Some(id) => certs.into_iter().filter(|c| c.verify(id).is_ok()).collect(),
+            None if require_identity => Vec::new(),
+            None => certs,
+        };
+        let usable = cert::choose(&certs, now, identity).is_ok();
+        self.ticket = None;
+        if usable {
+            self.keys = certs.iter().map(DiscoveredKey::from).collect();
+            self.fetched = now;
+        } else {
+            self.keys.clear();
+        }
+        usable
+    }
+
+    /// Takes an admission challenge's cookie, received at `now`.
+    pub fn took_admission(&mut self, cookie: AdmitCookie, now: u64) {
+        self.admit = Some((cookie, now));
+    }
+
+    /// Keeps the ticket and the token an authenticated inner response head
+    /// carries, bound to the session key `k` they were sent under.
+    pub fn took_head(&mut self, fields: &[Field], k: &SessionKey) {
+        if let Some(t) = inner::field(fields, TICKET_FIELD) {
+            if let Ok(t) = Ticket::from_field(t) {
+                self.ticket = Some((t, k.clone()));
+            }
+        }
+        if let Some(r) = inner::field(fields, RANDOM_FIELD) {
+            self.token = Some((r.to_vec(), k.clone()));
+        }
+    }
+
+    /// Judges an authenticated 425 answer to a `request_method` request,
+    /// whose whole (small) body is `body` (see [`needs_problem_body`]).
+    /// `stale` corrects the clock from the answer's `Date`; `stale` and
+    /// `token-required` are worth one more attempt. A problem in answer to
+    /// `HEAD` has no document (erratum E2): it counts as stale, since
+    /// retrying a safe request once is harmless and the server's `Date` is
+    /// in the head. `None`: the answer goes to the caller.
+    pub fn took_problem(
+        &mut self,
+        request_method: &str,
+        head: &ResponseHead,
+        body: &[u8],
+        now: u64,
+    ) -> Option<Retry> {
+        let p = outer::parse_problem(body).ok();
+        let head_problem = request_method == "HEAD"
+            && inner::field(&head.fields, "content-type") == Some(outer::PROBLEM_TYPE.as_bytes());
+        if head_problem
+            || p.as_ref()
+                .is_some_and(|p| p.type_uri == problem_type::STALE)
+        {
+            if let Ok(server) = replay::check_date(inner::field(&head.fields, "date"), 0, u64::MAX)
+            {
+                self.clock_offset = server as i64 - now as i64;
+            }
+            return Some(Retry::Stale);
+        }
+        if p.is_some_and(|p| p.type_uri == problem_type::TOKEN_REQUIRED) {
+            // The answer carried a token (and a ticket, so the next attempt
+            // runs under the session key the token is bound to).
+            return Some(Retry::TokenRequired);
+        }
+        None
+    }
+}
+
+/// Whether an authenticated inner answer may be a protocol problem the
+/// client acts on (`stale`, `token-required`: status 425), so that its
+/// small body must be read before anything goes to the caller.
+pub fn needs_problem_body(head: &ResponseHead) -> bool {
+    head.status == 425
+}
+
+/// What a non-200 outer answer (unauthenticated: only hints, never data)
+/// asks of the client.
+#[derive(Debug)]
+pub enum Refusal {
+    /// `unknown-key` (spec §4.4), with the certificates it offered.
+    UnknownKey(Vec<KeyCert>),
+    /// A 429 admission challenge (spec §14): echo this cookie.
+    Admission(AdmitCookie),
+    /// A 429 `busy`: wait this many seconds.
+    Busy(u64),
+    /// Anything else: the call fails with this problem type (empty if none).
+    Other(String),
+}
+
+/// Reads a non-200 outer answer with status `status` and body `body`.
+pub fn judge_refusal(status: u16, body: &[u8]) -> Refusal {
+    let problem = outer::parse_problem(body).ok();
+    let type_uri = problem.map(|p| (p.type_uri, p.certs));
+    match type_uri {
+        Some((t, certs)) if t == problem_type::UNKNOWN_KEY => Refusal::UnknownKey(
+            certs
+                .iter()
+                .filter_map(|l| KeyCert::from_text(l).ok())
+                .collect(),
+        ),
+        other => {
+            if status == 429 {
+                match admission::parse_refusal(body) {
+                    Ok(admission::Refusal::Admission(c)) => return Refusal::Admission(c),
+                    Ok(admission::Refusal::Busy(secs)) => return Refusal::Busy(secs),
+                    Err(_) => {}
+                }
+            }
+            Refusal::Other(other.map(|(t, _)| t).unwrap_or_default())
+        }
+    }
+}
+
+/// How long the certificates of an `OPTIONS {mount}/` answer with this
+/// `Cache-Control` value may be reused, in seconds (spec §6.5, §6.6): its
+/// `max-age`, where `max-age=0` (a rotation is due) means "ask again soon",
+/// not "keep forever" as a missing `max-age` (0) does.
+pub fn options_max_age(cache_control: Option<&str>) -> u64 {
+    cache_control
+        .and_then(|v| {
+            v.split(',')
+                .find_map(|d| d.trim().strip_prefix("max-age=")?.parse().ok())
+        })
+        .map_or(0, |age: u64| age.max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::{IdentityKey, KexSecret};
+    use rand_chacha::rand_core::SeedableRng;
+    use rand_chacha::ChaCha20Rng;
+
+    const NOW: u64 = 1_700_000_000;
+
+    fn cert(identity: &IdentityKey, serial: u32, rng: &mut ChaCha20Rng) -> KeyCert {
+        let kex = KexSecret::generate(rng);
+        KeyCert::sign(
+            identity,
+            serial,
+            (NOW - 60) as u32,
+            (NOW + 3600) as u32,
+            *kex.public(),
+        )
+    }
+
+    #[test]
+    fn keys_stay_fresh_for_their_max_age() {
+        let mut rng = ChaCha20Rng::seed_from_u64(1);
+        let id = IdentityKey::generate(&mut rng);
+        let keys: Vec<DiscoveredKey> = [cert(&id, 1, &mut rng), cert(&id, 2, &mut rng)]
+            .iter()
+            .map(DiscoveredKey::from)
+            .collect();
+        let mut h = HostState::default();
+        assert!(h.fresh_key(NOW).is_none());
+        h.set_keys(keys, NOW, 10);
+        assert_eq!(h.fresh_key(NOW + 9).map(|k| k.serial), Some(2));
+        assert!(h.fresh_key(NOW + 10).is_none());
+        h.max_age = 0;
+        assert!(h.fresh_key(NOW + 10).is_some());
+        assert!(h.fresh_key(NOW + 7200).is_none(), "no key valid then");
+    }
+
+    #[test]
+    fn unknown_key_certificates_count_only_under_the_identity() {
+        let mut rng = ChaCha20Rng::seed_from_u64(2);
+        let id = IdentityKey::generate(&mut rng);
+        let other = IdentityKey::generate(&mut rng);
+        let good = cert(&id, 5, &mut rng);
+        let bad = cert(&other, 6, &mut rng);
+        let mut h = HostState {
+            ticket: Some((
+                Ticket([0; crate::ticket::TICKET_LEN]),
+                session_key(&mut rng),
+            )),
+            ..HostState::default()
+        };
+
+        assert!(h.took_unknown_key(
+            vec![good.clone(), bad.clone()],
+            Some(&id.public()),
+            false,
+            NOW
+        ));
+        assert!(h.ticket().is_none());
+        assert_eq!(h.keys().len(), 1);
+        assert_eq!(h.fresh_key(NOW).map(|k| k.serial), Some(5));
+
+        assert!(!h.took_unknown_key(vec![bad.clone()], Some(&id.public()), false, NOW));
+        assert!(h.keys().is_empty(), "the next attempt finds keys again");
+        assert!(!h.took_unknown_key(vec![good.clone()], None, true, NOW));
+        assert!(h.took_unknown_key(vec![bad], None, false, NOW));
+    }
+
+    fn session_key(rng: &mut ChaCha20Rng) -> SessionKey {
+        let a = KexSecret::generate(rng);
+        let b = KexSecret::generate(rng);
+        a.session_key(b.public()).expect("a session key")
+    }
+
+    #[test]
+    fn the_token_is_presented_only_under_its_own_session_key() {
+        let mut rng = ChaCha20Rng::seed_from_u64(3);
+        let (k1, k2) = (session_key(&mut rng), session_key(&mut rng));
+        let mut h = HostState::default();
+        h.took_head(&[Field::new("random", "tok")], &k1);
+        assert_eq!(h.token_for(&k1), Some(&b"tok"[..]));
+        assert_eq!(h.token_for(&k2), None);
+        assert!(h.ticket().is_none(), "no ticket field, no ticket");
+    }
+
+    #[test]
+    fn the_admission_cookie_is_echoed_while_young_and_never_with_a_ticket() {
+        let mut h = HostState::default();
+        let c = AdmitCookie([0; admission::COOKIE_LEN]);
+        assert_eq!(h.admit_cookie(NOW, false), None);
+        h.took_admission(c, NOW);
+        assert_eq!(h.admit_cookie(NOW + ADMIT_REUSE_SECS - 1, false), Some(c));
+        assert_eq!(h.admit_cookie(NOW, true), None);
+        assert_eq!(h.admit_cookie(NOW + ADMIT_REUSE_SECS, false), None);
+    }
+
+    fn head(status: u16, fields: Vec<Field>) -> ResponseHead {
+        ResponseHead {
+            status,
+            reason: String::new(),
+            fields,
+        }
+    }
+
+    fn problem(type_uri: &str) -> Vec<u8> {
+        format!(r#"{{"type":"{type_uri}","title":"t","status":425}}"#).into_bytes()
+    }
+
+    #[test]
+    fn stale_corrects_the_clock_and_token_required_retries() {
+        let mut h = HostState::default();
+        let date = replay::format_date(NOW + 300);
+        let stale = head(425, vec![Field::new("Date", date.as_str())]);
+        assert!(needs_problem_body(&stale));
+        assert_eq!(
+            h.took_problem("GET", &stale, &problem(problem_type::STALE), NOW),
+            Some(Retry::Stale)
+        );
+        assert_eq!(h.corrected(NOW), NOW + 300);
+        assert_eq!(
+            h.took_problem(
+                "POST",
+                &head(425, vec![]),
+                &problem(problem_type::TOKEN_REQUIRED),
+                NOW
+            ),
+            Some(Retry::TokenRequired)
+        );
+        assert_eq!(
+            h.took_problem(
+                "GET",
+                &head(425, vec![]),
+                &problem(problem_type::REPLAY),
+                NOW
+            ),
+            None
+        );
+        assert_eq!(
+            h.took_problem("GET", &head(425, vec![]), b"not json", NOW),
+            None
+        );
+        // The answer to HEAD has no document: a problem type means stale.
+        let ct = Field::new("content-type", outer::PROBLEM_TYPE);
+        assert_eq!(
+            h.took_problem("HEAD", &head(425, vec![ct]), b"", NOW),
+            Some(Retry::Stale)
+        );
+        assert!(!needs_problem_body(&head(200, vec![])));
+    }
+
+    #[test]
+    fn options_answers_are_cached_for_their_max_age() {
+        assert_eq!(options_max_age(None), 0);
+        assert_eq!(options_max_age(Some("public, max-age=300")), 300);
+        assert_eq!(options_max_age(Some("max-age=0")), 1);
+        assert_eq!(options_max_age(Some("no-cache")), 0);
+    }
+
+    #[test]
+    fn refusals() {
+        let mut rng = ChaCha20Rng::seed_from_u64(4);
+        let id = IdentityKey::generate(&mut rng);
+        let c = cert(&id, 1, &mut rng);
+        let body = format!(
+            r#"{{"type":"{}","title":"t","status":404,"certs":["{}","garbage"]}}"#,
+            problem_type::UNKNOWN_KEY,
+            c.to_text()
+        );
+        match judge_refusal(404, body.as_bytes()) {
+            Refusal::UnknownKey(certs) => assert_eq!(certs, vec![c]),
+            other => panic!("{other:?}"),
+        }
+        let busy = format!(
+            r#"{{"type":"{}","title":"t","status":429,"retry_after":2}}"#,
+            problem_type::BUSY
+        );
+        assert!(matches!(
+            judge_refusal(429, busy.as_bytes()),
+            Refusal::Busy(2)
+        ));
+        match judge_refusal(503, busy.as_bytes()) {
+            Refusal::Other(t) => assert_eq!(t, problem_type::BUSY),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(judge_refusal(500, b"oops"), Refusal::Other(t) if t.is_empty()));
+    }
+}

@@ -1,0 +1,26 @@
+//! The client's side of HTTPCrypt, without IO (spec §4, §7, §8, §11, §14).
+//!
+//! - [`prepared`]: one exchange: the credential, `k`, the cookie and path,
+//!   sealing the request and opening its answer ([`PreparedRequest`]);
+//! - [`head`]: the inner request head the client sends ([`request_head`]);
+//! - [`engine`]: what the client keeps per server ([`HostState`]: keys,
+//!   ticket, token, clock offset, admission cookie) and what each refusal
+//!   or problem answer means for it;
+//! - [`retry`]: when a call sends again ([`Attempts`]).
+//!
+//! An IO driver (the `httpcrypt` crate's `Client`) finds keys, sends the
+//! outer request and reads the answer; every decision about what goes on
+//! the wire and what an answer means is made here.
+
+pub mod engine;
+pub mod head;
+pub mod prepared;
+pub mod retry;
+
+pub use engine::{
+    is_own_field, judge_refusal, needs_problem_body, options_max_age, HostState, Refusal,
+    PROBLEM_LIMIT,
+};
+pub use head::{request_head, HeadPlan};
+pub use prepared::{fits_get_form, fits_get_form_for, ClientCredential, PreparedRequest};
+pub use retry::{is_idempotent, Attempts, Retry};

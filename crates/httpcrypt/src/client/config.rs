@@ -1,0 +1,105 @@
+//! The client's settings ([`ClientConfig`]) and what it reports of an
+//! exchange ([`OuterExchange`]).
+
+use std::sync::Arc;
+
+use http::{Method, StatusCode, Uri};
+use httpcrypt_proto::outer::Mount;
+use httpcrypt_proto::{IdentityPublic, Limits};
+
+use super::discovery::{Discovery, ProvenanceSource};
+use crate::body::DEFAULT_RECORD;
+use crate::connect::{Resolve, Tfo};
+
+/// Which client key pair a request uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyPolicy {
+    /// A fresh key pair for every request (unlinkable requests).
+    FreshPerRequest,
+    /// One key pair per host, so the server's session cache applies.
+    ReusePerHost,
+}
+
+/// Client settings.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// The server's mount path.
+    pub mount: Mount,
+    /// Authenticated mode: certificates must be signed by this identity.
+    pub identity: Option<IdentityPublic>,
+    /// HTTP forward proxy (`http://host:port`).
+    pub proxy: Option<Uri>,
+    /// Key-pair policy.
+    pub key_policy: KeyPolicy,
+    /// Use the GET form when the whole request fits in the request line.
+    pub get_form: bool,
+    /// Present tickets the server issued.
+    pub tickets: bool,
+    /// Use request profile 2 with keys whose certificate announces it
+    /// (spec §4.5); `false` keeps every request in the v1 layout.
+    pub compact: bool,
+    /// Record size for request bodies.
+    pub record_size: usize,
+    /// Limits on the server's (hostile) responses.
+    pub limits: Limits,
+    /// Key discovery tried before `OPTIONS`.
+    pub discovery: Option<Arc<dyn Discovery>>,
+    /// Fall back to `OPTIONS {mount}/` when discovery finds nothing usable.
+    pub options_fallback: bool,
+    /// Authenticated mode without a pinned `identity`: keys count only when
+    /// they verify under an identity the discovery validated with DNSSEC
+    /// (spec §6.4, §6.7); without one every request fails with
+    /// [`crate::error::Error::NoIdentity`].
+    pub require_identity: bool,
+    /// Resolves host names for connections (e.g. through the same DNS
+    /// server as discovery); `None` uses the system resolver.
+    pub resolver: Option<Arc<dyn Resolve>>,
+    /// TCP Fast Open for new connections (spec/asap.md §5).
+    pub tfo: Tfo,
+    /// ASAP mode: the provenance certificate to present on requests
+    /// (outer `Httpcrypt-Provenance` field), e.g. `asap::AsapDiscovery`.
+    pub provenance: Option<Arc<dyn ProvenanceSource>>,
+    /// Longest wait for a TCP connection (to the server or the proxy);
+    /// `None`: the system's.
+    pub connect_timeout: Option<std::time::Duration>,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            mount: Mount::default(),
+            identity: None,
+            proxy: None,
+            key_policy: KeyPolicy::FreshPerRequest,
+            get_form: true,
+            tickets: true,
+            compact: true,
+            record_size: DEFAULT_RECORD,
+            limits: Limits::default(),
+            discovery: None,
+            options_fallback: true,
+            require_identity: false,
+            resolver: None,
+            tfo: Tfo::Off,
+            provenance: None,
+            connect_timeout: None,
+        }
+    }
+}
+
+/// What a middlebox saw of the last exchange, attached to responses.
+#[derive(Debug, Clone)]
+pub struct OuterExchange {
+    /// Outer request method.
+    pub method: Method,
+    /// Outer request target as sent.
+    pub uri: Uri,
+    /// Outer request fields.
+    pub request_headers: http::HeaderMap,
+    /// Outer response status.
+    pub status: StatusCode,
+    /// Outer response fields.
+    pub response_headers: http::HeaderMap,
+    /// Requests sent for this call (2 after a retry).
+    pub attempts: u32,
+}

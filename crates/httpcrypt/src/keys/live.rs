@@ -1,0 +1,88 @@
+//! [`LiveKeys`]: the keys a running server holds, shared by the rotation
+//! task, the request handlers and DNS publication.
+
+use std::sync::{Arc, RwLock};
+
+use httpcrypt_proto::cert::KeyCert;
+use httpcrypt_proto::server::ServerKeys;
+
+use super::store::Epoch;
+
+/// The keys a running server uses, shared between the rotation task and
+/// the request handlers (and DNS publication, which [`LiveKeys::subscribe`]s
+/// to changes).
+#[derive(Debug, Clone, Default)]
+pub struct LiveKeys {
+    keys: Arc<RwLock<ServerKeys>>,
+    next_rotation: Arc<std::sync::atomic::AtomicU64>,
+    /// Bumped whenever a key is added or removed.
+    changes: Arc<tokio::sync::watch::Sender<u64>>,
+}
+
+impl LiveKeys {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds an epoch.
+    pub fn add(&self, epoch: Epoch) {
+        let mut k = self.keys.write().unwrap_or_else(|p| p.into_inner());
+        let expires = u64::from(epoch.cert.not_after);
+        k.add_key(epoch.secret, epoch.cert);
+        k.add_ticket_key(epoch.ticket, expires);
+        drop(k);
+        self.changes.send_modify(|n| *n += 1);
+    }
+
+    /// Whether a key with this certificate's key ID is held.
+    pub fn holds(&self, cert: &KeyCert) -> bool {
+        self.with(|k| k.keys().iter().any(|x| x.cert.kid() == cert.kid()))
+    }
+
+    /// The certificates of every key held (expired ones are gone after
+    /// [`LiveKeys::remove_expired`]), lowest serial first.
+    pub fn certs(&self) -> Vec<KeyCert> {
+        let mut v: Vec<KeyCert> = self.with(|k| k.keys().iter().map(|x| x.cert.clone()).collect());
+        v.sort_by_key(|c| (c.serial, c.not_before));
+        v
+    }
+
+    /// A receiver that sees a new value whenever a key is added or removed.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// Runs `f` with read access to the keys.
+    pub fn with<R>(&self, f: impl FnOnce(&ServerKeys) -> R) -> R {
+        f(&self.keys.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Drops (zeroizes) expired keys.
+    pub fn remove_expired(&self, now: u64) {
+        let mut k = self.keys.write().unwrap_or_else(|p| p.into_inner());
+        let before = k.keys().len();
+        k.remove_expired(now);
+        let removed = k.keys().len() != before;
+        drop(k);
+        if removed {
+            self.changes.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// Seconds until the next rotation (86400 when there is none).
+    pub fn seconds_to_rotation(&self, now: u64) -> u64 {
+        match self
+            .next_rotation
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            0 => 86_400,
+            t => t.saturating_sub(now),
+        }
+    }
+
+    pub(crate) fn set_next_rotation(&self, t: u64) {
+        self.next_rotation
+            .store(t, std::sync::atomic::Ordering::Relaxed);
+    }
+}

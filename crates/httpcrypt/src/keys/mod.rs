@@ -1,0 +1,13 @@
+//! Server keys: the key directory on disk ([`store`]), the keys a running
+//! server holds ([`live`]), the tasks that rotate or re-read them
+//! ([`rotation`]), and fleets that derive them from a shared ratchet
+//! ([`fleet`]).
+
+pub mod fleet;
+pub mod live;
+pub mod rotation;
+pub mod store;
+
+pub use live::LiveKeys;
+pub use rotation::{follow, reload, start};
+pub use store::{check_permissions, Epoch, KeyStore, DEFAULT_PERIOD, DEFAULT_SKEW};
