@@ -79,9 +79,5 @@ fn subdir_matches(sub: &str, cases: Vec<xtask::vectors::Case>) {
                 .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".json"))
         })
         .count();
-    assert_eq!(
-        on_disk,
-        expected.len(),
-        "stale files in vectors/{sub}/"
-    );
+    assert_eq!(on_disk, expected.len(), "stale files in vectors/{sub}/");
 }

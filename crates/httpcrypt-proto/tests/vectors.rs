@@ -852,7 +852,12 @@ fn hybrid_vectors() {
     let pos = cases.iter().filter(|c| c["expect"] == "ok").count();
     let neg = cases.len() - pos;
     assert!(pos >= 10 && neg > pos, "{pos} positive, {neg} negative");
-    for kind in ["xwing", "hybrid_exchange", "hybrid_server_request", "hybrid_cert_verify"] {
+    for kind in [
+        "xwing",
+        "hybrid_exchange",
+        "hybrid_server_request",
+        "hybrid_cert_verify",
+    ] {
         assert!(cases.iter().any(|c| c["kind"] == kind), "no {kind} case");
     }
     for case in &cases {
@@ -876,7 +881,11 @@ fn hybrid_vectors_catch_corruption() {
                 case["name"]
             );
         } else {
-            let other = if case["expect"] == "integrity" { "truncated" } else { "integrity" };
+            let other = if case["expect"] == "integrity" {
+                "truncated"
+            } else {
+                "integrity"
+            };
             bad["expect"] = json!(other);
         }
         assert!(

@@ -15,7 +15,9 @@ use httpcrypt_proto::profile::Profile;
 use httpcrypt_proto::server::Accepted;
 use httpcrypt_proto::stream::{self, Sealer};
 use httpcrypt_proto::ticket::{Ticket, TicketContents, TicketKey};
-use httpcrypt_proto::{b64, Error, IdentityKey, KexPublic, KexSecret, KeyCert, KeyId, Limits, SessionKey};
+use httpcrypt_proto::{
+    b64, Error, IdentityKey, KexPublic, KexSecret, KeyCert, KeyId, Limits, SessionKey,
+};
 use serde_json::{json, Value};
 
 use super::{bytes, check, hx, Case};
@@ -150,10 +152,14 @@ fn serve(
     exchange::serve_bytes(keys, mount, &Limits::default(), NOW, outer)?.ok_or(Error::BadNoncePath)
 }
 
-const INNER_GET: &[u8] = b"GET /status HTTP/1.1\r\nHost: www.example.com\r\nDate: Tue, 14 Nov 2023 22:13:20 GMT\r\n\r\n";
+const INNER_GET: &[u8] =
+    b"GET /status HTTP/1.1\r\nHost: www.example.com\r\nDate: Tue, 14 Nov 2023 22:13:20 GMT\r\n\r\n";
 const INNER_POST: &[u8] = b"POST /api/v1/items HTTP/1.1\r\nHost: www.example.com\r\nDate: Tue, 14 Nov 2023 22:13:20 GMT\r\nContent-Type: application/json\r\nContent-Length: 27\r\n\r\n{\"name\":\"widget\",\"qty\":12}\n";
 const INNER_RSP: &[u8] = b"HTTP/1.1 201 Created\r\nDate: Tue, 14 Nov 2023 22:13:21 GMT\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n{\"id\":7}\n";
 const HOST: &str = "www.example.com";
+
+/// How a case's client opens the answer.
+type OpenResponse = Box<dyn Fn(&[u8]) -> Result<(ResponseHead, Vec<u8>), Error>>;
 
 /// A fresh-key hybrid request: its outer bytes and the client's state.
 fn build(
@@ -192,14 +198,20 @@ fn exchange_case(name: &str, why: &str, s: &Server, form: Form, mount: &str, tic
     };
     let keys = s.keys();
     let mut input = s.json(mount);
-    let (session_key, cookie, outer, open): (SessionKey, String, Vec<u8>, Box<dyn Fn(&[u8]) -> Result<(ResponseHead, Vec<u8>), Error>>);
+    let (session_key, cookie, outer, open): (SessionKey, String, Vec<u8>, OpenResponse);
     if ticket {
         let (t, k) = s.ticket();
         let n0 = bytes(&format!("{name}-n0"));
         let p = PreparedRequest::new(
             // The cookie and stream of a ticket do not depend on the
             // certificate; v1's prepare path takes it for the kex key only.
-            &KeyCert::sign(&IdentityKey::from_seed(s.identity_seed), 1, NB, NA, s.cert.kex_public),
+            &KeyCert::sign(
+                &IdentityKey::from_seed(s.identity_seed),
+                1,
+                NB,
+                NA,
+                s.cert.kex_public,
+            ),
             ClientCredential::Ticket(&t, &k),
             n0,
             pads.0,
@@ -232,13 +244,18 @@ fn exchange_case(name: &str, why: &str, s: &Server, form: Form, mount: &str, tic
     input["form"] = json!(if form == Form::Post { "post" } else { "get" });
     input["inner_request"] = json!(hx(inner));
     input["record_size"] = json!(16384);
-    let (accepted, head, body) = serve(&keys, &m, &outer).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+    let (accepted, head, body) =
+        serve(&keys, &m, &outer).unwrap_or_else(|e| panic!("{name}: {e:?}"));
     let mut plain = Vec::new();
     head.encode(&mut plain);
     plain.extend_from_slice(&body);
     assert_eq!(plain, inner, "{name}: the inner request survives");
     assert_eq!(accepted.session_key(), &session_key, "{name}");
-    assert_eq!(accepted.kid, s.cert.kid(), "{name}: the session runs under the suite-2 kid");
+    assert_eq!(
+        accepted.kid,
+        s.cert.kid(),
+        "{name}: the session runs under the suite-2 kid"
+    );
     let rn0 = bytes::<24>(&format!("{name}-response-n0"));
     let mut rsp = Vec::new();
     let sealer = Sealer::response(accepted.into_response_key(), rn0, &mut rsp);
@@ -294,16 +311,41 @@ fn body_replaced(outer: &[u8], f: impl Fn(&mut Vec<u8>)) -> Vec<u8> {
 fn exchange_cases() -> Vec<Case> {
     let s = server();
     let mut v = vec![
-        exchange_case("hybrid-exchange-post", "a hybrid POST: ct_M then the sealed stream", &s, Form::Post, "/hc", false),
-        exchange_case("hybrid-exchange-get", "a hybrid GET: the query is b64u(ct_M || stream)", &s, Form::Get, "/hc", false),
-        exchange_case("hybrid-exchange-ticket", "a ticket of a hybrid session: v1's ticket path, no ciphertext", &s, Form::Post, "", true),
+        exchange_case(
+            "hybrid-exchange-post",
+            "a hybrid POST: ct_M then the sealed stream",
+            &s,
+            Form::Post,
+            "/hc",
+            false,
+        ),
+        exchange_case(
+            "hybrid-exchange-get",
+            "a hybrid GET: the query is b64u(ct_M || stream)",
+            &s,
+            Form::Get,
+            "/hc",
+            false,
+        ),
+        exchange_case(
+            "hybrid-exchange-ticket",
+            "a ticket of a hybrid session: v1's ticket path, no ciphertext",
+            &s,
+            Form::Post,
+            "",
+            true,
+        ),
     ];
     let m = Mount::new("/hc").unwrap();
     let (_, post, _, _) = build(&s, "hybrid-base", Form::Post, &m, ("", ""), INNER_POST);
     let (_, get, _, _) = build(&s, "hybrid-base-get", Form::Get, &m, ("", ""), INNER_GET);
     // Positive server-side cases.
     for (name, why, outer) in [
-        ("hybrid-accept-post", "the server opens a hybrid POST", &post),
+        (
+            "hybrid-accept-post",
+            "the server opens a hybrid POST",
+            &post,
+        ),
         ("hybrid-accept-get", "the server opens a hybrid GET", &get),
     ] {
         let (_, head, body) = serve(&s.keys(), &m, outer).unwrap();
@@ -357,7 +399,9 @@ fn exchange_cases() -> Vec<Case> {
         "a ciphertext made for another ML-KEM key fails with integrity",
         &s,
         "/hc",
-        &body_replaced(&post, |b| b[..CIPHERTEXT_LEN].copy_from_slice(&foreign_ct[..])),
+        &body_replaced(&post, |b| {
+            b[..CIPHERTEXT_LEN].copy_from_slice(&foreign_ct[..])
+        }),
         Error::Integrity,
     ));
     v.push(refuse(
@@ -445,7 +489,15 @@ fn cert_cases() -> Vec<Case> {
     let kem_seed: [u8; 64] = bytes("hybrid-cert-kem-seed");
     let kem = KemSecret::from_seed(kem_seed);
     for (n, profile) in [(0, Profile::V1), (1, Profile::Compact)] {
-        let c = HybridCert::sign(&id, profile, 7 + n, NB, NA, *kex.public(), kem.public().hash());
+        let c = HybridCert::sign(
+            &id,
+            profile,
+            7 + n,
+            NB,
+            NA,
+            *kex.public(),
+            kem.public().hash(),
+        );
         v.push(Case::ok(
             "hybrid_cert",
             &format!("hybrid-cert-sign-{n}"),
@@ -461,9 +513,21 @@ fn cert_cases() -> Vec<Case> {
             }),
         ));
     }
-    let c = HybridCert::sign(&id, Profile::V1, 7, NB, NA, *kex.public(), kem.public().hash());
+    let c = HybridCert::sign(
+        &id,
+        Profile::V1,
+        7,
+        NB,
+        NA,
+        *kex.public(),
+        kem.public().hash(),
+    );
     let idp = hx(id.public().to_bytes());
-    let verify = |name: &str, why: &str, text: &str, kem_text: Option<&str>, want: Result<(), Error>| {
+    let verify = |name: &str,
+                  why: &str,
+                  text: &str,
+                  kem_text: Option<&str>,
+                  want: Result<(), Error>| {
         let mut input = json!({"text": text, "identity_public": idp});
         if let Some(k) = kem_text {
             input["kem_text"] = json!(k);
@@ -498,7 +562,13 @@ fn cert_cases() -> Vec<Case> {
     };
     let text = c.to_text();
     let kem_text = kem.public().to_text();
-    v.push(verify("hybrid-cert-verify-ok", "a suite-2 certificate and its key text", &text, Some(&kem_text), Ok(())));
+    v.push(verify(
+        "hybrid-cert-verify-ok",
+        "a suite-2 certificate and its key text",
+        &text,
+        Some(&kem_text),
+        Ok(()),
+    ));
     let b = c.encode();
     let mut stripped = [&b[..46], &b[78..]].concat();
     stripped[1] = 1;
@@ -526,7 +596,9 @@ fn cert_cases() -> Vec<Case> {
         None,
         Err(Error::BadCertificate),
     ));
-    let mut long_v1 = KeyCert::sign(&id, 7, NB, NA, *kex.public()).encode().to_vec();
+    let mut long_v1 = KeyCert::sign(&id, 7, NB, NA, *kex.public())
+        .encode()
+        .to_vec();
     long_v1.extend_from_slice(&[0; 32]);
     v.push(verify(
         "hybrid-cert-suite-1-long",
@@ -563,7 +635,10 @@ fn cert_cases() -> Vec<Case> {
         "hybrid-cert-kem-short",
         "a key text of 1,183 bytes",
         &text,
-        Some(&format!("hck1 {}", b64::encode(&kem.public().as_bytes()[1..]))),
+        Some(&format!(
+            "hck1 {}",
+            b64::encode(&kem.public().as_bytes()[1..])
+        )),
         Err(Error::BadCertificate),
     ));
     v.push(verify(
@@ -597,7 +672,13 @@ fn cert_cases() -> Vec<Case> {
         let got = hcert::parse_aaaa(&addrs);
         let input = json!({"addrs": addrs.iter().map(hx).collect::<Vec<_>>()});
         match want {
-            Ok(()) => Case::ok("hybrid_aaaa", name, why, input, json!({"cert": hx(got.unwrap().encode())})),
+            Ok(()) => Case::ok(
+                "hybrid_aaaa",
+                name,
+                why,
+                input,
+                json!({"cert": hx(got.unwrap().encode())}),
+            ),
             Err(e) => {
                 check(name, got, &e);
                 Case::err("hybrid_aaaa", name, why, input, e)
@@ -607,17 +688,42 @@ fn cert_cases() -> Vec<Case> {
     let mut shuffled = set.to_vec();
     shuffled.rotate_left(4);
     shuffled.swap(0, 7);
-    v.push(aaaa("hybrid-aaaa-shuffled", "eleven addresses in any order", shuffled.clone(), Ok(())));
-    v.push(aaaa("hybrid-aaaa-missing-chunk", "ten addresses", shuffled[..10].to_vec(), Err(Error::BadRecord)));
+    v.push(aaaa(
+        "hybrid-aaaa-shuffled",
+        "eleven addresses in any order",
+        shuffled.clone(),
+        Ok(()),
+    ));
+    v.push(aaaa(
+        "hybrid-aaaa-missing-chunk",
+        "ten addresses",
+        shuffled[..10].to_vec(),
+        Err(Error::BadRecord),
+    ));
     let mut dup = shuffled.clone();
     dup[1] = dup[0];
-    v.push(aaaa("hybrid-aaaa-duplicate-order", "an order field twice", dup, Err(Error::BadRecord)));
+    v.push(aaaa(
+        "hybrid-aaaa-duplicate-order",
+        "an order field twice",
+        dup,
+        Err(Error::BadRecord),
+    ));
     let mut pad = set.to_vec();
     pad[10][15] = 1;
-    v.push(aaaa("hybrid-aaaa-nonzero-padding", "a padding byte that is not zero", pad, Err(Error::BadRecord)));
+    v.push(aaaa(
+        "hybrid-aaaa-nonzero-padding",
+        "a padding byte that is not zero",
+        pad,
+        Err(Error::BadRecord),
+    ));
     let mut nine = set.to_vec();
     nine.truncate(9);
-    v.push(aaaa("hybrid-aaaa-suite-1-count", "nine addresses are the suite-1 form", nine, Err(Error::BadRecord)));
+    v.push(aaaa(
+        "hybrid-aaaa-suite-1-count",
+        "nine addresses are the suite-1 form",
+        nine,
+        Err(Error::BadRecord),
+    ));
 
     // Lists of both suites.
     let v1 = KeyCert::sign(&id, 7, NB, NA, *kex.public());
@@ -653,7 +759,12 @@ fn cert_cases() -> Vec<Case> {
     v.push(list(
         "hybrid-cert-list-both-suites",
         "a list with a suite-1 and a suite-2 certificate, CRLF and a blank line",
-        format!("{}\r\n\r\n{}\r\n{}\r\n", v1.to_text(), c.to_text(), kem_text),
+        format!(
+            "{}\r\n\r\n{}\r\n{}\r\n",
+            v1.to_text(),
+            c.to_text(),
+            kem_text
+        ),
         Ok(()),
     ));
     v.push(list(

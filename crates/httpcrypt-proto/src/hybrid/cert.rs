@@ -391,10 +391,7 @@ mod tests {
         let id = IdentityKey::from_seed([1; 32]);
         let (c, kem) = cert(&id);
         let v1 = KeyCert::sign(&id, 3, 10, 20, c.kex_public);
-        let mut body = format_cert_list(
-            std::slice::from_ref(&c),
-            &[kem.public(), kem.public()],
-        );
+        let mut body = format_cert_list(std::slice::from_ref(&c), &[kem.public(), kem.public()]);
         body.push_str(&v1.to_text());
         body.push_str("\r\n\r\n");
         let list = parse_cert_list(body.as_bytes()).unwrap();

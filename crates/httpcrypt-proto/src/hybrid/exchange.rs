@@ -115,11 +115,8 @@ impl HybridKeys {
             signer: c.signer,
             signature: c.signature,
         };
-        self.table.add_key_as(
-            key.kid,
-            KexSecret::from_bytes(*key.kex.to_bytes()),
-            view,
-        );
+        self.table
+            .add_key_as(key.kid, KexSecret::from_bytes(*key.kex.to_bytes()), view);
         self.keys.push(key);
     }
 

@@ -224,12 +224,7 @@ impl core::fmt::Debug for KemSecret {
 
 /// X-Wing's combiner: `SHA3-256(ss_M || ss_X || ct_X || pk_X || XWingLabel)`
 /// (spec/hybrid.md H1).
-pub fn combine(
-    ss_m: &[u8; 32],
-    ss_x: &[u8; 32],
-    ct_x: &KexPublic,
-    pk_x: &KexPublic,
-) -> SessionKey {
+pub fn combine(ss_m: &[u8; 32], ss_x: &[u8; 32], ct_x: &KexPublic, pk_x: &KexPublic) -> SessionKey {
     let mut k = sha3_256(&[ss_m, ss_x, &ct_x.0, &pk_x.0, XWING_LABEL]);
     let key = SessionKey::from_bytes(k);
     k.zeroize();
@@ -376,6 +371,9 @@ mod tests {
         let mut bad = *kem.public().as_bytes();
         bad[0] = 0x01;
         bad[1] = 0x0d;
-        assert_eq!(KemPublic::from_bytes(&bad).err(), Some(Error::BadCertificate));
+        assert_eq!(
+            KemPublic::from_bytes(&bad).err(),
+            Some(Error::BadCertificate)
+        );
     }
 }

@@ -48,7 +48,10 @@ fn keys(i: &Value) -> (HybridKeys, HybridCert, KemSecret) {
     let ek_copy = KemSecret::from_seed(*kem.to_seed());
     keys.add_key(HybridServerKey::new(kex, Arc::new(kem), cert.clone()).expect("the pair matches"));
     let tk = &i["ticket_key"];
-    keys.add_ticket_key(TicketKey::new(KeyId(arr(tk, "tid")), arr(tk, "key")), u(tk, "expires"));
+    keys.add_ticket_key(
+        TicketKey::new(KeyId(arr(tk, "tid")), arr(tk, "key")),
+        u(tk, "expires"),
+    );
     (keys, cert, ek_copy)
 }
 
@@ -60,18 +63,26 @@ pub fn run(case: &Value) -> Result<Value, Error> {
             let (kem, kex) = hybrid::xwing_expand_seed(&arr(i, "seed"));
             let pk = [&kem.public().as_bytes()[..], &kex.public().0].concat();
             let eseed: [u8; 64] = arr(i, "eseed");
-            let (ct_m, ss_m) = kem.public().encapsulate_with(&eseed[..32].try_into().expect("32"));
+            let (ct_m, ss_m) = kem
+                .public()
+                .encapsulate_with(&eseed[..32].try_into().expect("32"));
             let eph = KexSecret::from_bytes(eseed[32..].try_into().expect("32"));
             let e = Encapsulation::from_parts(kex.public(), &eph, ct_m, &ss_m)?;
             let ct = [&e.ct_m[..], &e.ct_x.0].concat();
             let k = hybrid::decapsulate(&kex, &kem, &e.ct_x, &e.ct_m[..])?;
             assert_eq!(&k, e.session_key(), "both sides agree");
-            Ok(json!({"pk": hex::encode(pk), "ct": hex::encode(ct), "ss": hex::encode(k.as_bytes())}))
+            Ok(
+                json!({"pk": hex::encode(pk), "ct": hex::encode(ct), "ss": hex::encode(k.as_bytes())}),
+            )
         }
         "hybrid_cert" => {
             let id = IdentityKey::from_seed(arr(i, "identity_seed"));
             let kem = KemSecret::from_seed(arr(i, "kem_seed"));
-            let profile = if u(i, "version") == 2 { Profile::Compact } else { Profile::V1 };
+            let profile = if u(i, "version") == 2 {
+                Profile::Compact
+            } else {
+                Profile::V1
+            };
             let c = HybridCert::sign(
                 &id,
                 profile,
@@ -103,14 +114,21 @@ pub fn run(case: &Value) -> Result<Value, Error> {
             if let Some(k) = i["kem_text"].as_str() {
                 KemPublic::from_text(k)?.check(&h)?;
             }
-            Ok(json!({"version": h.profile.number(), "serial": h.serial, "not_before": h.not_before, "not_after": h.not_after, "kex_public": hex::encode(h.kex_public.0), "kem_hash": hex::encode(h.kem_hash.0), "kid": hex::encode(h.kid().0)}))
+            Ok(
+                json!({"version": h.profile.number(), "serial": h.serial, "not_before": h.not_before, "not_after": h.not_after, "kex_public": hex::encode(h.kex_public.0), "kem_hash": hex::encode(h.kem_hash.0), "kid": hex::encode(h.kid().0)}),
+            )
         }
         "hybrid_aaaa" => {
             let addrs: Vec<[u8; 16]> = i["addrs"]
                 .as_array()
                 .expect("addrs")
                 .iter()
-                .map(|a| hex::decode(a.as_str().expect("str")).expect("hex").try_into().expect("16 bytes"))
+                .map(|a| {
+                    hex::decode(a.as_str().expect("str"))
+                        .expect("hex")
+                        .try_into()
+                        .expect("16 bytes")
+                })
                 .collect();
             Ok(json!({"cert": hex::encode(hcert::parse_aaaa(&addrs)?.encode())}))
         }
@@ -141,7 +159,11 @@ pub fn run(case: &Value) -> Result<Value, Error> {
 fn run_exchange(i: &Value) -> Result<Value, Error> {
     let (keys, cert, kem) = keys(i);
     let mount = Mount::new(s(i, "mount"))?;
-    let form = if s(i, "form") == "post" { Form::Post } else { Form::Get };
+    let form = if s(i, "form") == "post" {
+        Form::Post
+    } else {
+        Form::Get
+    };
     let limits = Limits::default();
     let inner_req = hx(i, "inner_request");
     let record = u(i, "record_size") as usize;
@@ -158,30 +180,60 @@ fn run_exchange(i: &Value) -> Result<Value, Error> {
         )?;
         let mut sealed = Vec::new();
         stream::seal_all(p.sealer(), &inner_req, record, &mut sealed)?;
-        (p.encode_outer(form, &mount, host, &sealed), p.session_key().clone(), p.cookie().to_string(), p.response_opener(&limits))
+        (
+            p.encode_outer(form, &mount, host, &sealed),
+            p.session_key().clone(),
+            p.cookie().to_string(),
+            p.response_opener(&limits),
+        )
     } else {
         let client = KexSecret::from_bytes(arr(i, "client_secret"));
         let e = &i["encapsulation"];
         let ct_m: [u8; CIPHERTEXT_LEN] = arr(e, "ct_m");
         // Where the library allows it, the encapsulation is checked too.
         let (ct_again, ss_again) = kem.public().encapsulate_with(&arr(e, "m"));
-        assert_eq!((&ct_again[..], *ss_again), (&ct_m[..], arr::<32>(e, "ss_m")));
-        let enc = Encapsulation::from_parts(&cert.kex_public, &client, Box::new(ct_m), &arr(e, "ss_m"))?;
-        let r = HybridRequest::from_encapsulation(&cert, enc, arr(i, "n0"), s(i, "name_pad"), s(i, "value_pad"))?;
+        assert_eq!(
+            (&ct_again[..], *ss_again),
+            (&ct_m[..], arr::<32>(e, "ss_m"))
+        );
+        let enc =
+            Encapsulation::from_parts(&cert.kex_public, &client, Box::new(ct_m), &arr(e, "ss_m"))?;
+        let r = HybridRequest::from_encapsulation(
+            &cert,
+            enc,
+            arr(i, "n0"),
+            s(i, "name_pad"),
+            s(i, "value_pad"),
+        )?;
         let mut sealed = Vec::new();
         stream::seal_all(r.sealer(), &inner_req, record, &mut sealed)?;
-        (r.encode_outer(form, &mount, host, &sealed), r.session_key().clone(), r.cookie().to_string(), r.response_opener(&limits))
+        (
+            r.encode_outer(form, &mount, host, &sealed),
+            r.session_key().clone(),
+            r.cookie().to_string(),
+            r.response_opener(&limits),
+        )
     };
-    let (accepted, head, body) = exchange::serve_bytes(&keys, &mount, &limits, u(i, "now"), &outer)?
-        .expect("vector requests are under the mount");
+    let (accepted, head, body) =
+        exchange::serve_bytes(&keys, &mount, &limits, u(i, "now"), &outer)?
+            .expect("vector requests are under the mount");
     let mut plain = Vec::new();
     head.encode(&mut plain);
     plain.extend_from_slice(&body);
     assert_eq!(plain, inner_req);
     assert_eq!(accepted.session_key(), &key);
     let mut rsp = Vec::new();
-    let sealer = Sealer::response(accepted.into_response_key(), arr(i, "response_n0"), &mut rsp);
-    stream::seal_all(sealer, &hx(i, "inner_response"), u(i, "response_record_size") as usize, &mut rsp)?;
+    let sealer = Sealer::response(
+        accepted.into_response_key(),
+        arr(i, "response_n0"),
+        &mut rsp,
+    );
+    stream::seal_all(
+        sealer,
+        &hx(i, "inner_response"),
+        u(i, "response_record_size") as usize,
+        &mut rsp,
+    )?;
     assert_eq!(stream::open_all(opener, &rsp)?, hx(i, "inner_response"));
     Ok(json!({
         "cert_text": cert.to_text(),
