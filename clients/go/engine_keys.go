@@ -336,4 +336,3 @@ func (e *engine) notHTTPCrypt(authority string, status int) error {
 	return &Error{Code: CodeNotHTTPCrypt, Status: status,
 		Detail: fmt.Sprintf("%s is not an HTTPCrypt server (OPTIONS %s answered %d)", hostPort(authority), e.mount.OptionsPath(), status)}
 }
-
