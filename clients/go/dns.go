@@ -68,14 +68,24 @@ func joinAAAAChunks(addrs [][16]byte, chunks, certLen int) ([]byte, error) {
 // ParseTXT parses a TXT record at _httpcrypt.{host}: its character-strings
 // joined, UTF-8 (bad_record), then the text form.
 func ParseTXT(strs [][]byte) (*KeyCert, error) {
+	text, err := joinTXT(strs)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCertText(text)
+}
+
+// joinTXT joins a TXT record's character-strings, which must be UTF-8
+// (bad_record).
+func joinTXT(strs [][]byte) (string, error) {
 	var joined []byte
 	for _, s := range strs {
 		joined = append(joined, s...)
 	}
 	if !utf8.Valid(joined) {
-		return nil, ErrBadRecord
+		return "", ErrBadRecord
 	}
-	return ParseCertText(string(joined))
+	return string(joined), nil
 }
 
 // ParseIdentityTXT parses `hc1-id {b64u(identity_public)}`.

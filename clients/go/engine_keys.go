@@ -42,11 +42,10 @@ type hybridState struct {
 	hybrid        []HybridKey
 	hybridFetched int64
 	hybridMaxAge  int64
-	// noHybrid: discovery found no suite 2 at noHybridAt. PQPrefer then
-	// uses v1 while the v1 keys fetched since stay fresh, and asks
-	// OPTIONS {mount}/pq again with the next v1 discovery.
-	noHybrid   bool
-	noHybridAt int64
+	// noHybrid: the last discovery found no suite 2. PQPrefer then uses
+	// v1 while the v1 keys stay fresh, and asks OPTIONS {mount}/pq again
+	// before the next v1 discovery.
+	noHybrid bool
 	// pinUntil is the not_after of the newest suite-2 certificate seen
 	// (accepted by the mode): until then the host takes suite 2 only.
 	pinUntil int64
@@ -76,8 +75,7 @@ func (e *engine) nextKey(authority string, now int64) (*serverKey, discovery) {
 			if fresh(h.hybridFetched, h.hybridMaxAge, now) {
 				hk = chooseHybrid(h.hybrid, now)
 			}
-			fallback = e.opts.PQ == PQPrefer && !h.pinned(now) && h.noHybrid &&
-				h.fetched >= h.noHybridAt && fresh(h.fetched, h.maxAge, now)
+			fallback = e.opts.PQ == PQPrefer && !h.pinned(now) && h.noHybrid && fresh(h.fetched, h.maxAge, now)
 		})
 	}
 	switch {
@@ -140,7 +138,7 @@ func (e *engine) hybridAnswer(authority string, status int, header http.Header, 
 		}
 		h.hybrid, pin = nil, h.pinUntil
 		if down = e.opts.PQ == PQRequire || h.pinned(now); !down {
-			h.noHybrid, h.noHybridAt = true, now
+			h.noHybrid = true
 		}
 	})
 	switch {

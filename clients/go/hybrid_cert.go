@@ -268,6 +268,27 @@ func FormatHybridCertList(certs []*HybridCert, kems []*KemPublic) string {
 	return b.String()
 }
 
+// ParseHybridTXT parses a TXT record at _httpcrypt-pq.{host}: its
+// character-strings joined, UTF-8 (bad_record), then a suite-2
+// certificate text.
+func ParseHybridTXT(strs [][]byte) (*HybridCert, error) {
+	text, err := joinTXT(strs)
+	if err != nil {
+		return nil, err
+	}
+	return ParseHybridCertText(text)
+}
+
+// ParseKemTXT parses the TXT record at _httpcrypt-kem.{host}: the key
+// text in character-strings of at most 255 bytes, joined.
+func ParseKemTXT(strs [][]byte) (*KemPublic, error) {
+	text, err := joinTXT(strs)
+	if err != nil {
+		return nil, err
+	}
+	return ParseKemText(text)
+}
+
 // FormatHybridAAAA returns the eleven addresses at _httpcrypt-pq.{host}
 // carrying a suite-2 certificate (zero-padded to 154 bytes, chunks of 14,
 // as spec §6.2).

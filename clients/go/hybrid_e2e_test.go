@@ -328,3 +328,41 @@ func TestHybridDoesNotSpendClassicalTickets(t *testing.T) {
 		wantExchange(t, "suite 2 found", rec.last(), 2, want, "GET", 1)
 	}
 }
+
+func TestHybridKeysFromDNS(t *testing.T) {
+	m := withHybrid(t, newMemServer(t, hybridStart), false)
+	base := serveMem(t, m)
+	authority := strings.TrimPrefix(base, "http://")
+	// The certificate from its eleven AAAA records, the key text from TXT
+	// in character-strings of at most 255 bytes.
+	cert, err := ParseHybridAAAA(FormatHybridAAAA(m.srv.hcert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := []byte(m.srv.kem.Public().Text())
+	var strs [][]byte
+	for len(text) > 0 {
+		n := min(255, len(text))
+		strs, text = append(strs, text[:n]), text[n:]
+	}
+	kem, err := ParseKemTXT(strs)
+	if err != nil || len(strs) != 7 {
+		t.Fatalf("key text over %d strings: %v", len(strs), err)
+	}
+	tr, rec := hybridClient(m, Options{PQ: PQRequire, Identity: EncodeB64u(m.srv.identity.Public().(ed25519.PublicKey))})
+	if err := tr.SetHybridKeys(authority, []HybridKey{{Cert: cert, Kem: kem}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hybridFetch(t, tr, "GET", base+"/a", nil); err != nil {
+		t.Fatal(err)
+	}
+	wantExchange(t, "keys from DNS", rec.last(), 2, "key", "GET", 1)
+	if m.options.Load() != 0 {
+		t.Fatalf("OPTIONS sent %d times", m.options.Load())
+	}
+	// A certificate under another identity, or with another key text, is refused.
+	other := SignHybridCert(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{1}, 32)), 1, cert.Serial, cert.NotBefore, cert.NotAfter, cert.KexPublic[:], cert.KemHash)
+	wantCode(t, tr.SetHybridKeys(authority, []HybridKey{{Cert: other, Kem: kem}}), CodeBadSignature)
+	otherKem, _ := NewKemSecret(bytes.Repeat([]byte{8}, KemSeedLen))
+	wantCode(t, tr.SetHybridKeys("other.test", []HybridKey{{Cert: cert, Kem: otherKem.Public()}}), CodeKemMismatch)
+}

@@ -84,6 +84,32 @@ func (t *Transport) SetKeys(authority string, keys []DiscoveredKey) {
 	t.host(authority, func(h *hostState) { h.keys, h.fetched, h.maxAge = keys, now, 0 })
 }
 
+// SetHybridKeys installs suite-2 keys for authority (e.g. a certificate
+// from _httpcrypt-pq TXT or AAAA records and the key text it names), kept
+// without expiry. As keys from OPTIONS {mount}/pq, those the mode accepts
+// (in authenticated mode: verifying under the pinned identity) are kept
+// and pin the origin to suite 2 until their not_after. A key text that is
+// not the one its certificate names is kem_mismatch; with no key valid
+// now, a certificate that fails verification is bad_signature. A
+// Transport with PQ off does not use them.
+func (t *Transport) SetHybridKeys(authority string, keys []HybridKey) error {
+	var certs []*HybridCert
+	var kems []*KemPublic
+	for _, k := range keys {
+		if err := k.Kem.Check(k.Cert); err != nil {
+			return err
+		}
+		certs, kems = append(certs, k.Cert), append(kems, k.Kem)
+	}
+	now := t.now()
+	kept, err := t.acceptHybrid(authority, certs, kems, now)
+	if err != nil {
+		return err
+	}
+	t.host(authority, func(h *hostState) { h.hybrid, h.hybridFetched, h.hybridMaxAge = kept, now, 0 })
+	return nil
+}
+
 // RefreshKeys fetches the certificates of authority with OPTIONS
 // {mount}/, checks them in authenticated mode and caches them for max-age.
 // An answer without certificates is not_httpcrypt (no_endpoint for 404).
