@@ -5,10 +5,11 @@ package httpcrypt
 // offset, the admission cookie, the suite-2 keys and pin), which key,
 // credential, profile and nonce an attempt uses, its inner request head and
 // outer form (spec §4, §4.5, §8.4, §14.5, spec/hybrid.md H3), and what an
-// answer means for the call (spec §11.5: retry, error or response). The
-// suite-2 decisions are in engine_hybrid.go. Transport (transport.go) is the thin driver around
-// it: it fetches keys, sends what the engine planned, and reads the bytes
-// the engine decides on, as the Python client's Engine and its drivers do.
+// answer means for the call (spec §11.5: retry, error or response). Its
+// key decisions, both suites, are in engine_keys.go. Transport
+// (transport.go) is the thin driver around it: it fetches keys, sends what
+// the engine planned, and reads the bytes the engine decides on, as the
+// Python client's Engine and its drivers do.
 
 import (
 	"context"
@@ -143,8 +144,8 @@ func (e *engine) plan(ctx context.Context, req *http.Request, authority string, 
 	a := &attempt{authority: authority, credential: "key"}
 	// Profile 2 exactly when the chosen key's certificate has version 2
 	// (spec §4.5), unless turned off or the authority is not sent verbatim
-	// as the outer Host (which record 0 binds).
-	// Suite 2 uses the v1 layout (spec/hybrid.md H3).
+	// as the outer Host (which record 0 binds). Suite 2 uses the v1 layout
+	// (spec/hybrid.md H3).
 	a.profile = Profile1
 	if server.v1 != nil {
 		a.profile = server.v1.Profile()
