@@ -273,6 +273,23 @@ func TestHybridRotationUnderACachedKemKey(t *testing.T) {
 	if m.pqOptions.Load() != 1 {
 		t.Fatalf("OPTIONS {mount}/pq sent %d times", m.pqOptions.Load())
 	}
+	// A new ML-KEM key as well: its hash is unknown, so the retry fetches
+	// the key text from OPTIONS {mount}/pq once.
+	kem, err := NewKemSecret(bytes.Repeat([]byte{9}, KemSeedLen))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kex = GenerateKexSecret()
+	m.srv.kex, m.srv.kem = kex, kem
+	m.srv.cert = SignCert(m.srv.identity, 3, old.NotBefore, old.NotAfter, kex.Public())
+	m.srv.hcert = SignHybridCert(m.srv.identity, CertVersion1, 3, old.NotBefore, old.NotAfter, kex.Public(), kem.Public().Hash())
+	if _, err := hybridFetch(t, tr, "GET", base+"/c", nil); err != nil {
+		t.Fatal(err)
+	}
+	wantExchange(t, "after a new ML-KEM key", rec.last(), 2, "key", "GET", 2)
+	if m.pqOptions.Load() != 2 {
+		t.Fatalf("OPTIONS {mount}/pq sent %d times, want 2", m.pqOptions.Load())
+	}
 }
 
 func TestHybridAuthenticatedAndKemMismatch(t *testing.T) {
