@@ -1,5 +1,7 @@
 // Package httpcrypt is a Go client for HTTPCrypt v1: opportunistic
-// encryption for plain HTTP without a TLS handshake (spec/httpcrypt.md).
+// encryption for plain HTTP without a TLS handshake (spec/httpcrypt.md),
+// with suite 2, the hybrid X25519 + ML-KEM-768 key agreement of
+// spec/hybrid.md, as an option (Options.PQ).
 //
 // The protocol core (base64url, key agreement, sealed streams, inner
 // messages, certificates, tickets, tokens) has no IO; Transport is an
