@@ -2,17 +2,17 @@ package httpcrypt
 
 // The client's decisions, without IO: per-host state (keys and when they
 // were fetched, the reused key pair, the last ticket and token, the clock
-// offset, the admission cookie), which credential, profile and nonce an
-// attempt uses, its inner request head and outer form (spec §4, §4.5,
-// §8.4, §14.5), and what an answer means for the call (spec §11.5: retry,
-// error or response). Transport (transport.go) is the thin driver around
-// it: it fetches keys, sends what the engine planned, and reads the bytes
-// the engine decides on, as the Python client's Engine and its drivers do.
+// offset, the admission cookie, the suite-2 keys and pin), which key,
+// credential, profile and nonce an attempt uses, its inner request head and
+// outer form (spec §4, §4.5, §8.4, §14.5, spec/hybrid.md H3), and what an
+// answer means for the call (spec §11.5: retry, error or response). Its
+// key decisions, both suites, are in engine_keys.go. Transport
+// (transport.go) is the thin driver around it: it fetches keys, sends what
+// the engine planned, and reads the bytes the engine decides on, as the
+// Python client's Engine and its drivers do.
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"sort"
 	"strconv"
@@ -31,6 +31,9 @@ type engine struct {
 
 	mu    sync.Mutex
 	hosts map[string]*hostState
+	// kems caches encapsulation keys by their hash (spec/hybrid.md H4): a
+	// rotated kex key whose certificate names a known hash needs no fetch.
+	kems map[KemHash]*KemPublic
 }
 
 type hostState struct {
@@ -48,12 +51,15 @@ type hostState struct {
 	admit   *AdmitCookie
 	admitD  int
 	admitAt int64
+	// ticketHybrid: the ticket was issued in a suite-2 session.
+	ticketHybrid bool
+	hybridState
 }
 
 // newEngine takes the options with defaults filled in; the mount and the
 // identity are parsed by NewTransport, which reports them as config errors.
 func newEngine(opts Options) *engine {
-	e := &engine{opts: opts, hosts: map[string]*hostState{}, limits: opts.Limits.orDefault()}
+	e := &engine{opts: opts, hosts: map[string]*hostState{}, kems: map[KemHash]*KemPublic{}, limits: opts.Limits.orDefault()}
 	if e.opts.RecordSize <= 0 {
 		e.opts.RecordSize = DefaultRecordSize
 	}
@@ -81,83 +87,6 @@ func (e *engine) host(authority string, f func(h *hostState)) {
 	f(h)
 }
 
-// ---- keys ----
-
-// cachedKey is the key to use at now if the cached certificates are fresh
-// and one of them is valid, else nil (fetch them).
-func (e *engine) cachedKey(authority string, now int64) *DiscoveredKey {
-	var cached *DiscoveredKey
-	e.host(authority, func(h *hostState) {
-		if h.maxAge == 0 || now < h.fetched+h.maxAge {
-			if k, err := ChooseKey(h.keys, now); err == nil {
-				c := *k
-				cached = &c
-			}
-		}
-	})
-	return cached
-}
-
-// storeCerts takes the 200 answer to OPTIONS {mount}/ (header and body):
-// checks the certificate list in authenticated mode, caches it for
-// max-age and returns the keys kept.
-func (e *engine) storeCerts(authority string, status int, header http.Header, body []byte) ([]DiscoveredKey, error) {
-	maxAge := int64(0)
-	for _, d := range strings.Split(header.Get("Cache-Control"), ",") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(d), "max-age="); ok {
-			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-				maxAge = max(n, 1) // max-age=0: ask again soon, not never
-			}
-		}
-	}
-	certs, err := ParseCertList(body)
-	if err != nil {
-		if ct, _, _ := strings.Cut(header.Get("Content-Type"), ";"); !strings.EqualFold(strings.TrimSpace(ct), contentTypeCerts) {
-			return nil, e.notHTTPCrypt(authority, status) // e.g. a web server's 200 to OPTIONS
-		}
-		return nil, err
-	}
-	keys, err := e.acceptCerts(certs)
-	if err != nil {
-		return nil, err
-	}
-	now := e.now()
-	e.host(authority, func(h *hostState) { h.keys, h.fetched, h.maxAge = keys, now, maxAge })
-	return keys, nil
-}
-
-// acceptCerts keeps the certificates the client's mode accepts: all of
-// them (opportunistic) or those verifying under the pinned identity.
-func (e *engine) acceptCerts(certs []*KeyCert) ([]DiscoveredKey, error) {
-	if _, err := ChooseCert(certs, e.now(), e.identity); err != nil {
-		if errors.Is(err, ErrBadSignature) {
-			return nil, &Error{Code: CodeBadSignature, Detail: BadSignatureDetail}
-		}
-		return nil, err
-	}
-	var keys []DiscoveredKey
-	for _, c := range certs {
-		if e.identity == nil || c.Verify(e.identity) == nil {
-			keys = append(keys, c.Key())
-		}
-	}
-	return keys, nil
-}
-
-// notHTTPCrypt is the diagnosis of an OPTIONS answer without certificates.
-func (e *engine) notHTTPCrypt(authority string, status int) error {
-	if status == 404 {
-		mount := string(e.mount)
-		if mount == "" {
-			mount = "/"
-		}
-		return &Error{Code: CodeNoEndpoint, Status: status,
-			Detail: fmt.Sprintf("no HTTPCrypt endpoint at %s on %s: wrong mount?", mount, hostPort(authority))}
-	}
-	return &Error{Code: CodeNotHTTPCrypt, Status: status,
-		Detail: fmt.Sprintf("%s is not an HTTPCrypt server (OPTIONS %s answered %d)", hostPort(authority), e.mount.OptionsPath(), status)}
-}
-
 // ---- attempts ----
 
 // attempt is one outer exchange as the engine planned it.
@@ -173,16 +102,22 @@ type attempt struct {
 	admitD     int    // the difficulty the echo solved
 	head       []byte // the formatted inner request head
 	exact      int64  // the inner body length, -1 when unknown
+	// hybrid: a suite-2 session (a fresh hybrid key, or a ticket issued in
+	// one); ctM the ML-KEM ciphertext sent before the stream (fresh key).
+	hybrid bool
+	ctM    []byte
 }
 
-// plan chooses the credential (a ticket, or a key pair per the policy),
-// the profile and n0 of an attempt on key server, solves an admission
-// puzzle when the host asked for one (CPU work, bounded by ctx), and
-// formats the inner head of req. noBody: the body is nil or http.NoBody.
-func (e *engine) plan(ctx context.Context, req *http.Request, authority string, server *DiscoveredKey, noBody bool, ownDate bool) (*attempt, error) {
+// plan chooses the credential (a ticket, a hybrid agreement, or a key pair
+// per the policy), the profile and n0 of an attempt on key server, solves
+// an admission puzzle when the host asked for one (CPU work, bounded by
+// ctx), and formats the inner head of req. noBody: the body is nil or
+// http.NoBody.
+func (e *engine) plan(ctx context.Context, req *http.Request, authority string, server *serverKey, noBody bool, ownDate bool) (*attempt, error) {
 	now := e.now()
 	var ticket *Ticket
 	var ticketKey SessionKey
+	var ticketHybrid bool
 	var own *KexSecret
 	var offset int64
 	var token string
@@ -193,10 +128,12 @@ func (e *engine) plan(ctx context.Context, req *http.Request, authority string, 
 		if h.admit != nil && now < h.admitAt+AdmitEchoSeconds {
 			admit, admitD = h.admit, h.admitD
 		}
-		if !e.opts.NoTickets && h.ticket != nil {
-			ticket, ticketKey = h.ticket, h.ticketKey
+		// A ticket of a v1 session would be a classical request: not to a
+		// server key of suite 2 (spec/hybrid.md H3, H5).
+		if !e.opts.NoTickets && h.ticket != nil && (h.ticketHybrid || server.hybrid == nil) {
+			ticket, ticketKey, ticketHybrid = h.ticket, h.ticketKey, h.ticketHybrid
 		}
-		if e.opts.KeyPolicy == ReuseKeyPerHost {
+		if e.opts.KeyPolicy == ReuseKeyPerHost && server.hybrid == nil {
 			if h.own == nil {
 				h.own = GenerateKexSecret()
 			}
@@ -207,8 +144,12 @@ func (e *engine) plan(ctx context.Context, req *http.Request, authority string, 
 	a := &attempt{authority: authority, credential: "key"}
 	// Profile 2 exactly when the chosen key's certificate has version 2
 	// (spec §4.5), unless turned off or the authority is not sent verbatim
-	// as the outer Host (which record 0 binds).
-	a.profile = server.Profile()
+	// as the outer Host (which record 0 binds). Suite 2 uses the v1 layout
+	// (spec/hybrid.md H3).
+	a.profile = Profile1
+	if server.v1 != nil {
+		a.profile = server.v1.Profile()
+	}
 	if e.opts.NoCompact || !boundHostOK(authority) {
 		a.profile = Profile1
 	}
@@ -218,17 +159,26 @@ func (e *engine) plan(ctx context.Context, req *http.Request, authority string, 
 		pad = RandomCompactPad
 	}
 	var err error
-	if ticket != nil {
-		a.k, a.credential = ticketKey, "ticket"
+	switch {
+	case ticket != nil:
+		a.k, a.credential, a.hybrid = ticketKey, "ticket", ticketHybrid
 		a.cookie, err = FormatCookie(ticket.TID(), ticket.Sealed(), pad(), pad())
-	} else {
+	case server.hybrid != nil:
+		// X-Wing's ct_X is ephemeral: a fresh X25519 key whatever the policy.
+		var ag *HybridAgreement
+		if ag, err = NewHybridAgreement(server.hybrid.Cert, server.hybrid.Kem, GenerateKexSecret()); err != nil {
+			return nil, err
+		}
+		a.k, a.ctM, a.hybrid = ag.Key, ag.CtM, true
+		a.cookie, err = FormatCookie(server.hybrid.Cert.KID(), ag.CtX[:], pad(), pad())
+	default:
 		if own == nil {
 			own = GenerateKexSecret()
 		}
-		if a.k, err = own.SessionKey(server.KexPublic[:]); err != nil {
+		if a.k, err = own.SessionKey(server.v1.KexPublic[:]); err != nil {
 			return nil, err
 		}
-		a.cookie, err = FormatCookie(server.KID(), own.Public(), pad(), pad())
+		a.cookie, err = FormatCookie(server.v1.KID(), own.Public(), pad(), pad())
 	}
 	if err != nil {
 		return nil, err
@@ -312,9 +262,10 @@ func (e *engine) innerHead(req *http.Request, a *attempt, date int64, ownDate bo
 }
 
 // getForm says whether the attempt goes as a GET: allowed, the body's
-// length known, and the request line below its bound (spec §4.1).
+// length known, and the request line below its bound (spec §4.1), the
+// ML-KEM ciphertext of a hybrid request counted (spec/hybrid.md H3).
 func (e *engine) getForm(a *attempt) bool {
-	return !e.opts.NoGetForm && a.exact >= 0 && FitsGetFormProfile(e.mount, len(a.head)+int(a.exact)+64, a.profile)
+	return !e.opts.NoGetForm && a.exact >= 0 && FitsGetFormProfile(e.mount, len(a.ctM)+len(a.head)+int(a.exact)+64, a.profile)
 }
 
 // sealer is the request sealer of the attempt's profile.
@@ -325,10 +276,14 @@ func (a *attempt) sealer() (*Sealer, error) {
 	return NewRequestSealer(a.k, a.n0), nil
 }
 
-// getTarget is the GET-form target carrying the sealed stream.
+// getTarget is the GET-form target carrying the sealed stream (after the
+// ML-KEM ciphertext of a hybrid request).
 func (e *engine) getTarget(a *attempt, stream []byte) string {
 	if a.compact {
 		return e.mount.CompactGetTarget(&a.n0, stream)
+	}
+	if len(a.ctM) > 0 {
+		stream = append(append([]byte(nil), a.ctM...), stream...)
 	}
 	return e.mount.GetTarget(&a.n0, stream)
 }
@@ -360,14 +315,16 @@ const (
 	retryToken
 	retryAdmission // outer 429 urn:httpcrypt:admission: the cookie is stored
 	retryBusy      // outer 429 urn:httpcrypt:busy: wait, then again
+	retryHybrid    // outer 400 urn:httpcrypt:hybrid-required to a v1 attempt: look for suite 2
 )
 
 // answered keeps the ticket and the token an authenticated inner head
-// carries, bound to the attempt's session key.
+// carries, bound to the attempt's session key (and its suite: a ticket of
+// a hybrid session carries the hybrid key forward).
 func (e *engine) answered(a *attempt, h *ResponseHead) {
 	if v, ok := Get(h.Fields, TicketField); ok {
 		if tic, err := ParseTicketField(v); err == nil {
-			e.host(a.authority, func(hs *hostState) { hs.ticket, hs.ticketKey = tic, a.k })
+			e.host(a.authority, func(hs *hostState) { hs.ticket, hs.ticketKey, hs.ticketHybrid = tic, a.k, a.hybrid })
 		}
 	}
 	if v, ok := Get(h.Fields, RandomField); ok {
@@ -456,6 +413,9 @@ func (e *engine) refusal(a *attempt, status int, retryAfter string, body []byte,
 		cs.busyWait = time.Duration(min(secs, MaxBusyWaitSeconds)) * time.Second
 		return retryBusy, nil
 	}
+	if p.Type == ProblemHybridRequired && e.hybridRequired(a) {
+		return retryHybrid, nil
+	}
 	if p.Type == ProblemUnknownKey {
 		var certs []*KeyCert
 		for _, l := range p.Certs {
@@ -463,6 +423,7 @@ func (e *engine) refusal(a *attempt, status int, retryAfter string, body []byte,
 				certs = append(certs, c)
 			}
 		}
+		e.hybridUnknownKey(a, p)
 		keys, err := e.acceptCerts(certs)
 		now := e.now()
 		e.host(a.authority, func(h *hostState) {
@@ -476,8 +437,11 @@ func (e *engine) refusal(a *attempt, status int, retryAfter string, body []byte,
 		return retryUnknownKey, nil
 	}
 	code := CodeRefused
-	if p.Type == ProblemTooLarge {
+	switch p.Type {
+	case ProblemTooLarge:
 		code = CodeBodyTooLarge
+	case ProblemHybridRequired:
+		code = CodeHybridRequired
 	}
 	return done, &Error{Code: code, Type: p.Type, Status: status}
 }
@@ -485,9 +449,12 @@ func (e *engine) refusal(a *attempt, status int, retryAfter string, body []byte,
 // exchange is what a middlebox saw of the attempt (Options.Observe).
 func (a *attempt) exchange(outer *http.Request, status int, cs *call) Exchange {
 	x := Exchange{Credential: a.credential, Attempts: cs.attempt, OuterMethod: outer.Method,
-		OuterURL: outer.URL.String(), Profile: a.profile, Status: status, Challenges: cs.challenges, Busy: cs.busy, Echo: a.echo}
+		OuterURL: outer.URL.String(), Suite: 1, Profile: a.profile, Status: status, Challenges: cs.challenges, Busy: cs.busy, Echo: a.echo}
 	if a.echo {
 		x.Difficulty = a.admitD
+	}
+	if a.hybrid {
+		x.Suite = SuiteHybrid
 	}
 	return x
 }
@@ -531,6 +498,7 @@ func (cs *call) follow(out outcome) error {
 			retryUnknownKey: &Error{Code: CodeUnknownKey, Type: ProblemUnknownKey, Status: 400},
 			retryStale:      &Error{Code: CodeStale, Type: ProblemStale, Status: 425, Authenticated: true},
 			retryToken:      &Error{Code: CodeTokenRequired, Type: ProblemTokenRequired, Status: 425, Authenticated: true},
+			retryHybrid:     &Error{Code: CodeHybridRequired, Type: ProblemHybridRequired, Status: 400},
 		}[out]
 	}
 	cs.retried[out] = true

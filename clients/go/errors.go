@@ -1,5 +1,7 @@
 // Package httpcrypt is a Go client for HTTPCrypt v1: opportunistic
-// encryption for plain HTTP without a TLS handshake (spec/httpcrypt.md).
+// encryption for plain HTTP without a TLS handshake (spec/httpcrypt.md),
+// with suite 2, the hybrid X25519 + ML-KEM-768 key agreement of
+// spec/hybrid.md, as an option (Options.PQ).
 //
 // The protocol core (base64url, key agreement, sealed streams, inner
 // messages, certificates, tickets, tokens) has no IO; Transport is an
@@ -50,6 +52,20 @@ const (
 	CodeAdmissionRequired = "admission_required"
 	CodeBusy              = "busy"
 
+	// Suite 2, the hybrid key agreement (spec/hybrid.md H6).
+	// CodeBadCiphertext: a hybrid request's body (or decoded query) is
+	// shorter than the 1,088-byte ML-KEM ciphertext (outer 400, malformed).
+	CodeBadCiphertext = "bad_ciphertext"
+	// CodeHybridRequired: a v1 fresh-key request to a server that takes
+	// hybrid requests only (outer 400, urn:httpcrypt:hybrid-required).
+	CodeHybridRequired = "hybrid_required"
+	// CodeKemMismatch: an encapsulation key text whose SHA3-256 is not the
+	// certificate's kem_hash.
+	CodeKemMismatch = "kem_mismatch"
+	// CodeHybridDowngrade: the origin is pinned to (or Options.PQ requires)
+	// suite 2, and discovery offered none.
+	CodeHybridDowngrade = "hybrid_downgrade"
+
 	// CodeRefused: the server answered the outer request with a status
 	// other than 200 (unauthenticated; Type names its problem, if any).
 	CodeRefused = "refused"
@@ -88,6 +104,9 @@ const (
 	// ProblemAdmission and ProblemBusy are outer 429 answers (spec §14.4).
 	ProblemAdmission = "urn:httpcrypt:admission"
 	ProblemBusy      = "urn:httpcrypt:busy"
+	// ProblemHybridRequired: the server takes hybrid requests only
+	// (spec/hybrid.md H4).
+	ProblemHybridRequired = "urn:httpcrypt:hybrid-required"
 )
 
 // Error is every failure of this package. Code is the spec's snake_case
@@ -167,6 +186,10 @@ var (
 	ErrBadRecord             = errCode(CodeBadRecord)
 	ErrBadToken              = errCode(CodeBadToken)
 	ErrBodyTooLarge          = errCode(CodeBodyTooLarge)
+	ErrBadCiphertext         = errCode(CodeBadCiphertext)
+	ErrHybridRequired        = errCode(CodeHybridRequired)
+	ErrKemMismatch           = errCode(CodeKemMismatch)
+	ErrHybridDowngrade       = errCode(CodeHybridDowngrade)
 )
 
 // CodeOf returns the code of err if it is (or wraps) an *Error, else "".
@@ -201,6 +224,8 @@ func codeForProblem(typ string) string {
 		return CodeAdmissionRequired
 	case ProblemBusy:
 		return CodeBusy
+	case ProblemHybridRequired:
+		return CodeHybridRequired
 	}
 	return CodeRefused
 }

@@ -2,6 +2,7 @@ package httpcrypt
 
 import (
 	"bytes"
+	"crypto/sha3"
 	"reflect"
 	"testing"
 )
@@ -90,4 +91,139 @@ func openInSteps(o *Opener, body []byte, step int) ([]byte, error) {
 		}
 	}
 	return out, o.Finish()
+}
+
+// hybridSeeds are the suite-2 texts of a vector case: a certificate
+// text, a list holding both suites and a key text, and the key text.
+func hybridSeeds(f *testing.F) (cert, list, kem string) {
+	for _, v := range loadVectorsFrom(f, hybridVectorDir()) {
+		switch v.Name {
+		case "hybrid-cert-verify-ok":
+			cert, kem = str(v.Input, "text"), str(v.Input, "kem_text")
+		case "hybrid-cert-list-both-suites":
+			list = str(v.Input, "body")
+		}
+	}
+	if cert == "" || list == "" || kem == "" {
+		f.Fatal("the hybrid seed vectors are missing")
+	}
+	return cert, list, kem
+}
+
+// FuzzHybridCertText: a certificate text of either suite never panics the
+// reader, and what it accepts encodes back to the same text.
+func FuzzHybridCertText(f *testing.F) {
+	cert, _, _ := hybridSeeds(f)
+	f.Add(cert)
+	f.Add("hc1 AQI")
+	f.Add("hc1 ")
+	f.Fuzz(func(t *testing.T, text string) {
+		c, err := ParseAnyCertText(text)
+		if err != nil {
+			return
+		}
+		again := ""
+		if c.Hybrid != nil {
+			again = c.Hybrid.Text()
+			if h, err := ParseHybridCertText(again); err != nil || *h != *c.Hybrid {
+				t.Fatalf("suite-2 certificate does not parse back: %v", err)
+			}
+		} else {
+			again = c.Classical.Text()
+		}
+		if again != text || c.Suite() != int(mustB64(t, text[4:])[1]) {
+			t.Fatalf("%q read as suite %d, writes %q", text, c.Suite(), again)
+		}
+	})
+}
+
+// FuzzKemText: a key text either fails or is exactly the text of a key
+// that passed the modulus check, whose hash is SHA3-256 of its bytes.
+func FuzzKemText(f *testing.F) {
+	_, _, kem := hybridSeeds(f)
+	f.Add(kem)
+	f.Add(kem[:100])
+	f.Add("hck1 ")
+	f.Fuzz(func(t *testing.T, text string) {
+		k, err := ParseKemText(text)
+		if err != nil {
+			return
+		}
+		if k.Text() != text || k.Hash() != KemHash(sha3.Sum256(k.Bytes())) || len(text) != KemTextLen {
+			t.Fatalf("key text %q does not round-trip", text)
+		}
+	})
+}
+
+// FuzzHybridCertList: a list never panics the reader, and what it accepts
+// formats (suite-2 certificates and key texts) to a list that reads back
+// the same.
+func FuzzHybridCertList(f *testing.F) {
+	cert, list, kem := hybridSeeds(f)
+	f.Add([]byte(list))
+	f.Add([]byte(cert + "\r\n\r\n" + kem + "\n"))
+	f.Add([]byte("\n\r\n"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		l, err := ParseHybridCertList(body)
+		if err != nil {
+			return
+		}
+		again, err := ParseHybridCertList([]byte(FormatHybridCertList(l.Hybrid(), l.Kems)))
+		if err != nil || len(again.Hybrid()) != len(l.Hybrid()) {
+			t.Fatalf("list does not read back: %v", err)
+		}
+		for i, c := range again.Hybrid() {
+			if *c != *l.Hybrid()[i] {
+				t.Fatalf("certificate %d differs", i)
+			}
+		}
+		for _, k := range l.Kems {
+			if again.KemFor(&HybridCert{KemHash: k.Hash()}) == nil {
+				t.Fatal("a key text was lost")
+			}
+		}
+	})
+}
+
+// FuzzHybridAAAA: any set of addresses either fails or reassembles a
+// certificate whose own eleven addresses are the input in some order.
+func FuzzHybridAAAA(f *testing.F) {
+	cert, _, _ := hybridSeeds(f)
+	c, err := ParseHybridCertText(cert)
+	if err != nil {
+		f.Fatal(err)
+	}
+	var seed []byte
+	for _, a := range FormatHybridAAAA(c) {
+		seed = append(seed, a[:]...)
+	}
+	f.Add(seed)
+	f.Add(seed[:16*9])
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var addrs [][16]byte
+		for i := 0; i+16 <= len(raw); i += 16 {
+			addrs = append(addrs, [16]byte(raw[i:i+16]))
+		}
+		c, err := ParseHybridAAAA(addrs)
+		if err != nil {
+			return
+		}
+		own := map[[16]byte]bool{}
+		for _, a := range FormatHybridAAAA(c) {
+			own[a] = true
+		}
+		for _, a := range addrs {
+			if !own[a] {
+				t.Fatalf("address %x is not one of the certificate's", a)
+			}
+		}
+	})
+}
+
+func mustB64(t *testing.T, s string) []byte {
+	b, err := DecodeB64u(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -109,7 +109,7 @@ func pressure(t *testing.T, addr string) (stop func() int) {
 			case <-time.After(25 * time.Millisecond):
 			}
 			own := GenerateKexSecret()
-			cookie, _ := FormatCookie(key.KID(), own.Public(), "", "")
+			cookie, _ := FormatCookie(key.v1.KID(), own.Public(), "", "")
 			n0 := [NonceLen]byte(randomBytes(NonceLen))
 			// A well-formed head; the stream is never opened.
 			req, _ := http.NewRequest("GET", "http://"+addr+Mount("/hc").GetTarget(&n0, randomBytes(80)), nil)

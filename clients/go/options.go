@@ -3,6 +3,7 @@ package httpcrypt
 // The settings of a Transport and what it reports of each call.
 
 import (
+	"errors"
 	"net/http"
 	"time"
 )
@@ -16,6 +17,43 @@ const (
 	// ReuseKeyPerHost: one key pair per host, so the server's session cache applies.
 	ReuseKeyPerHost
 )
+
+// PQMode says whether a Transport uses suite 2, the hybrid X25519 +
+// ML-KEM-768 key agreement (spec/hybrid.md H5).
+type PQMode int
+
+const (
+	// PQOff: suite 1 only, exactly as a v1 client (the default).
+	PQOff PQMode = iota
+	// PQPrefer asks `OPTIONS {mount}/pq` first and uses suite 2 when the
+	// server offers it, else v1. An origin whose suite-2 certificate was
+	// seen is pinned to suite 2 until that certificate's not_after: a later
+	// discovery offering only suite 1 is hybrid_downgrade.
+	PQPrefer
+	// PQRequire: suite 2 or hybrid_downgrade.
+	PQRequire
+)
+
+// ParsePQMode reads "off", "prefer" or "require".
+func ParsePQMode(s string) (PQMode, error) {
+	for m := PQOff; m <= PQRequire; m++ {
+		if s == m.String() {
+			return m, nil
+		}
+	}
+	return PQOff, errors.New("pq mode must be off, prefer or require")
+}
+
+// String is the mode's name: off, prefer or require.
+func (m PQMode) String() string {
+	switch m {
+	case PQPrefer:
+		return "prefer"
+	case PQRequire:
+		return "require"
+	}
+	return "off"
+}
 
 // Options configure a Transport. The zero value is the Rust client's
 // default: opportunistic mode, empty mount, GET form for small requests,
@@ -39,6 +77,9 @@ type Options struct {
 	// NoCompact always uses the v1 request layout, even with a key whose
 	// certificate has version 2 (spec §4.5 lets a client do so).
 	NoCompact bool
+	// PQ chooses the hybrid key agreement (suite 2): off (default),
+	// prefer or require.
+	PQ PQMode
 	// RecordSize is the plaintext size of request records (default 16 KiB).
 	RecordSize int
 	// Limits bound the server's (hostile) responses; zero fields take defaults.
@@ -64,6 +105,10 @@ type Exchange struct {
 	OuterMethod string
 	// OuterURL is the outer request URL.
 	OuterURL string
+	// Suite is the key agreement of the session: 1 (X25519), or 2 (the
+	// hybrid X25519 + ML-KEM-768 of spec/hybrid.md, also for a ticket
+	// issued in such a session).
+	Suite int
 	// Profile is the request profile of the last attempt: 1, or 2 (the
 	// compact layout of spec §4.5, target segment `2{b64u(n0)}`).
 	Profile int

@@ -49,6 +49,10 @@ func NewMount(path string) (Mount, error) {
 // OptionsPath is `{mount}/`.
 func (m Mount) OptionsPath() string { return string(m) + "/" }
 
+// HybridOptionsPath is `{mount}/pq`, where a server offering suite 2
+// answers its suite-2 certificates and key texts (spec/hybrid.md H4).
+func (m Mount) HybridOptionsPath() string { return string(m) + "/pq" }
+
 // NoncePath is `{mount}/{b64u(n0)}`.
 func (m Mount) NoncePath(n0 *[NonceLen]byte) string {
 	return string(m) + "/" + EncodeB64u(n0[:])
@@ -134,6 +138,9 @@ type Problem struct {
 	Title  string   `json:"title,omitempty"`
 	Status int      `json:"status,omitempty"`
 	Certs  []string `json:"certs,omitempty"`
+	// HybridCerts: the suite-2 certificates of an unknown-key problem
+	// (spec/hybrid.md H3).
+	HybridCerts []string `json:"hybrid_certs,omitempty"`
 	// Admit and Difficulty: the challenge of urn:httpcrypt:admission
 	// (Difficulty -1 when absent or not a small non-negative integer).
 	Admit      string `json:"admit,omitempty"`
@@ -156,16 +163,23 @@ func ParseProblem(body []byte) (*Problem, error) {
 	_ = json.Unmarshal(raw["status"], &p.Status)
 	_ = json.Unmarshal(raw["admit"], &p.Admit)
 	p.Difficulty, p.RetryAfter = smallInt(raw["difficulty"]), smallInt(raw["retry_after"])
-	var certs []json.RawMessage
-	if json.Unmarshal(raw["certs"], &certs) == nil {
-		for _, c := range certs {
+	p.Certs, p.HybridCerts = stringList(raw["certs"]), stringList(raw["hybrid_certs"])
+	return &p, nil
+}
+
+// stringList reads the strings of a JSON array, skipping other members.
+func stringList(m json.RawMessage) []string {
+	var out []string
+	var items []json.RawMessage
+	if json.Unmarshal(m, &items) == nil {
+		for _, c := range items {
 			var s string
 			if json.Unmarshal(c, &s) == nil {
-				p.Certs = append(p.Certs, s)
+				out = append(out, s)
 			}
 		}
 	}
-	return &p, nil
+	return out
 }
 
 // smallInt reads a JSON integer in 0..2^20, else -1.

@@ -21,6 +21,13 @@ type testServer struct {
 	now           int64
 	mount         Mount
 	maxBody       int
+	// kem and hcert, when set, are the server's suite-2 key: its ML-KEM
+	// key and the certificate naming it with kex (spec/hybrid.md H2).
+	// pqOnly refuses v1 fresh-key requests (hybrid_required) and v1
+	// tickets, as `serve --pq only` does.
+	kem    *KemSecret
+	hcert  *HybridCert
+	pqOnly bool
 }
 
 type accepted struct {
@@ -33,6 +40,8 @@ type accepted struct {
 	// the server parsed (bound into record 0 in profile 2).
 	profile int
 	host    string
+	// hybrid: a suite-2 session (fresh hybrid key or a ticket of one).
+	hybrid bool
 }
 
 func testServerFrom(t *testing.T, in map[string]any) *testServer {
@@ -132,32 +141,31 @@ func (s *testServer) accept(raw []byte) (*accepted, error) {
 			cookies = append(cookies, f.Value)
 		}
 	}
-	kid := s.cert.KID()
-	cred, err := ScanCookies(cookies, func(id KID) string {
-		switch {
-		case id == kid && s.now <= int64(s.cert.NotAfter):
-			return "key"
-		case s.ticket != nil && id == s.ticket.TID && s.now <= s.ticketExpires:
-			return "ticket"
-		}
-		return ""
-	})
+	cred, err := ScanCookies(cookies, s.lookup)
 	if err != nil {
-		return nil, err
+		return nil, s.refuseClassical(cookies, err)
 	}
 	var k SessionKey
+	kid := cred.ID
 	if cred.Ticket {
 		c, err := s.ticket.Open(cred.Value, s.now)
 		if err != nil {
+			return nil, s.refuseClassical(cookies, err)
+		}
+		if s.lookup(c.KID) != "key" {
+			return nil, s.refuseClassical(cookies, ErrUnknownKey)
+		}
+		k, kid = c.Key, c.KID
+	} else if s.hcert != nil && cred.ID == s.hcert.KID() {
+		// spec/hybrid.md H3: ct_M is the first 1,088 bytes, then the stream.
+		if k, err = HybridDecapsulate(s.kex, s.kem, cred.Value, stream); err != nil {
 			return nil, err
 		}
-		if c.KID != kid || s.now > int64(s.cert.NotAfter) {
-			return nil, ErrUnknownKey
-		}
-		k = c.Key
+		stream = stream[KemCiphertextLen:]
 	} else if k, err = s.kex.SessionKey(cred.Value); err != nil {
 		return nil, err
 	}
+	hybrid := s.hcert != nil && kid == s.hcert.KID()
 	opener := NewRequestOpener(k, r.N0, DefaultMaxRecord)
 	if r.Profile == ProfileCompact {
 		if opener, err = NewCompactRequestOpener(k, r.N0, host, DefaultMaxRecord); err != nil {
@@ -172,7 +180,54 @@ func (s *testServer) accept(raw []byte) (*accepted, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &accepted{head: head, body: ibody, key: k, n0: r.N0, kid: kid, profile: r.Profile, host: host}, nil
+	return &accepted{head: head, body: ibody, key: k, n0: r.N0, kid: kid, profile: r.Profile, host: host, hybrid: hybrid}, nil
+}
+
+// lookup says what id names now: a key of either suite ("key"; the v1
+// key not in pqOnly mode), the ticket key ("ticket"), or nothing.
+func (s *testServer) lookup(id KID) string {
+	switch {
+	case id == s.cert.KID() && !s.pqOnly && s.now <= int64(s.cert.NotAfter):
+		return "key"
+	case s.hcert != nil && id == s.hcert.KID() && s.now <= int64(s.hcert.NotAfter):
+		return "key"
+	case s.ticket != nil && id == s.ticket.TID && s.now <= s.ticketExpires:
+		return "ticket"
+	}
+	return ""
+}
+
+// refuseClassical turns an unknown_key of a pqOnly server into
+// hybrid_required when a fresh-key cookie names the v1 key ID of its kex
+// key (spec/hybrid.md H3 step 1).
+func (s *testServer) refuseClassical(cookies []string, err error) error {
+	if !s.pqOnly || CodeOf(err) != CodeUnknownKey {
+		return err
+	}
+	c, e := ScanCookies(cookies, func(id KID) string {
+		if id == s.cert.KID() && s.now <= int64(s.cert.NotAfter) {
+			return "key"
+		}
+		return ""
+	})
+	if e == nil && !c.Ticket {
+		return ErrHybridRequired
+	}
+	return err
+}
+
+// hybridServerFrom is testServerFrom with the suite-2 key of a vector
+// (kem_seed, the cert fields, version 1), holding it alone: pqOnly.
+func hybridServerFrom(t *testing.T, in map[string]any) *testServer {
+	s := testServerFrom(t, in)
+	kem, err := NewKemSecret(hx(in, "kem_seed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := obj(in, "cert")
+	s.kem, s.pqOnly = kem, true
+	s.hcert = SignHybridCert(s.identity, CertVersion1, uint32(num(c, "serial")), uint32(num(c, "not_before")), uint32(num(c, "not_after")), s.kex.Public(), kem.Public().Hash())
+	return s
 }
 
 // protocolFields are the inner request fields the server consumes (spec

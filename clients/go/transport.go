@@ -72,15 +72,42 @@ func (t *Transport) CloseIdleConnections() {
 	}
 }
 
-// ForgetKeys drops the cached server keys and tickets of authority.
+// ForgetKeys drops the cached server keys (of both suites) and tickets of
+// authority. A pin to suite 2 stays.
 func (t *Transport) ForgetKeys(authority string) {
-	t.host(authority, func(h *hostState) { h.keys, h.ticket = nil, nil })
+	t.host(authority, func(h *hostState) { h.keys, h.hybrid, h.ticket = nil, nil, nil })
 }
 
 // SetKeys installs server keys for authority (e.g. learnt from DNS).
 func (t *Transport) SetKeys(authority string, keys []DiscoveredKey) {
 	now := t.now()
 	t.host(authority, func(h *hostState) { h.keys, h.fetched, h.maxAge = keys, now, 0 })
+}
+
+// SetHybridKeys installs suite-2 keys for authority (e.g. a certificate
+// from _httpcrypt-pq TXT or AAAA records and the key text it names), kept
+// without expiry. As keys from OPTIONS {mount}/pq, those the mode accepts
+// (in authenticated mode: verifying under the pinned identity) are kept
+// and pin the origin to suite 2 until their not_after. A key text that is
+// not the one its certificate names is kem_mismatch; with no key valid
+// now, a certificate that fails verification is bad_signature. A
+// Transport with PQ off does not use them.
+func (t *Transport) SetHybridKeys(authority string, keys []HybridKey) error {
+	var certs []*HybridCert
+	var kems []*KemPublic
+	for _, k := range keys {
+		if err := k.Kem.Check(k.Cert); err != nil {
+			return err
+		}
+		certs, kems = append(certs, k.Cert), append(kems, k.Kem)
+	}
+	now := t.now()
+	kept, err := t.acceptHybrid(authority, certs, kems, now)
+	if err != nil {
+		return err
+	}
+	t.host(authority, func(h *hostState) { h.hybrid, h.hybridFetched, h.hybridMaxAge = kept, now, 0 })
+	return nil
 }
 
 // RefreshKeys fetches the certificates of authority with OPTIONS
@@ -92,39 +119,71 @@ func (t *Transport) RefreshKeys(ctx context.Context, authority string) ([]Discov
 
 // refreshKeys is RefreshKeys within a call that began at start.
 func (t *Transport) refreshKeys(ctx context.Context, authority string, start time.Time) ([]DiscoveredKey, error) {
-	var pt phaseTracker
-	req, err := http.NewRequestWithContext(pt.traced(ctx), http.MethodOptions, "http://"+authority+t.mount.OptionsPath(), nil)
+	status, header, body, err := t.options(ctx, authority, t.mount.OptionsPath(), start)
 	if err != nil {
-		return nil, &Error{Code: CodeConfig, Err: err}
+		return nil, err
+	}
+	if status != http.StatusOK {
+		return nil, t.notHTTPCrypt(authority, status)
+	}
+	return t.storeCerts(authority, status, header, body)
+}
+
+// options sends OPTIONS path to authority and reads a 200 answer's body
+// (at most 64 KiB); other answers come back without their body.
+func (t *Transport) options(ctx context.Context, authority, path string, start time.Time) (int, http.Header, []byte, error) {
+	var pt phaseTracker
+	req, err := http.NewRequestWithContext(pt.traced(ctx), http.MethodOptions, "http://"+authority+path, nil)
+	if err != nil {
+		return 0, nil, nil, &Error{Code: CodeConfig, Err: err}
 	}
 	req.Header.Set("User-Agent", "")
 	rsp, err := t.base.RoundTrip(req)
 	if err != nil {
-		return nil, diagnose(ctx, err, authority, pt.phase(), start)
+		return 0, nil, nil, diagnose(ctx, err, authority, pt.phase(), start)
 	}
 	defer rsp.Body.Close()
 	if rsp.StatusCode != http.StatusOK {
-		return nil, t.notHTTPCrypt(authority, rsp.StatusCode)
+		return rsp.StatusCode, rsp.Header, nil, nil
 	}
 	body, err := limitedRead(rsp.Body, 64*1024)
 	if err != nil {
-		return nil, diagnose(ctx, err, authority, phaseReading, start)
+		return 0, nil, nil, diagnose(ctx, err, authority, phaseReading, start)
 	}
-	return t.storeCerts(authority, rsp.StatusCode, rsp.Header, body)
+	return rsp.StatusCode, rsp.Header, body, nil
 }
 
 // currentKey is the key a request to authority uses: a cached one, else
-// one of the certificates OPTIONS answers now.
-func (t *Transport) currentKey(ctx context.Context, authority string, start time.Time) (*DiscoveredKey, error) {
+// one that discovery finds now, as the engine directs it (spec/hybrid.md
+// H4: OPTIONS {mount}/pq first when suite 2 is wanted, then OPTIONS
+// {mount}/ where v1 may serve).
+func (t *Transport) currentKey(ctx context.Context, authority string, start time.Time) (*serverKey, error) {
 	now := t.now()
-	if k := t.cachedKey(authority, now); k != nil {
+	k, next := t.nextKey(authority, now)
+	if next == haveKey {
 		return k, nil
+	}
+	if next == fetchHybrid {
+		status, header, body, err := t.options(ctx, authority, t.mount.HybridOptionsPath(), start)
+		if err != nil {
+			return nil, err
+		}
+		if k, err := t.hybridAnswer(authority, status, header, body); k != nil || err != nil {
+			return k, err
+		}
+		if v1 := t.cachedKey(authority, now); v1 != nil {
+			return &serverKey{v1: v1}, nil
+		}
 	}
 	keys, err := t.refreshKeys(ctx, authority, start)
 	if err != nil {
 		return nil, err
 	}
-	return ChooseKey(keys, now)
+	v1, err := ChooseKey(keys, now)
+	if err != nil {
+		return nil, err
+	}
+	return &serverKey{v1: v1}, nil
 }
 
 func isIdempotent(m string) bool {
@@ -290,7 +349,9 @@ func (t *Transport) outerRequest(ctx context.Context, a *attempt, body io.ReadCl
 			return nil, &Error{Code: CodeConfig, Err: err}
 		}
 	} else {
-		sr := &sealReader{sealer: sealer, pending: a.head, body: body, recordSize: t.opts.RecordSize}
+		// A hybrid request's body starts with the ML-KEM ciphertext.
+		sr := &sealReader{sealer: sealer, pending: a.head, body: body, recordSize: t.opts.RecordSize,
+			out: append([]byte(nil), a.ctM...)}
 		outer, err = http.NewRequestWithContext(ctx, http.MethodPost, "http://"+a.authority+t.noncePath(a), sr)
 		if err != nil {
 			closeReader(body)
@@ -298,7 +359,7 @@ func (t *Transport) outerRequest(ctx context.Context, a *attempt, body io.ReadCl
 		}
 		outer.ContentLength = -1
 		if a.exact >= 0 {
-			outer.ContentLength = sealedLen(int64(len(a.head))+a.exact, int64(t.opts.RecordSize))
+			outer.ContentLength = int64(len(a.ctM)) + sealedLen(int64(len(a.head))+a.exact, int64(t.opts.RecordSize))
 		}
 		outer.Header.Set("Content-Type", contentTypeOctet)
 	}

@@ -33,6 +33,13 @@ type memServer struct {
 	rawInner string
 	// issueTickets adds a Ticket field to every response.
 	issueTickets bool
+	// hidePQ answers 404 to OPTIONS {mount}/pq even with a suite-2 key
+	// (a server without suite 2, or an attacker hiding it).
+	hidePQ atomic.Bool
+	// pqOptions counts OPTIONS {mount}/pq; pqKems, if set, are the key
+	// texts its answer carries instead of the server's own.
+	pqOptions atomic.Int32
+	pqKems    []*KemPublic
 	// seen records what the server took from the last request: profile,
 	// outer target, bound host and inner head (guarded by mu).
 	mu   sync.Mutex
@@ -46,6 +53,7 @@ type memSeen struct {
 	n0      [NonceLen]byte
 	head    *RequestHead
 	stale   bool
+	hybrid  bool
 }
 
 // newCompactMemServer is newMemServer with a version-2 certificate: the
@@ -95,6 +103,9 @@ func (m *memServer) RoundTrip(r *http.Request) (*http.Response, error) {
 	m.srv.now = m.clock.Load()
 	if r.Method == http.MethodOptions {
 		m.options.Add(1)
+		if r.URL.Path == m.srv.mount.HybridOptionsPath() {
+			return m.hybridOptions(), nil
+		}
 		return plainResponse(200, contentTypeCerts, FormatCertList([]*KeyCert{m.srv.cert}), "Cache-Control", "max-age=600"), nil
 	}
 	m.outer.Add(1)
@@ -114,8 +125,10 @@ func (m *memServer) RoundTrip(r *http.Request) (*http.Response, error) {
 	acc, err := m.srv.accept(append([]byte(raw+"\r\n"), body...))
 	if err != nil {
 		if CodeOf(err) == CodeUnknownKey {
-			doc := fmt.Sprintf(`{"type":%q,"title":"unknown key","status":400,"certs":[%q]}`, ProblemUnknownKey, m.srv.cert.Text())
-			return plainResponse(400, contentTypeProblem, doc), nil
+			return plainResponse(400, contentTypeProblem, m.unknownKey()), nil
+		}
+		if CodeOf(err) == CodeHybridRequired {
+			return plainResponse(400, contentTypeProblem, fmt.Sprintf(`{"type":%q,"status":400}`, ProblemHybridRequired)), nil
 		}
 		return plainResponse(400, contentTypeProblem, fmt.Sprintf(`{"type":%q,"status":400}`, ProblemMalformed)), nil
 	}
@@ -127,7 +140,7 @@ func (m *memServer) RoundTrip(r *http.Request) (*http.Response, error) {
 		stale = err != nil
 	}
 	m.mu.Lock()
-	m.seen = append(m.seen, memSeen{profile: acc.profile, target: r.URL.RequestURI(), host: acc.host, n0: acc.n0, head: acc.head, stale: stale})
+	m.seen = append(m.seen, memSeen{profile: acc.profile, target: r.URL.RequestURI(), host: acc.host, n0: acc.n0, head: acc.head, stale: stale, hybrid: acc.hybrid})
 	m.mu.Unlock()
 	sum := sha256.Sum256(acc.body)
 	payload := fmt.Sprintf("%s %s %d %x", acc.head.Method, acc.head.Target, len(acc.body), sum)

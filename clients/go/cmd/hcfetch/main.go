@@ -2,11 +2,12 @@
 // HTTPCrypt with the contract every language's driver shares:
 //
 //	hcfetch [--mount PATH] [--identity B64U] [-X METHOD] [-H 'Name: value']...
-//	        [-d DATA | --data-file FILE] [--repeat N] URL
+//	        [-d DATA | --data-file FILE] [--repeat N] [--pq off|prefer|require] URL
 //
 // The URL's path and query are the inner target. The request is sent N
 // times through one client; each prints `request I: status S, credential
-// key|ticket` on stderr, and the last body goes to stdout. Exit 0 when
+// key|ticket` on stderr (followed by `, suite 1|2` when --pq is given: the
+// key agreement of spec/hybrid.md), and the last body goes to stdout. Exit 0 when
 // every request got an authenticated inner response, 1 on a protocol error
 // (`error: CODE` on stderr), 2 on bad usage. Under a server's admission
 // defence (spec §14) the Transport solves the challenge, echoes the cookie
@@ -31,10 +32,12 @@ type args struct {
 	hasData                                      bool
 	headers                                      []string
 	repeat                                       int
+	pq                                           httpcrypt.PQMode
+	hasPQ                                        bool
 }
 
 func usage(msg string) {
-	fmt.Fprintf(os.Stderr, "hcfetch: %s\nusage: hcfetch [--mount PATH] [--identity B64U] [-X METHOD] [-H 'Name: value']... [-d DATA | --data-file FILE] [--repeat N] URL\n", msg)
+	fmt.Fprintf(os.Stderr, "hcfetch: %s\nusage: hcfetch [--mount PATH] [--identity B64U] [-X METHOD] [-H 'Name: value']... [-d DATA | --data-file FILE] [--repeat N] [--pq off|prefer|require] URL\n", msg)
 	os.Exit(2)
 }
 
@@ -73,6 +76,12 @@ func parse(argv []string) args {
 			a.data, a.hasData = val(), true
 		case "--data-file":
 			a.dataFile = val()
+		case "--pq":
+			m, err := httpcrypt.ParsePQMode(val())
+			if err != nil {
+				usage("--pq takes off, prefer or require")
+			}
+			a.pq, a.hasPQ = m, true
 		case "--repeat":
 			n, err := strconv.Atoi(val())
 			if err != nil || n < 1 || n > 1000 {
@@ -151,6 +160,7 @@ func main() {
 	tr := httpcrypt.NewTransport(httpcrypt.Options{
 		Mount:    a.mount,
 		Identity: a.identity,
+		PQ:       a.pq,
 		Observe:  func(x httpcrypt.Exchange) { last = x },
 	})
 	client := &http.Client{
@@ -168,7 +178,11 @@ func main() {
 		if err != nil {
 			fail(err)
 		}
-		fmt.Fprintf(os.Stderr, "request %d: status %d, credential %s\n", i, rsp.StatusCode, last.Credential)
+		suite := ""
+		if a.hasPQ {
+			suite = fmt.Sprintf(", suite %d", last.Suite)
+		}
+		fmt.Fprintf(os.Stderr, "request %d: status %d, credential %s%s\n", i, rsp.StatusCode, last.Credential, suite)
 		var out io.Writer = io.Discard
 		if i == a.repeat {
 			out = os.Stdout
