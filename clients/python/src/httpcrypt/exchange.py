@@ -15,22 +15,26 @@ from .errors import ConfigError
 from .inner import ResponseHead
 from .outer import Mount
 from .stream import DEFAULT_MAX_RECORD, Opener, Sealer, host_bytes, open_all, seal_records
-from .suite import NONCE_LEN, KexKey, kid
+from .hybrid import KemPublic, combine
+from .suite import NONCE_LEN, KexKey, hybrid_kid, kid
 from .ticket import Ticket
 
 
 class PreparedRequest:
     """Everything one exchange needs: ``n0``, ``k`` and the cookie; for
-    profile 2 also the outer Host that record 0 binds."""
+    profile 2 also the outer Host that record 0 binds; for a fresh hybrid
+    request the ML-KEM ciphertext ``ct_m`` that goes before the stream."""
 
     def __init__(self, n0: bytes, key: bytes, cookie: str,
-                 credential: Literal["key", "ticket"], host: str | None = None):
+                 credential: Literal["key", "ticket"], host: str | None = None,
+                 ct_m: bytes = b""):
         self.n0 = n0
         self.session_key = key
         self.cookie = cookie
         self.credential = credential
         self.host = host
         self.profile = 1 if host is None else 2
+        self.ct_m = ct_m
 
     @classmethod
     def for_key(cls, server_public: bytes, n0: bytes, name_pad: str = "", value_pad: str = "",
@@ -54,6 +58,27 @@ class PreparedRequest:
         cookie = outer.format_cookie(kid(server_public), ck.public, name_pad, value_pad)
         return cls(n0, k, cookie, "key", host)
 
+    @classmethod
+    def for_hybrid(cls, kex_public: bytes, kem: KemPublic, n0: bytes, name_pad: str = "",
+                   value_pad: str = "", *, client_secret: bytes | KexKey,
+                   encapsulation: tuple[bytes, bytes] | None = None,
+                   host: str | None = None) -> PreparedRequest:
+        """A fresh hybrid request (spec/hybrid.md H1, H3) to the kex key
+        ``kex_public`` and the checked encapsulation key ``kem``: ML-KEM
+        encapsulation (``encapsulation`` gives ``(ct_m, ss_m)`` explicitly,
+        as the vectors do), X25519 with ``client_secret`` (its public key is
+        ``ct_X``, the cookie value), then the combiner."""
+        if len(n0) != NONCE_LEN:
+            raise ConfigError("n0 must be 24 bytes")
+        if host is not None:
+            host_bytes(host)
+        ct_m, ss_m = encapsulation if encapsulation is not None else kem.encapsulate()
+        ck = client_secret if isinstance(client_secret, KexKey) else KexKey(client_secret)
+        k = combine(ss_m, ck.agree(kex_public), ck.public, kex_public)
+        cookie = outer.format_cookie(hybrid_kid(kex_public, kem.hash), ck.public, name_pad,
+                                     value_pad)
+        return cls(n0, k, cookie, "key", host, bytes(ct_m))
+
     def sealer(self) -> Sealer:
         """A sealer for the request stream."""
         return Sealer.request(self.session_key, self.n0, self.host)
@@ -67,8 +92,8 @@ class PreparedRequest:
         return mount.nonce_path(self.n0, self.profile)
 
     def get_target(self, mount: Mount, stream: bytes) -> str:
-        """The GET-form target: the nonce path, ``?``, ``b64u(stream)``."""
-        return mount.get_target(self.n0, stream, self.profile)
+        """The GET-form target: the nonce path, ``?``, ``b64u(ct_m || stream)``."""
+        return mount.get_target(self.n0, self.ct_m + stream, self.profile)
 
     def encode_outer(self, form: Literal["post", "get"], mount: Mount, host: str,
                      stream: bytes) -> bytes:
@@ -76,8 +101,9 @@ class PreparedRequest:
         if self.host is not None and host != self.host:
             raise ConfigError("a profile-2 request must be sent with the Host it binds")
         if form == "post":
+            body = self.ct_m + stream
             return outer.encode_request_head("post", self.nonce_path(mount), host,
-                                             self.cookie, len(stream)) + stream
+                                             self.cookie, len(body)) + body
         return outer.encode_request_head("get", self.get_target(mount, stream), host,
                                          self.cookie)
 
