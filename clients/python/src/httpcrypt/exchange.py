@@ -12,10 +12,10 @@ from typing import Literal
 
 from . import inner, outer
 from .errors import ConfigError
+from .hybrid import KemPublic, combine
 from .inner import ResponseHead
 from .outer import Mount
 from .stream import DEFAULT_MAX_RECORD, Opener, Sealer, host_bytes, open_all, seal_records
-from .hybrid import KemPublic, combine
 from .suite import NONCE_LEN, KexKey, hybrid_kid, kid
 from .ticket import Ticket
 
@@ -116,10 +116,13 @@ class PreparedRequest:
 
 
 def seal_chunks_exact(sealer: Sealer, chunks: Iterable[bytes], record_size: int,
-                      prefix: bytes) -> Iterator[bytes]:
+                      prefix: bytes, ct_m: bytes = b"") -> Iterator[bytes]:
     """Seals ``prefix`` then ``chunks`` into full records of ``record_size``
     (the FINAL one takes the rest), yielding records as they fill, so the
-    outer length is known in advance from the plaintext length."""
+    outer length is known in advance from the plaintext length. A hybrid
+    request's ML-KEM ciphertext ``ct_m`` goes first, as it is."""
+    if ct_m:
+        yield ct_m
     pending = bytearray(prefix)
     for chunk in chunks:
         if not chunk:
@@ -131,8 +134,10 @@ def seal_chunks_exact(sealer: Sealer, chunks: Iterable[bytes], record_size: int,
 
 
 async def aseal_chunks(sealer: Sealer, chunks: AsyncIterable[bytes], record_size: int,
-                       prefix: bytes) -> AsyncIterator[bytes]:
+                       prefix: bytes, ct_m: bytes = b"") -> AsyncIterator[bytes]:
     """:func:`seal_chunks_exact` for an async body."""
+    if ct_m:
+        yield ct_m
     pending = bytearray(prefix)
     async for chunk in chunks:
         if not chunk:

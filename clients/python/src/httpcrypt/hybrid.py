@@ -23,8 +23,17 @@ from cryptography.hazmat.primitives.asymmetric.mlkem import MLKEM768PrivateKey, 
 from . import b64
 from .cert import CONTEXT, TEXT_PREFIX, VERSIONS, DiscoveredKey, KeyCert
 from .errors import ProtocolError
-from .suite import ed25519_public, ed25519_sign, ed25519_verify, check_identity, hybrid_kid
-from .suite import sha3_256, signer_id, x25519, x25519_public
+from .suite import (
+    check_identity,
+    ed25519_public,
+    ed25519_sign,
+    ed25519_verify,
+    hybrid_kid,
+    sha3_256,
+    signer_id,
+    x25519,
+    x25519_public,
+)
 
 CIPHERTEXT_LEN = 1088
 ENCAPSULATION_KEY_LEN = 1184
