@@ -48,10 +48,10 @@ from .errors import (
     RefusedError,
     inner_problem,
 )
-from .exchange import PreparedRequest, aseal_chunks, seal_chunks_exact
+from .exchange import PreparedRequest, ResponseReader, aseal_chunks, seal_chunks_exact
 from .hybrid import parse_cert_lines
 from .hybrid import parse_cert_list as parse_any_list
-from .inner import RequestHead, ResponseDecoder, ResponseHead
+from .inner import RequestHead, ResponseHead
 from .outer import Mount
 from .stream import (
     DEFAULT_MAX_RECORD,
@@ -159,43 +159,6 @@ class Attempt:
                             self.prepared.credential, attempts=attempts,
                             admission=self.admission, profile=self.prepared.profile,
                             suite=self.suite)
-
-
-class ResponseReader:
-    """Feeds outer response bytes through the opener and the inner decoder;
-    only verified plaintext comes out."""
-
-    def __init__(self, prepared: PreparedRequest, config: ClientConfig,
-                 request_method: str = "GET"):
-        self._opener = prepared.response_opener(config.max_record)
-        self._decoder = ResponseDecoder(config.max_inner_head, config.max_inner_fields,
-                                        request_method)
-        self.head: ResponseHead | None = None
-        self._body: list[bytes] = []
-
-    def push(self, chunk: bytes) -> None:
-        """Receives outer body bytes."""
-        for plaintext in self._opener.feed(chunk):
-            self._decoder.receive(plaintext)
-            self._drain()
-
-    def _drain(self) -> None:
-        while (ev := self._decoder.pull()) is not None:
-            if isinstance(ev, ResponseHead):
-                self.head = ev
-            else:
-                self._body.append(ev)
-
-    def take(self) -> list[bytes]:
-        """Verified body chunks received so far."""
-        out, self._body = self._body, []
-        return out
-
-    def end(self) -> None:
-        """The outer body ended: the stream and the message must be complete."""
-        self._opener.finish()
-        self._drain()
-        self._decoder.finish()
 
 
 def _max_age(cache_control: str | None) -> int:
@@ -559,7 +522,9 @@ class Engine:
 
     def reader(self, attempt: Attempt) -> ResponseReader:
         """A reader for the 200 outer response of ``attempt``."""
-        return ResponseReader(attempt.prepared, self.config, attempt.inner_method)
+        cfg = self.config
+        return ResponseReader(attempt.prepared, cfg.max_record, cfg.max_inner_head,
+                              cfg.max_inner_fields, attempt.inner_method)
 
     def took_head(self, attempt: Attempt, head: ResponseHead) -> None:
         """Keeps the ticket and token an authenticated inner head carries."""

@@ -1,7 +1,8 @@
 """One exchange on the client's side, without IO or state (spec §4, §7.2):
 :class:`PreparedRequest` derives ``k`` (or takes it from a ticket), formats
-the cookie and the targets, seals the request and opens the response; the
-chunk sealers turn a caller's body into request records as it is read. The
+the cookie and the targets, seals the request and opens the response
+(whole, or incrementally with :class:`ResponseReader`); the chunk sealers
+turn a caller's body into request records as it is read. The
 :class:`~httpcrypt.client.Engine` plans attempts with them; the vectors pin
 them."""
 
@@ -13,7 +14,7 @@ from typing import Literal
 from . import inner, outer
 from .errors import ConfigError
 from .hybrid import KemPublic, combine
-from .inner import ResponseHead
+from .inner import ResponseDecoder, ResponseHead
 from .outer import Mount
 from .stream import DEFAULT_MAX_RECORD, Opener, Sealer, host_bytes, open_all, seal_records
 from .suite import NONCE_LEN, KexKey, hybrid_kid, kid
@@ -115,6 +116,44 @@ class PreparedRequest:
                                      request_method=request_method)
 
 
+class ResponseReader:
+    """Feeds outer response bytes through the opener and the inner decoder;
+    only verified plaintext comes out."""
+
+    def __init__(self, prepared: PreparedRequest, max_record: int = DEFAULT_MAX_RECORD,
+                 max_inner_head: int = inner.DEFAULT_MAX_INNER_HEAD,
+                 max_inner_fields: int = inner.DEFAULT_MAX_INNER_FIELDS,
+                 request_method: str = "GET"):
+        self._opener = prepared.response_opener(max_record)
+        self._decoder = ResponseDecoder(max_inner_head, max_inner_fields, request_method)
+        self.head: ResponseHead | None = None
+        self._body: list[bytes] = []
+
+    def push(self, chunk: bytes) -> None:
+        """Receives outer body bytes."""
+        for plaintext in self._opener.feed(chunk):
+            self._decoder.receive(plaintext)
+            self._drain()
+
+    def _drain(self) -> None:
+        while (ev := self._decoder.pull()) is not None:
+            if isinstance(ev, ResponseHead):
+                self.head = ev
+            else:
+                self._body.append(ev)
+
+    def take(self) -> list[bytes]:
+        """Verified body chunks received so far."""
+        out, self._body = self._body, []
+        return out
+
+    def end(self) -> None:
+        """The outer body ended: the stream and the message must be complete."""
+        self._opener.finish()
+        self._drain()
+        self._decoder.finish()
+
+
 def seal_chunks_exact(sealer: Sealer, chunks: Iterable[bytes], record_size: int,
                       prefix: bytes, ct_m: bytes = b"") -> Iterator[bytes]:
     """Seals ``prefix`` then ``chunks`` into full records of ``record_size``
@@ -155,4 +194,4 @@ def _seal_full(sealer: Sealer, pending: bytearray, record_size: int) -> bytes:
     return b"".join(records)
 
 
-__all__ = ["PreparedRequest", "aseal_chunks", "seal_chunks_exact"]
+__all__ = ["PreparedRequest", "ResponseReader", "aseal_chunks", "seal_chunks_exact"]
