@@ -8,8 +8,13 @@ a downgrade, ``require`` against a v1-only server, ``unknown-key`` with
 from __future__ import annotations
 
 import asyncio
+import http.server
 import os
+import subprocess
+import sys
+import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -23,6 +28,8 @@ from httpcrypt.httpx_transport import AsyncHTTPCryptTransport, HTTPCryptTranspor
 from httpcrypt.inner import ResponseHead
 from httpcrypt.suite import ed25519_public, x25519_public
 from httpcrypt.ticket import TicketContents, TicketKey
+
+from .live import DRIVERS
 
 A = "h.test"
 
@@ -306,3 +313,86 @@ def test_transports_speak_suite_2() -> None:
             assert err.value.code == "hybrid_downgrade"
 
     asyncio.run(go())
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    """:class:`PqFake` behind a real socket (the requests adapter has no mock transport)."""
+
+    fake: PqFake
+    protocol_version = "HTTP/1.1"
+
+    def _answer(self, status: int, body: bytes, ctype: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_OPTIONS(self) -> None:
+        status, body = self.fake.options(self.path)
+        self._answer(status, body, "application/httpcrypt-certs")
+
+    def _serve(self) -> None:
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n)
+        head = f"{self.command} {self.path} HTTP/1.1\r\n" + "".join(
+            f"{k}: {v}\r\n" for k, v in self.headers.items())
+        status, out = self.fake.serve((head + "\r\n").encode("latin-1") + body)
+        self._answer(status, out, "application/octet-stream" if status == 200
+                     else "application/problem+json")
+
+    do_GET = do_POST = _serve
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def socket_server() -> Iterator[tuple[str, PqFake]]:
+    fake = PqFake(int(time.time()))
+    handler = type("H", (_Handler,), {"fake": fake})
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}", fake
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        t.join(timeout=5)
+
+
+@pytest.mark.parametrize("flavour", sorted(DRIVERS))
+def test_drivers_over_a_socket(socket_server: tuple[str, PqFake], flavour: str) -> None:
+    base, fake = socket_server
+    d = DRIVERS[flavour](timeout=10.0, mount="/hc", pq="require", identity=fake.identity)
+    try:
+        r = d.get(base + "/a")
+        assert (r.status, r.body, r.info.suite, r.info.credential) == (200, b"ok:", 2, "key")
+        r = d.post(base + "/b", b"z" * 4000)
+        assert (r.body, r.info.suite, r.info.credential) == (b"ok:" + b"z" * 4000, 2, "ticket")
+        data = os.urandom(20000)
+        chunks = iter([data[i:i + 4096] for i in range(0, len(data), 4096)])
+        r = d.upload(base + "/c", chunks, len(data))
+        assert r.body == b"ok:" + data
+    finally:
+        d.close()
+    fake.mode = "off"
+    fake.rotate(8)
+    d = DRIVERS[flavour](timeout=10.0, mount="/hc", pq="require")
+    try:
+        with pytest.raises(HTTPCryptError) as err:
+            d.get(base + "/a")
+        assert err.value.code == "hybrid_downgrade"
+    finally:
+        d.close()
+
+
+def test_hcfetch_over_a_socket(socket_server: tuple[str, PqFake]) -> None:
+    base, _ = socket_server
+    out = subprocess.run(
+        [sys.executable, "-m", "httpcrypt.hcfetch", "--mount", "/hc", "--pq", "require",
+         "--repeat", "2", base + "/x"], capture_output=True, timeout=60)
+    assert out.returncode == 0, out.stderr.decode()
+    assert out.stdout == b"ok:"
+    assert b"request 2: status 200, credential ticket" in out.stderr

@@ -131,7 +131,7 @@ class OuterRequest:
         return cls(
             m.group(1), m.group(2), inner.field_value(fields, "host"),
             [v for n, v in fields if n.lower() == "cookie"],
-            int(cl) if cl is not None and cl.isdigit() else None,
+            int(cl) if cl is not None and cl.isascii() and cl.isdigit() else None,
             data[end + 4:],
             fields,
         )
