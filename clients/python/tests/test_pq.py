@@ -90,7 +90,7 @@ class PqFake:
         self.seen.append((acc, head, body))
         t = self.tk.seal(TicketContents(acc.session_key, acc.kid, self.now + 7200),
                          os.urandom(24))
-        rsp = server.seal_response(acc, os.urandom(24),
+        rsp = server.seal_response(acc, os.urandom(16 if acc.profile == 2 else 24),
                                    ResponseHead(200, "OK", [("Ticket", t.to_field())]),
                                    b"ok:" + body, self.now)
         return 200, rsp
@@ -167,6 +167,31 @@ def test_hybrid_request_both_forms_and_ticket() -> None:
     assert p.body[:hybrid.CIPHERTEXT_LEN] == p.prepared.ct_m
     assert p.content_length == len(p.body)
     assert p.info(1).suite == 2
+
+
+def test_compact_hybrid_request() -> None:
+    """A version-2 suite-2 certificate: profile 2 under the hybrid key."""
+    s = PqFake(int(time.time()))
+    s.hcert = hybrid.HybridCert.sign(s.seed, 7, s.now - 60, s.now + 7200, s.cert.kex_public,
+                                     s.kem.public.hash, version=2)
+    s.keys.hybrid = [server.HybridKey(s.secret, s.kem, s.hcert)]
+    e = Engine(mount="/hc", pq="require")
+    a = _exchange(e, s)
+    assert (a.prepared.profile, a.suite) == (2, 2) and s.seen[-1][0].profile == 2
+    assert _exchange(e, s, "POST", b"b" * 3000).prepared.credential == "ticket"
+    assert Engine(mount="/hc", pq="require", compact=False).build(
+        "http", A, _discover(e, s), "GET", "/", [], b"").prepared.profile == 1
+
+
+def test_classical_ticket_dropped_when_suite_2_appears() -> None:
+    s = PqFake(int(time.time()), "off")
+    e = Engine(mount="/hc", pq="prefer")
+    assert _exchange(e, s).suite == 1
+    s.mode = "on"
+    s.rotate(8)
+    e.take_certs(A, f"http://{A}/hc/pq", 200, None, s.options("/hc/pq")[1])
+    a = _exchange(e, s)
+    assert (a.prepared.credential, a.suite) == ("key", 2)
 
 
 def test_streamed_hybrid_body_length_is_exact() -> None:

@@ -281,6 +281,8 @@ class Engine:
             h.keys, h.fetched, h.max_age = keys, now, _max_age(cache_control)
             h.pin_until = pq.pin_until(keys, h.pin_until)
             h.skip_pq = False
+            if h.ticket_suite != 2:
+                h.ticket = None  # a classical session is not resumed once suite 2 is found
         return choose_key(keys, now)
 
     def store_certs(self, authority: str, status: int, cache_control: str | None,
