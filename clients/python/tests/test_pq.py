@@ -271,6 +271,19 @@ def test_unknown_key_takes_hybrid_certs() -> None:
     assert _exchange(e, s).suite == 2 and s.seen[-1][0].kid == s.hcert.kid
 
 
+def test_unknown_key_lines_each_on_their_own() -> None:
+    s = PqFake(int(time.time()))
+    e = Engine(mount="/hc", pq="require", tickets=False)
+    a = _exchange(e, s)
+    s.rotate(8)  # a new ML-KEM key too; the problem carries its key text
+    doc = outer.format_problem("urn:httpcrypt:unknown-key", 400, "x", [],
+                               ["hc1 bad", s.hcert.to_text(), s.kem.public.to_text()])
+    assert e.refused(a, 400, doc).code == "unknown_key"
+    key = e.cached_key(A)
+    assert key is not None and key.kid == s.hcert.kid
+    assert _exchange(e, s).suite == 2
+
+
 def test_hybrid_only_server_refuses_v1() -> None:
     s = PqFake(int(time.time()), "only")
     v1 = Engine(mount="/hc")

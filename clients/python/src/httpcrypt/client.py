@@ -507,10 +507,14 @@ class Engine:
         spec/hybrid.md H3): True when they settle the retry (usable keys
         taken, or none while suite 2 is required or pinned: the retry then
         discovers again); False to take the v1 ``certs`` instead."""
-        try:
-            certs = parse_cert_lines(lines).hybrid
-        except ProtocolError:
-            certs = []
+        certs = []
+        for line in lines:  # each on its own, as the v1 certs are
+            try:
+                one = parse_cert_lines([line])
+            except ProtocolError:
+                continue
+            self._kems.add(one.kems)  # key texts, should a server add them
+            certs += one.hybrid
         now = self.now()
         keys, _ = pq.usable_keys(certs, self._kems, now, self.identity)
         with self._lock:
