@@ -13,11 +13,13 @@ ML-KEM-768 (FIPS 203) joined by X-Wing's combiner.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric.mlkem import MLKEM768PrivateKey, MLKEM768PublicKey
 
 from . import b64
@@ -50,6 +52,17 @@ _FIXED = struct.Struct(">BBIII")
 
 
 # ---- ML-KEM keys (H2) ----
+
+@functools.cache
+def supported() -> bool:
+    """Whether ``cryptography``'s backend has ML-KEM-768 (its OpenSSL 3.5
+    or later, or AWS-LC; the published wheels have it)."""
+    try:
+        MLKEM768PrivateKey.from_seed_bytes(bytes(KEM_SEED_LEN))
+    except UnsupportedAlgorithm:
+        return False
+    return True
+
 
 @dataclass(frozen=True)
 class KemPublic:

@@ -19,7 +19,7 @@ from typing import Literal
 
 from .cert import DiscoveredKey
 from .errors import ConfigError, ProtocolError
-from .hybrid import HybridCert, KemPublic
+from .hybrid import HybridCert, KemPublic, supported
 
 PqMode = Literal["off", "prefer", "require"]
 PQ_MODES: tuple[PqMode, ...] = ("off", "prefer", "require")
@@ -29,9 +29,14 @@ KEM_CACHE_LIMIT = 64
 
 
 def check_mode(mode: str) -> PqMode:
-    """``mode`` if it is one of ``off``, ``prefer``, ``require``, else :class:`ConfigError`."""
+    """``mode`` if it is one of ``off``, ``prefer``, ``require``, else
+    :class:`ConfigError`; also when suite 2 is asked for but the installed
+    ``cryptography`` has no ML-KEM-768."""
     for m in PQ_MODES:
         if mode == m:
+            if m != "off" and not supported():
+                raise ConfigError("pq needs ML-KEM-768, which this build of cryptography "
+                                  "lacks (it needs OpenSSL 3.5 or later, or AWS-LC)")
             return m
     raise ConfigError(f"pq must be one of off, prefer, require (not {mode!r})")
 
