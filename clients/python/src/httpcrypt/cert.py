@@ -9,11 +9,22 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from . import b64
 from .errors import ProtocolError
-from .suite import check_identity, ed25519_public, ed25519_sign, ed25519_verify, kid, signer_id
+from .suite import (
+    check_identity,
+    ed25519_public,
+    ed25519_sign,
+    ed25519_verify,
+    hybrid_kid,
+    kid,
+    signer_id,
+)
+
+if TYPE_CHECKING:
+    from .hybrid import KemPublic
 
 CERT_LEN = 118
 SIGNED_LEN = 54
@@ -29,21 +40,31 @@ VERSIONS = (1, 2)
 class DiscoveredKey:
     """A server key without its signature (spec §6.3): what a client uses.
     ``version`` is its certificate's version byte: 2 means the key takes
-    profile-2 requests (spec §4.5); a key learnt from TLSA is always 1."""
+    profile-2 requests (spec §4.5); a key learnt from TLSA is always 1.
+    ``kem`` is the checked ML-KEM encapsulation key of a suite-2 certificate
+    (spec/hybrid.md): requests under the key then use the hybrid agreement."""
 
     serial: int
     not_before: int
     not_after: int
     kex_public: bytes
     version: int = 1
+    kem: KemPublic | None = None
 
     def is_valid_at(self, now: float) -> bool:
         """``not_before <= now <= not_after``."""
         return self.not_before <= now <= self.not_after
 
     @property
+    def suite(self) -> int:
+        """2 for a hybrid key, else 1."""
+        return 1 if self.kem is None else 2
+
+    @property
     def kid(self) -> bytes:
-        """The key ID."""
+        """The key ID the cookie names (suite 2: of the pair)."""
+        if self.kem is not None:
+            return hybrid_kid(self.kex_public, self.kem.hash)
         return kid(self.kex_public)
 
 

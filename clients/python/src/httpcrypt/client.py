@@ -13,7 +13,12 @@ Profile 2 (spec §4.5) is used exactly when the chosen key's certificate has
 version 2 (and ``ClientConfig.compact`` is on): the send time goes into
 ``n0``, the target segment is ``2{b64u(n0)}``, record 0 binds the outer
 Host, the inner request carries neither Host nor Date, pads are 0-7
-characters, and the response is ``r || stream`` labelled ``hc2-rsp``."""
+characters, and the response is ``r || stream`` labelled ``hc2-rsp``.
+
+Suite 2 (spec/hybrid.md) is used as ``ClientConfig.pq`` says (``httpcrypt.pq``
+holds the rules): discovery asks ``OPTIONS {mount}/pq`` first, a key with an
+encapsulation key makes the request hybrid (X-Wing's combiner, ``ct_M``
+before the stream), and a pinned origin refuses to fall back to suite 1."""
 
 from __future__ import annotations
 
@@ -25,7 +30,7 @@ from collections.abc import AsyncIterable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from . import admission, b64, inner, outer
+from . import admission, b64, inner, outer, pq
 from .cert import CERTS_TYPE, DiscoveredKey, KeyCert, choose, choose_key, parse_cert_list
 from .date import format_date, parse_date
 from .errors import (
@@ -43,8 +48,10 @@ from .errors import (
     RefusedError,
     inner_problem,
 )
-from .exchange import PreparedRequest, aseal_chunks, seal_chunks_exact
-from .inner import RequestHead, ResponseDecoder, ResponseHead
+from .exchange import PreparedRequest, ResponseReader, aseal_chunks, seal_chunks_exact
+from .hybrid import parse_cert_lines
+from .hybrid import parse_cert_list as parse_any_list
+from .inner import RequestHead, ResponseHead
 from .outer import Mount
 from .stream import (
     DEFAULT_MAX_RECORD,
@@ -80,6 +87,9 @@ class ClientConfig:
     - ``clock``: unix time source (tests shift it to provoke ``stale``).
     - ``compact``: use profile 2 (spec §4.5) with keys whose certificate
       announces it (version 2); off: always v1.
+    - ``pq``: suite 2, the hybrid X25519 + ML-KEM-768 agreement
+      (spec/hybrid.md H5): ``off`` (v1 only), ``prefer`` (suite 2 when the
+      server offers it; an origin seen with it is pinned to it), ``require``.
     """
 
     mount: str = ""
@@ -93,6 +103,7 @@ class ClientConfig:
     max_inner_fields: int = inner.DEFAULT_MAX_INNER_FIELDS
     clock: Callable[[], float] = time.time
     compact: bool = True
+    pq: pq.PqMode = "off"
 
 
 @dataclass
@@ -105,6 +116,9 @@ class _Host:
     token: tuple[str, bytes] | None = None
     clock_offset: int = 0
     admit: tuple[bytes, float] | None = None  # admission cookie, when received
+    ticket_suite: int = 1  # the suite of the session the ticket came from
+    pin_until: int = 0  # suite 2 is pinned through this time (spec/hybrid.md H5)
+    skip_pq: bool = False  # this discovery found no suite 2: ask OPTIONS {mount}/ next
 
 
 @dataclass
@@ -119,6 +133,7 @@ class ExchangeInfo:
     attempts: int = 1
     admission: int | None = None  # difficulty of the admission echo sent, if one was
     profile: int = 1  # 2 for a compact request (spec §4.5)
+    suite: int = 1  # 2 for a hybrid session (spec/hybrid.md), fresh or resumed
 
 
 @dataclass
@@ -136,49 +151,14 @@ class Attempt:
     content_length: int | None
     inner_method: str
     admission: int | None = None
+    suite: int = 1
 
     def info(self, attempts: int) -> ExchangeInfo:
         """The outer view of this attempt."""
         return ExchangeInfo(self.method, self.url, list(self.headers),
                             self.prepared.credential, attempts=attempts,
-                            admission=self.admission, profile=self.prepared.profile)
-
-
-class ResponseReader:
-    """Feeds outer response bytes through the opener and the inner decoder;
-    only verified plaintext comes out."""
-
-    def __init__(self, prepared: PreparedRequest, config: ClientConfig,
-                 request_method: str = "GET"):
-        self._opener = prepared.response_opener(config.max_record)
-        self._decoder = ResponseDecoder(config.max_inner_head, config.max_inner_fields,
-                                        request_method)
-        self.head: ResponseHead | None = None
-        self._body: list[bytes] = []
-
-    def push(self, chunk: bytes) -> None:
-        """Receives outer body bytes."""
-        for plaintext in self._opener.feed(chunk):
-            self._decoder.receive(plaintext)
-            self._drain()
-
-    def _drain(self) -> None:
-        while (ev := self._decoder.pull()) is not None:
-            if isinstance(ev, ResponseHead):
-                self.head = ev
-            else:
-                self._body.append(ev)
-
-    def take(self) -> list[bytes]:
-        """Verified body chunks received so far."""
-        out, self._body = self._body, []
-        return out
-
-    def end(self) -> None:
-        """The outer body ended: the stream and the message must be complete."""
-        self._opener.finish()
-        self._drain()
-        self._decoder.finish()
+                            admission=self.admission, profile=self.prepared.profile,
+                            suite=self.suite)
 
 
 def _max_age(cache_control: str | None) -> int:
@@ -211,8 +191,10 @@ class Engine:
         self.config = config
         self.mount = Mount(config.mount)
         self.identity = _identity_bytes(config.identity)
+        self.pq = pq.check_mode(config.pq)
         self._lock = threading.Lock()
         self._hosts: dict[str, _Host] = {}
+        self._kems = pq.KemCache()
 
     def _host(self, authority: str) -> _Host:
         h = self._hosts.get(authority)
@@ -242,6 +224,67 @@ class Engine:
         """``{scheme}://{authority}{mount}/``."""
         return f"{scheme}://{authority}{self.mount.options_path()}"
 
+    def discovery_url(self, scheme: str, authority: str) -> str:
+        """Where to ask for keys next: ``{mount}/pq`` while suite 2 is wanted
+        and not found missing in this discovery, else ``{mount}/``."""
+        if self.pq != "off":
+            with self._lock:
+                skip = self._host(authority).skip_pq
+            if not skip:
+                return f"{scheme}://{authority}{self.mount.pq_path()}"
+        return self.options_url(scheme, authority)
+
+    def take_certs(self, authority: str, url: str, status: int, cache_control: str | None,
+                   body: bytes, content_type: str | None = None) -> DiscoveredKey | None:
+        """Takes the answer to ``OPTIONS url`` (a :meth:`discovery_url`):
+        the key to use, or None when the server offers no suite 2 and the
+        next discovery asks ``{mount}/`` (``prefer``)."""
+        if url.endswith(self.mount.pq_path()) and self.pq != "off":
+            return self.store_pq_certs(authority, status, cache_control, body, content_type)
+        return self.store_certs(authority, status, cache_control, body, content_type)
+
+    def _pinned(self, h: _Host) -> bool:
+        return self.pq == "require" or (self.pq == "prefer" and self.now() <= h.pin_until)
+
+    def store_pq_certs(self, authority: str, status: int, cache_control: str | None,
+                       body: bytes, content_type: str | None = None) -> DiscoveredKey | None:
+        """Takes an ``OPTIONS {mount}/pq`` answer (spec/hybrid.md H4): the
+        suite-2 key to use, caching the answer and pinning the origin; None
+        when there is none and ``prefer`` may fall back to v1;
+        ``hybrid_downgrade`` when suite 2 is required or pinned."""
+        with self._lock:
+            pinned = self._pinned(self._host(authority))
+        keys: list[DiscoveredKey] = []
+        why = f"OPTIONS {self.mount.pq_path()} answered {status}"
+        if status == 200:
+            try:
+                lst = parse_any_list(body)
+            except ProtocolError:
+                media = (content_type or "").split(";")[0].strip().lower()
+                if media != CERTS_TYPE:
+                    raise EndpointError(authority, self.mount.path, status) from None
+                raise
+            self._kems.add(lst.kems)
+            now = self.now()
+            keys, unsigned = pq.usable_keys(lst.hybrid, self._kems, now, self.identity)
+            if unsigned:
+                raise ProtocolError("bad_signature", BAD_SIGNATURE)
+            why = "no usable suite-2 certificate"
+        with self._lock:
+            h = self._host(authority)
+            if not keys:
+                if pinned:
+                    raise pq.downgrade(authority, why)
+                h.skip_pq = True
+                return None
+            now = self.now()
+            h.keys, h.fetched, h.max_age = keys, now, _max_age(cache_control)
+            h.pin_until = pq.pin_until(keys, h.pin_until)
+            h.skip_pq = False
+            if h.ticket_suite != 2:
+                h.ticket = None  # a classical session is not resumed once suite 2 is found
+        return choose_key(keys, now)
+
     def store_certs(self, authority: str, status: int, cache_control: str | None,
                     body: bytes, content_type: str | None = None) -> DiscoveredKey:
         """Takes an OPTIONS answer: checks it in authenticated mode, caches
@@ -250,6 +293,10 @@ class Engine:
         ``not_httpcrypt`` otherwise)."""
         if status != 200:
             raise EndpointError(authority, self.mount.path, status)
+        with self._lock:
+            pinned = self.pq != "off" and self._pinned(self._host(authority))
+        if pinned:
+            raise pq.downgrade(authority, f"OPTIONS {self.mount.options_path()}")
         try:
             certs = parse_cert_list(body)
         except ProtocolError:
@@ -270,6 +317,7 @@ class Engine:
         with self._lock:
             h = self._host(authority)
             h.keys, h.fetched, h.max_age = keys, now, _max_age(cache_control)
+            h.skip_pq = False  # the next discovery looks for suite 2 again
         return choose_key(keys, now)
 
     # ---- admission (spec §14.5) ----
@@ -309,6 +357,7 @@ class Engine:
         with self._lock:
             h = self._host(authority)
             ticket = h.ticket if cfg.tickets else None
+            suite = h.ticket_suite if ticket is not None else server_key.suite
             if cfg.reuse_key and h.secret is None:
                 h.secret = KexKey()
             secret = h.secret
@@ -331,6 +380,10 @@ class Engine:
         if ticket is not None:
             prepared = PreparedRequest.for_key(server_key.kex_public, n0, *pads,
                                                ticket=ticket[0], ticket_key=ticket[1], host=host)
+        elif server_key.kem is not None:
+            # spec/hybrid.md H3: a fresh X25519 key per request (ct_X).
+            prepared = PreparedRequest.for_hybrid(server_key.kex_public, server_key.kem, n0,
+                                                  *pads, client_secret=KexKey(), host=host)
         else:
             prepared = PreparedRequest.for_key(server_key.kex_public, n0, *pads,
                                                client_secret=secret or KexKey(), host=host)
@@ -369,34 +422,36 @@ class Engine:
             difficulty = admission.cookie_difficulty(admit_cookie)
         out_headers = [("Host", authority), ("Cookie", cookie)]
         base = f"{scheme}://{authority}"
+        ct_m = prepared.ct_m  # a fresh hybrid request's ML-KEM ciphertext leads
         if (cfg.get_form and body is not None
-                and outer.fits_get_form(self.mount, len(head_bytes) + len(body) + 64,
+                and outer.fits_get_form(self.mount,
+                                        len(ct_m) + len(head_bytes) + len(body) + 64,
                                         prepared.profile)):
             plain = head_bytes + body
             stream = seal_all(prepared.sealer(), plain, max(len(plain), 1))
             return Attempt(scheme, authority, prepared, "GET",
                            base + prepared.get_target(self.mount, stream), out_headers, None,
-                           None, method, difficulty)
+                           None, method, difficulty, suite)
         out_headers += [("Content-Type", outer.OCTET_STREAM)]
         rs = max(cfg.record_size, 1)
         sealed: bytes | Iterable[bytes] | AsyncIterable[bytes]
         if body is not None:
-            sealed = seal_all(prepared.sealer(), head_bytes + body, rs)
+            sealed = ct_m + seal_all(prepared.sealer(), head_bytes + body, rs)
             length: int | None = len(sealed)
         else:
             assert body_stream is not None
             if isinstance(body_stream, AsyncIterable):
-                sealed = aseal_chunks(prepared.sealer(), body_stream, rs, head_bytes)
+                sealed = aseal_chunks(prepared.sealer(), body_stream, rs, head_bytes, ct_m)
             else:
-                sealed = seal_chunks_exact(prepared.sealer(), body_stream, rs, head_bytes)
+                sealed = seal_chunks_exact(prepared.sealer(), body_stream, rs, head_bytes, ct_m)
             length = None
             if body_len is not None:
                 plain_len = len(head_bytes) + body_len
-                length = plain_len + max(1, -(-plain_len // rs)) * RECORD_OVERHEAD
+                length = len(ct_m) + plain_len + max(1, -(-plain_len // rs)) * RECORD_OVERHEAD
         if length is not None:
             out_headers.append(("Content-Length", str(length)))
         return Attempt(scheme, authority, prepared, "POST", base + prepared.nonce_path(self.mount),
-                       out_headers, sealed, length, method, difficulty)
+                       out_headers, sealed, length, method, difficulty, suite)
 
     def refused(self, attempt: Attempt, status: int, body: bytes) -> RefusedError:
         """A non-200 outer answer. For ``unknown-key`` takes the problem's
@@ -421,6 +476,8 @@ class Engine:
                 return RefusedError(status, BUSY, refusal.retry_after)
         if problem is None or problem.type != UNKNOWN_KEY:
             raise RefusedError(status, problem.type if problem else None)
+        if self.pq != "off" and self._hybrid_refused(attempt, problem.hybrid_certs):
+            return RefusedError(status, UNKNOWN_KEY)
         certs = []
         for line in problem.certs:
             try:
@@ -445,9 +502,35 @@ class Engine:
                 h.keys = []  # the retry fetches OPTIONS again
         return RefusedError(status, UNKNOWN_KEY)
 
+    def _hybrid_refused(self, attempt: Attempt, lines: list[str]) -> bool:
+        """An ``unknown-key`` problem's suite-2 certificates (``hybrid_certs``,
+        spec/hybrid.md H3): True when they settle the retry (usable keys
+        taken, or none while suite 2 is required or pinned: the retry then
+        discovers again); False to take the v1 ``certs`` instead."""
+        certs = []
+        for line in lines:  # each on its own, as the v1 certs are
+            try:
+                one = parse_cert_lines([line])
+            except ProtocolError:
+                continue
+            self._kems.add(one.kems)  # key texts, should a server add them
+            certs += one.hybrid
+        now = self.now()
+        keys, _ = pq.usable_keys(certs, self._kems, now, self.identity)
+        with self._lock:
+            h = self._host(attempt.authority)
+            if not keys and not self._pinned(h):
+                return False
+            h.ticket = None
+            h.keys, h.fetched = keys, now
+            h.pin_until = pq.pin_until(keys, h.pin_until)
+        return True
+
     def reader(self, attempt: Attempt) -> ResponseReader:
         """A reader for the 200 outer response of ``attempt``."""
-        return ResponseReader(attempt.prepared, self.config, attempt.inner_method)
+        cfg = self.config
+        return ResponseReader(attempt.prepared, cfg.max_record, cfg.max_inner_head,
+                              cfg.max_inner_fields, attempt.inner_method)
 
     def took_head(self, attempt: Attempt, head: ResponseHead) -> None:
         """Keeps the ticket and token an authenticated inner head carries."""
@@ -459,6 +542,7 @@ class Engine:
             if t is not None:
                 try:
                     h.ticket = (Ticket.from_field(t.strip()), k)
+                    h.ticket_suite = attempt.suite
                 except ProtocolError:
                     pass
             if r is not None:

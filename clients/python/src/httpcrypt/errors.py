@@ -35,6 +35,8 @@ OVERLOADED = "urn:httpcrypt:overloaded"
 # Outer 429 answers of the load-aware defence (spec §14.4).
 ADMISSION = "urn:httpcrypt:admission"
 BUSY = "urn:httpcrypt:busy"
+# Outer 400 of a server that takes hybrid requests only (spec/hybrid.md H6).
+HYBRID_REQUIRED = "urn:httpcrypt:hybrid-required"
 
 _INTEGRITY_CODES = frozenset(
     {"integrity", "clear_in_request", "truncated", "trailing_data", "too_many_records"}
@@ -52,7 +54,8 @@ _INNER_CODES = {
     OVERLOADED: "overloaded",
 }
 _OUTER_CODES = {UNKNOWN_KEY: "unknown_key", TOO_LARGE: "body_too_large",
-                ADMISSION: "admission_required", BUSY: "busy"}
+                ADMISSION: "admission_required", BUSY: "busy",
+                HYBRID_REQUIRED: "hybrid_required"}
 
 
 class HTTPCryptError(Exception):
@@ -129,8 +132,8 @@ def inner_problem(problem_type: str, status: int, title: str = "") -> InnerProbl
 
 class RefusedError(HTTPCryptError):
     """A non-200 outer response: unauthenticated, never data. ``code`` is
-    ``unknown_key`` / ``body_too_large`` / ``admission_required`` / ``busy``
-    where the problem type fixes it, otherwise ``refused``; ``problem_type``
+    ``unknown_key`` / ``body_too_large`` / ``admission_required`` / ``busy`` /
+    ``hybrid_required`` where the problem type fixes it, otherwise ``refused``; ``problem_type``
     is the type URN if a problem document came, else None. ``retry_after``:
     the seconds a ``busy`` answer asks to wait (capped), else None."""
 

@@ -1,8 +1,9 @@
 """``python -m httpcrypt.hcfetch``: the interop driver every client of the
 project implements with the same contract.
 
-    hcfetch [--mount PATH] [--identity B64U] [-X METHOD] [-H 'Name: value']...
-            [-d DATA | --data-file FILE] [--repeat N] URL
+    hcfetch [--mount PATH] [--identity B64U] [--pq off|prefer|require]
+            [-X METHOD] [-H 'Name: value']... [-d DATA | --data-file FILE]
+            [--repeat N] URL
 
 The URL's path and query are the inner target. The request is sent N times
 (default 1) through one client; for each, stderr gets
@@ -29,6 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hcfetch", description=__doc__.split("\n\n")[0])
     p.add_argument("--mount", default="", help="the server's mount path")
     p.add_argument("--identity", help="pinned identity key (base64url): authenticated mode")
+    p.add_argument("--pq", choices=("off", "prefer", "require"), default="off",
+                   help="suite 2, the hybrid X25519 + ML-KEM-768 agreement (spec/hybrid.md)")
     p.add_argument("-X", "--request", dest="method", default="GET", help="request method")
     p.add_argument("-H", "--header", dest="headers", action="append", default=[],
                    help="extra request field 'Name: value' (repeatable)")
@@ -68,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     method = a.method
     if method == "GET" and (a.data is not None or a.data_file is not None):
         method = "POST"
-    transport = HTTPCryptTransport(mount=a.mount, identity=a.identity)
+    transport = HTTPCryptTransport(mount=a.mount, identity=a.identity, pq=a.pq)
     out = sys.stdout.buffer
     try:
         with httpx.Client(transport=transport, timeout=60.0) as client:

@@ -220,21 +220,22 @@ class HTTPCryptTransport(httpx.BaseTransport):
 
     def _key(self, scheme: str, authority: str, request: httpx.Request) -> DiscoveredKey:
         key = self.engine.cached_key(authority)
-        if key is not None:
-            return key
-        req = httpx.Request("OPTIONS", self.engine.options_url(scheme, authority),
-                            headers=[("Host", authority)], extensions=request.extensions)
-        with _diagnose(request):
-            rsp = self._transport.handle_request(req)
-        try:
-            assert isinstance(rsp.stream, httpx.SyncByteStream)
-            with _diagnose(request, reading=True):
-                body = _limited(rsp.stream, CERTS_LIMIT)
-        finally:
-            rsp.close()
-        return self.engine.store_certs(authority, rsp.status_code,
-                                       rsp.headers.get("cache-control"), body,
-                                       rsp.headers.get("content-type"))
+        while key is None:
+            url = self.engine.discovery_url(scheme, authority)
+            req = httpx.Request("OPTIONS", url, headers=[("Host", authority)],
+                                extensions=request.extensions)
+            with _diagnose(request):
+                rsp = self._transport.handle_request(req)
+            try:
+                assert isinstance(rsp.stream, httpx.SyncByteStream)
+                with _diagnose(request, reading=True):
+                    body = _limited(rsp.stream, CERTS_LIMIT)
+            finally:
+                rsp.close()
+            key = self.engine.take_certs(authority, url, rsp.status_code,
+                                         rsp.headers.get("cache-control"), body,
+                                         rsp.headers.get("content-type"))
+        return key
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         scheme, authority, target, headers = _split(request)
@@ -305,21 +306,22 @@ class AsyncHTTPCryptTransport(httpx.AsyncBaseTransport):
 
     async def _key(self, scheme: str, authority: str, request: httpx.Request) -> DiscoveredKey:
         key = self.engine.cached_key(authority)
-        if key is not None:
-            return key
-        req = httpx.Request("OPTIONS", self.engine.options_url(scheme, authority),
-                            headers=[("Host", authority)], extensions=request.extensions)
-        with _diagnose(request):
-            rsp = await self._transport.handle_async_request(req)
-        try:
-            assert isinstance(rsp.stream, httpx.AsyncByteStream)
-            with _diagnose(request, reading=True):
-                body = await _alimited(rsp.stream, CERTS_LIMIT)
-        finally:
-            await rsp.aclose()
-        return self.engine.store_certs(authority, rsp.status_code,
-                                       rsp.headers.get("cache-control"), body,
-                                       rsp.headers.get("content-type"))
+        while key is None:
+            url = self.engine.discovery_url(scheme, authority)
+            req = httpx.Request("OPTIONS", url, headers=[("Host", authority)],
+                                extensions=request.extensions)
+            with _diagnose(request):
+                rsp = await self._transport.handle_async_request(req)
+            try:
+                assert isinstance(rsp.stream, httpx.AsyncByteStream)
+                with _diagnose(request, reading=True):
+                    body = await _alimited(rsp.stream, CERTS_LIMIT)
+            finally:
+                await rsp.aclose()
+            key = self.engine.take_certs(authority, url, rsp.status_code,
+                                         rsp.headers.get("cache-control"), body,
+                                         rsp.headers.get("content-type"))
+        return key
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         scheme, authority, target, headers = _split(request)

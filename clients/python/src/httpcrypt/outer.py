@@ -59,6 +59,11 @@ class Mount:
         mark = PROFILE2_MARK if profile == 2 else ""
         return f"{self.path}/{mark}{b64.encode(n0)}"
 
+    def pq_path(self) -> str:
+        """``{mount}/pq``: where the suite-2 certificates are answered
+        (spec/hybrid.md H4)."""
+        return self.path + "/pq"
+
     def get_target(self, n0: bytes, stream: bytes, profile: int = 1) -> str:
         """``{nonce_path}?{b64u(stream)}``."""
         return f"{self.nonce_path(n0, profile)}?{b64.encode(stream)}"
@@ -231,6 +236,7 @@ class Problem:
     status: int = 0
     title: str = ""
     certs: list[str] = field(default_factory=list)
+    hybrid_certs: list[str] = field(default_factory=list)  # suite 2 (spec/hybrid.md H3)
 
 
 def parse_problem(body: bytes) -> Problem | None:
@@ -242,19 +248,27 @@ def parse_problem(body: bytes) -> Problem | None:
     if not isinstance(v, dict) or not isinstance(v.get("type"), str):
         return None
     status = v.get("status")
-    certs = v.get("certs")
+
+    def texts(member: str) -> list[str]:
+        items = v.get(member)
+        return [c for c in items if isinstance(c, str)] if isinstance(items, list) else []
+
     return Problem(
         v["type"],
         status if isinstance(status, int) else 0,
         title if isinstance(title := v.get("title"), str) else "",
-        [c for c in certs if isinstance(c, str)] if isinstance(certs, list) else [],
+        texts("certs"),
+        texts("hybrid_certs"),
     )
 
 
 def format_problem(problem_type: str, status: int, title: str,
-                   certs: list[str] | None = None) -> bytes:
-    """A problem document (``certs`` for unknown-key only)."""
+                   certs: list[str] | None = None,
+                   hybrid_certs: list[str] | None = None) -> bytes:
+    """A problem document (``certs`` and ``hybrid_certs`` for unknown-key only)."""
     doc: dict[str, object] = {"type": problem_type, "title": title, "status": status}
     if certs is not None:
         doc["certs"] = certs
+    if hybrid_certs is not None:
+        doc["hybrid_certs"] = hybrid_certs
     return json.dumps(doc).encode()

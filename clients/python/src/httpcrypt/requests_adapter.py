@@ -172,20 +172,21 @@ class HTTPCryptAdapter(HTTPAdapter):
     def _key(self, pool: urllib3.PoolManager, scheme: str, authority: str,
              timeout: urllib3.Timeout) -> DiscoveredKey:
         key = self.engine.cached_key(authority)
-        if key is not None:
-            return key
-        with _diagnose(authority, timeout):
-            rsp = pool.urlopen(
-                "OPTIONS", self.engine.options_url(scheme, authority),
-                headers={"Host": authority, **_NO_DEFAULTS}, redirect=False, retries=False,
-                preload_content=False, timeout=timeout)
-        try:
-            with _diagnose(authority, timeout, reading=True):
-                body = _read_limited(rsp, CERTS_LIMIT)
-        finally:
-            rsp.release_conn()
-        return self.engine.store_certs(authority, rsp.status, rsp.headers.get("cache-control"),
-                                       body, rsp.headers.get("content-type"))
+        while key is None:
+            url = self.engine.discovery_url(scheme, authority)
+            with _diagnose(authority, timeout):
+                rsp = pool.urlopen(
+                    "OPTIONS", url, headers={"Host": authority, **_NO_DEFAULTS},
+                    redirect=False, retries=False, preload_content=False, timeout=timeout)
+            try:
+                with _diagnose(authority, timeout, reading=True):
+                    body = _read_limited(rsp, CERTS_LIMIT)
+            finally:
+                rsp.release_conn()
+            key = self.engine.take_certs(authority, url, rsp.status,
+                                         rsp.headers.get("cache-control"), body,
+                                         rsp.headers.get("content-type"))
+        return key
 
     def send(self, request: requests.PreparedRequest, stream: bool = False,
              timeout: Any = None, verify: Any = True, cert: Any = None,

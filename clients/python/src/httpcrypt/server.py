@@ -5,7 +5,10 @@ The Python package is a client; this module exists so the shared vectors'
 server-side kinds (``exchange``, ``server_request``, ``service_request``) and
 in-memory tests can run both ends of an exchange. Every key takes both request
 profiles: a 33-character nonce segment led by ``2`` is profile 2 (spec §4.5),
-whose record 0 binds the outer Host as parsed."""
+whose record 0 binds the outer Host as parsed. Suite-2 keys (spec/hybrid.md
+H3) sit beside the v1 ones under their own key IDs: a fresh request to one
+carries the ML-KEM ciphertext before its stream, and a server that holds a
+kex key only as suite 2 refuses v1 requests to it (``hybrid_required``)."""
 
 from __future__ import annotations
 
@@ -16,8 +19,10 @@ from . import inner, outer
 from .cert import KeyCert
 from .date import DEFAULT_WINDOW, check_date, check_nonce_time, format_date
 from .errors import ProtocolError
+from .hybrid import CIPHERTEXT_LEN, HybridCert, KemSecret, decapsulate
 from .outer import Credential, Mount
 from .stream import DEFAULT_MAX_RECORD, Opener, Sealer, host_bytes, open_all, seal_all
+from .suite import kid as classical_kid
 from .suite import session_key
 from .ticket import TicketKey
 
@@ -32,12 +37,37 @@ class Limits:
     max_body: int = 16 << 20
 
 
+@dataclass(frozen=True)
+class HybridKey:
+    """A suite-2 key: the kex secret, the ML-KEM key pair and the certificate."""
+
+    secret: bytes
+    kem: KemSecret
+    cert: HybridCert
+
+
 @dataclass
 class ServerKeys:
-    """The kex keys ``(secret, cert)`` and ticket keys ``(key, expires)`` held."""
+    """The kex keys ``(secret, cert)``, ticket keys ``(key, expires)`` and
+    suite-2 keys held."""
 
     keys: list[tuple[bytes, KeyCert]] = field(default_factory=list)
     tickets: list[tuple[TicketKey, int]] = field(default_factory=list)
+    hybrid: list[HybridKey] = field(default_factory=list)
+
+    def hybrid_key(self, kid: bytes, now: int) -> HybridKey | None:
+        """The unexpired suite-2 key with ID ``kid``."""
+        for hk in self.hybrid:
+            if now <= hk.cert.not_after and hk.cert.kid == kid:
+                return hk
+        return None
+
+    def _classical_only_hybrid(self, now: int) -> dict[bytes, str]:
+        """v1 key IDs of kex keys held only as suite 2."""
+        v1 = self.lookup(now)
+        return {k: "key" for hk in self.hybrid
+                if now <= hk.cert.not_after
+                and (k := classical_kid(hk.cert.kex_public)) not in v1}
 
     def key(self, kid: bytes, now: int) -> tuple[bytes, KeyCert] | None:
         """The unexpired kex key with ID ``kid`` (spec §13 D18)."""
@@ -62,6 +92,9 @@ class ServerKeys:
         for _, cert in self.keys:
             if now <= cert.not_after:
                 out[cert.kid] = "key"
+        for hk in self.hybrid:
+            if now <= hk.cert.not_after:
+                out[hk.cert.kid] = "key"
         return out
 
 
@@ -98,7 +131,7 @@ class OuterRequest:
         return cls(
             m.group(1), m.group(2), inner.field_value(fields, "host"),
             [v for n, v in fields if n.lower() == "cookie"],
-            int(cl) if cl is not None and cl.isdigit() else None,
+            int(cl) if cl is not None and cl.isascii() and cl.isdigit() else None,
             data[end + 4:],
             fields,
         )
@@ -115,6 +148,7 @@ class Accepted:
     session_key: bytes
     profile: int = 1
     host: str = ""  # the outer Host as parsed (bound by profile 2)
+    stream_offset: int = 0  # where the POST body's stream starts (after a hybrid ct_M)
 
 
 def accept(keys: ServerKeys, mount: Mount, req: OuterRequest, limits: Limits,
@@ -145,7 +179,24 @@ def accept(keys: ServerKeys, mount: Mount, req: OuterRequest, limits: Limits,
         if req.body:
             raise ProtocolError("bad_query", "GET form with a body")
         query_stream = outer.decode_query(r.query or "", limits.max_body)
-    cred = outer.scan_cookies(req.cookies, keys.lookup(now))
+    try:
+        cred = outer.scan_cookies(req.cookies, keys.lookup(now))
+    except ProtocolError as e:
+        if e.code != "unknown_key":
+            raise
+        try:
+            outer.scan_cookies(req.cookies, keys._classical_only_hybrid(now))
+        except ProtocolError:
+            raise e from None
+        raise ProtocolError("hybrid_required", "this key takes hybrid requests only") from None
+    if cred.kind == "key" and (hk := keys.hybrid_key(cred.id, now)) is not None:
+        # spec/hybrid.md H3: ct_M leads the body (or decoded query).
+        data = query_stream if query_stream is not None else req.body
+        k = decapsulate(hk.secret, hk.kem, cred.value, data[:CIPHERTEXT_LEN])
+        if query_stream is not None:
+            query_stream = query_stream[CIPHERTEXT_LEN:]
+        return Accepted(cred.id, r.n0, query_stream, cred, k, r.profile, req.host,
+                        0 if query_stream is not None else CIPHERTEXT_LEN)
     if cred.kind == "key":
         held = keys.key(cred.id, now)
         if held is None:
@@ -156,7 +207,7 @@ def accept(keys: ServerKeys, mount: Mount, req: OuterRequest, limits: Limits,
     if tk is None:
         raise ProtocolError("unknown_key", "ticket key expired")
     contents = tk.open(cred.value, now)
-    if keys.key(contents.kid, now) is None:
+    if keys.key(contents.kid, now) is None and keys.hybrid_key(contents.kid, now) is None:
         raise ProtocolError("unknown_key", "ticket's key expired")
     return Accepted(contents.kid, r.n0, query_stream, cred, contents.session_key, r.profile,
                     req.host)
@@ -164,7 +215,7 @@ def accept(keys: ServerKeys, mount: Mount, req: OuterRequest, limits: Limits,
 
 def open_request(acc: Accepted, body: bytes, limits: Limits) -> tuple[inner.RequestHead, bytes]:
     """Opens the request stream (body or GET query) and parses the inner request."""
-    data = acc.query_stream if acc.query_stream is not None else body
+    data = acc.query_stream if acc.query_stream is not None else body[acc.stream_offset:]
     host = acc.host if acc.profile == 2 else None
     plaintext = open_all(Opener.request(acc.session_key, acc.n0, limits.max_record, host), data)
     return inner.decode_request(plaintext, limits.max_inner_head, limits.max_inner_fields)

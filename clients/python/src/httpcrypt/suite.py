@@ -180,6 +180,11 @@ def kid(kex_public: bytes) -> bytes:
     return sha3_256(kex_public)[:KID_LEN]
 
 
+def hybrid_kid(kex_public: bytes, kem_hash: bytes) -> bytes:
+    """The suite-2 key ID ``SHA3-256(kex_public || kem_hash)[0..10]`` (spec/hybrid.md H2)."""
+    return sha3_256(kex_public, kem_hash)[:KID_LEN]
+
+
 def generate_secret() -> bytes:
     """A fresh X25519 secret from the OS CSPRNG."""
     return X25519PrivateKey.generate().private_bytes_raw()

@@ -1,0 +1,332 @@
+"""Suite 2, the hybrid key agreement (spec/hybrid.md): X25519 and
+ML-KEM-768 (FIPS 203) joined by X-Wing's combiner.
+
+- ML-KEM-768 is ``cryptography``'s (``hazmat.primitives.asymmetric.mlkem``,
+  OpenSSL or AWS-LC underneath): key pairs from the 64-byte seed ``d || z``,
+  encapsulation (randomness drawn inside the library) and decapsulation.
+  X25519 is v1's (``suite``), SHA3-256 and SHAKE-256 are ``hashlib``'s.
+- Written here is only glue: the combiner (one SHA3-256, H1), the seed
+  expansion of the X-Wing draft's test vectors, and the suite-2 formats
+  (H2, H4): the 150-byte certificate, the ``hck1 `` key text, lists of both
+  suites, the eleven-address AAAA form.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives.asymmetric.mlkem import MLKEM768PrivateKey, MLKEM768PublicKey
+
+from . import b64
+from .cert import CONTEXT, TEXT_PREFIX, VERSIONS, DiscoveredKey, KeyCert
+from .errors import ProtocolError
+from .suite import (
+    check_identity,
+    ed25519_public,
+    ed25519_sign,
+    ed25519_verify,
+    hybrid_kid,
+    sha3_256,
+    signer_id,
+    x25519,
+    x25519_public,
+)
+
+CIPHERTEXT_LEN = 1088
+ENCAPSULATION_KEY_LEN = 1184
+KEM_SEED_LEN = 64
+XWING_LABEL = b"\\.//^\\"
+KEM_TEXT_PREFIX = "hck1 "
+HYBRID_CERT_LEN = 150
+SIGNED_LEN = 86
+SUITE = 2
+AAAA_COUNT = 11
+AAAA_CHUNK = 14
+
+_FIXED = struct.Struct(">BBIII")
+
+
+# ---- ML-KEM keys (H2) ----
+
+@functools.cache
+def supported() -> bool:
+    """Whether ``cryptography``'s backend has ML-KEM-768 (its OpenSSL 3.5
+    or later, or AWS-LC; the published wheels have it)."""
+    try:
+        MLKEM768PrivateKey.from_seed_bytes(bytes(KEM_SEED_LEN))
+    except UnsupportedAlgorithm:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class KemPublic:
+    """An ML-KEM-768 encapsulation key that passed FIPS 203's modulus
+    check, with ``SHA3-256(ek_M)``."""
+
+    raw: bytes
+    hash: bytes = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if len(self.raw) != ENCAPSULATION_KEY_LEN:
+            raise ProtocolError("bad_certificate", "an ML-KEM-768 key is 1184 bytes")
+        try:
+            MLKEM768PublicKey.from_public_bytes(self.raw)
+        except ValueError:
+            raise ProtocolError("bad_certificate",
+                                "ML-KEM key fails the modulus check") from None
+        object.__setattr__(self, "hash", sha3_256(self.raw))
+
+    def __repr__(self) -> str:
+        return f"KemPublic(hash={self.hash.hex()})"
+
+    def to_text(self) -> str:
+        """``hck1 {b64u(ek_M)}`` (1,584 characters)."""
+        return KEM_TEXT_PREFIX + b64.encode(self.raw)
+
+    @classmethod
+    def from_text(cls, text: str) -> KemPublic:
+        """The prefix (``bad_certificate``), canonical base64url
+        (``bad_base64``), 1,184 bytes that pass the modulus check
+        (``bad_certificate``)."""
+        if not text.startswith(KEM_TEXT_PREFIX):
+            raise ProtocolError("bad_certificate", "missing 'hck1 ' prefix")
+        return cls(b64.decode(text[len(KEM_TEXT_PREFIX):]))
+
+    def check(self, cert: HybridCert) -> None:
+        """``kem_mismatch`` unless ``cert`` signs this key's hash."""
+        if self.hash != cert.kem_hash:
+            raise ProtocolError("kem_mismatch", "key text does not match the certificate")
+
+    def encapsulate(self) -> tuple[bytes, bytes]:
+        """``(ct_M, ss_M)`` with fresh randomness from the library."""
+        ss, ct = MLKEM768PublicKey.from_public_bytes(self.raw).encapsulate()
+        return ct, ss
+
+
+class KemSecret:
+    """A server's ML-KEM-768 key pair from its 64-byte seed ``d || z``."""
+
+    __slots__ = ("_key", "public")
+
+    def __init__(self, seed: bytes):
+        if len(seed) != KEM_SEED_LEN:
+            raise ValueError("an ML-KEM seed is 64 bytes")
+        self._key = MLKEM768PrivateKey.from_seed_bytes(seed)
+        self.public = KemPublic(self._key.public_key().public_bytes_raw())
+
+    def __repr__(self) -> str:
+        return f"KemSecret(hash={self.public.hash.hex()})"
+
+    def decapsulate(self, ct: bytes) -> bytes:
+        """``ss_M`` of exactly 1,088 bytes (``bad_ciphertext`` otherwise); a
+        ciphertext for another key gives an unrelated secret (implicit
+        rejection), never an error."""
+        if len(ct) != CIPHERTEXT_LEN:
+            raise ProtocolError("bad_ciphertext", "ML-KEM ciphertext is 1088 bytes")
+        try:
+            return self._key.decapsulate(ct)
+        except ValueError:
+            raise ProtocolError("bad_ciphertext", "ML-KEM ciphertext refused") from None
+
+
+def combine(ss_m: bytes, ss_x: bytes, ct_x: bytes, pk_x: bytes) -> bytes:
+    """X-Wing's combiner ``SHA3-256(ss_M || ss_X || ct_X || pk_X || label)`` (H1)."""
+    return sha3_256(ss_m, ss_x, ct_x, pk_x, XWING_LABEL)
+
+
+def decapsulate(kex_secret: bytes, kem: KemSecret, ct_x: bytes, ct_m: bytes) -> bytes:
+    """The server's agreement: the ciphertext's length (``bad_ciphertext``),
+    X25519 with ``ct_x`` (``small_order``), decapsulation, the combiner."""
+    if len(ct_m) < CIPHERTEXT_LEN:
+        raise ProtocolError("bad_ciphertext", "body shorter than the ML-KEM ciphertext")
+    ss_x = x25519(kex_secret, ct_x)
+    ss_m = kem.decapsulate(ct_m[:CIPHERTEXT_LEN])
+    return combine(ss_m, ss_x, ct_x, x25519_public(kex_secret))
+
+
+def xwing_expand_seed(seed: bytes) -> tuple[KemSecret, bytes]:
+    """The X-Wing draft's key generation, which only its test vectors use
+    here (H1 keeps the halves apart): ``SHAKE-256(seed)``, 64 bytes of
+    ML-KEM seed, then the 32-byte X25519 secret."""
+    out = hashlib.shake_256(seed).digest(KEM_SEED_LEN + 32)
+    return KemSecret(out[:KEM_SEED_LEN]), out[KEM_SEED_LEN:]
+
+
+# ---- certificates (H2) ----
+
+@dataclass(frozen=True)
+class HybridCert:
+    """A suite-2 certificate: a v1 one with suite byte 2 and ``kem_hash``
+    signed (150 bytes)."""
+
+    serial: int
+    not_before: int
+    not_after: int
+    kex_public: bytes
+    kem_hash: bytes
+    signer: bytes
+    signature: bytes
+    version: int = 1
+
+    @classmethod
+    def sign(cls, identity_seed: bytes, serial: int, not_before: int, not_after: int,
+             kex_public: bytes, kem_hash: bytes, version: int = 1) -> HybridCert:
+        """Issues a suite-2 certificate with the identity of ``identity_seed``."""
+        if version not in VERSIONS:
+            raise ValueError("certificate version must be 1 or 2")
+        unsigned = cls(serial, not_before, not_after, bytes(kex_public), bytes(kem_hash),
+                       signer_id(ed25519_public(identity_seed)), bytes(64), version)
+        sig = ed25519_sign(identity_seed, CONTEXT + unsigned.encode()[:SIGNED_LEN])
+        return cls(serial, not_before, not_after, bytes(kex_public), bytes(kem_hash),
+                   unsigned.signer, sig, version)
+
+    def encode(self) -> bytes:
+        """The 150 bytes."""
+        return (_FIXED.pack(self.version, SUITE, self.serial, self.not_before, self.not_after)
+                + self.kex_public + self.kem_hash + self.signer + self.signature)
+
+    @classmethod
+    def decode(cls, data: bytes) -> HybridCert:
+        """150 bytes, version 1 or 2, suite 2; else ``bad_certificate``."""
+        if len(data) != HYBRID_CERT_LEN or data[0] not in VERSIONS or data[1] != SUITE:
+            raise ProtocolError("bad_certificate", "wrong certificate length, version or suite")
+        version, _, serial, nb, na = _FIXED.unpack_from(data)
+        return cls(serial, nb, na, bytes(data[14:46]), bytes(data[46:78]), bytes(data[78:86]),
+                   bytes(data[86:]), version)
+
+    def to_text(self) -> str:
+        """``hc1 {b64u(cert)}`` (204 characters)."""
+        return TEXT_PREFIX + b64.encode(self.encode())
+
+    @classmethod
+    def from_text(cls, text: str) -> HybridCert:
+        """Parses the text form of a suite-2 certificate exactly."""
+        cert = parse_any_cert(text)
+        if not isinstance(cert, HybridCert):
+            raise ProtocolError("bad_certificate", "not a suite-2 certificate")
+        return cert
+
+    def verify(self, identity_public: bytes) -> None:
+        """Signer ID, then strict Ed25519 (``bad_signature``)."""
+        if self.signer != signer_id(identity_public):
+            raise ProtocolError("bad_signature", "certificate signed by another identity")
+        check_identity(identity_public)
+        ed25519_verify(identity_public, CONTEXT + self.encode()[:SIGNED_LEN], self.signature)
+
+    def is_valid_at(self, now: float) -> bool:
+        """``not_before <= now <= not_after``."""
+        return self.not_before <= now <= self.not_after
+
+    @property
+    def kid(self) -> bytes:
+        """``SHA3-256(kex_public || kem_hash)[0..10]``."""
+        return hybrid_kid(self.kex_public, self.kem_hash)
+
+    def discovered(self, kem: KemPublic) -> DiscoveredKey:
+        """The key a client uses, with its checked encapsulation key
+        (``kem_mismatch`` when ``kem`` is not the one signed)."""
+        kem.check(self)
+        return DiscoveredKey(self.serial, self.not_before, self.not_after, self.kex_public,
+                             self.version, kem)
+
+
+def parse_any_cert(text: str) -> KeyCert | HybridCert:
+    """A certificate of either suite by its suite byte; a length that does
+    not match the suite, or another suite, is ``bad_certificate``."""
+    if not text.startswith(TEXT_PREFIX):
+        raise ProtocolError("bad_certificate", "missing 'hc1 ' prefix")
+    data = b64.decode(text[len(TEXT_PREFIX):])
+    if len(data) > 1 and data[1] == SUITE:
+        return HybridCert.decode(data)
+    return KeyCert.decode(data)
+
+
+@dataclass
+class CertList:
+    """A list of both suites and key texts (``OPTIONS {mount}/pq``)."""
+
+    certs: list[KeyCert | HybridCert] = field(default_factory=list)
+    kems: list[KemPublic] = field(default_factory=list)
+
+    @property
+    def hybrid(self) -> list[HybridCert]:
+        """The suite-2 certificates in list order."""
+        return [c for c in self.certs if isinstance(c, HybridCert)]
+
+
+def parse_cert_lines(lines: Iterable[str]) -> CertList:
+    """Certificates of both suites and ``hck1 `` key texts, every line
+    required to parse; empty lines skipped."""
+    out = CertList()
+    for line in lines:
+        if not line:
+            continue
+        if line.startswith(KEM_TEXT_PREFIX):
+            out.kems.append(KemPublic.from_text(line))
+        else:
+            out.certs.append(parse_any_cert(line))
+    return out
+
+
+def parse_cert_list(body: bytes) -> CertList:
+    """Parses ``application/httpcrypt-certs`` as a reader of both suites:
+    LF or CRLF, empty lines skipped."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ProtocolError("bad_certificate", "certificate list is not UTF-8") from None
+    return parse_cert_lines(line[:-1] if line.endswith("\r") else line
+                            for line in text.split("\n"))
+
+
+def format_cert_list(certs: Iterable[HybridCert], kems: Iterable[KemPublic]) -> str:
+    """The ``OPTIONS {mount}/pq`` answer: the certificates, then each
+    distinct key text once, LF line ends."""
+    out = [c.to_text() + "\n" for c in certs]
+    seen: set[bytes] = set()
+    for k in kems:
+        if k.hash not in seen:
+            seen.add(k.hash)
+            out.append(k.to_text() + "\n")
+    return "".join(out)
+
+
+# ---- the AAAA form (H4) ----
+
+def encode_aaaa(cert: HybridCert) -> list[bytes]:
+    """The eleven addresses: padded to 154 bytes, chunks of 14, ``fd 0j``."""
+    padded = cert.encode() + bytes(AAAA_COUNT * AAAA_CHUNK - HYBRID_CERT_LEN)
+    return [bytes([0xFD, j]) + padded[AAAA_CHUNK * j:AAAA_CHUNK * (j + 1)]
+            for j in range(AAAA_COUNT)]
+
+
+def read_aaaa(addrs: Sequence[bytes]) -> HybridCert:
+    """Reassembles a suite-2 certificate from its AAAA RRset in any order
+    (``bad_record`` for a wrong count, prefix, order or padding)."""
+    if len(addrs) != AAAA_COUNT:
+        raise ProtocolError("bad_record", "a suite-2 AAAA set has eleven addresses")
+    chunks: dict[int, bytes] = {}
+    for a in addrs:
+        if len(a) != 16 or a[0] != 0xFD or a[1] >> 4 != 0:
+            raise ProtocolError("bad_record", "AAAA address without the fd0 prefix")
+        j = a[1] & 0x0F
+        if j >= AAAA_COUNT or j in chunks:
+            raise ProtocolError("bad_record", "AAAA order field out of range or repeated")
+        chunks[j] = bytes(a[2:])
+    padded = b"".join(chunks[j] for j in range(AAAA_COUNT))
+    if any(padded[HYBRID_CERT_LEN:]):
+        raise ProtocolError("bad_record", "AAAA padding is not zero")
+    return HybridCert.decode(padded[:HYBRID_CERT_LEN])
+
+
+__all__ = [
+    "CIPHERTEXT_LEN", "CertList", "HybridCert", "KemPublic", "KemSecret", "combine",
+    "decapsulate", "encode_aaaa", "format_cert_list", "parse_any_cert", "parse_cert_list",
+    "parse_cert_lines", "read_aaaa", "xwing_expand_seed",
+]
