@@ -2,6 +2,8 @@
 //! sealed stream as the body's frames arrive; [`OpenBody`] verifies a sealed
 //! stream record by record and yields the inner body. Both hold at most one
 //! record plus one frame in memory, whatever the body size (spec §3).
+//! Also the body type every service of this crate speaks ([`HcBody`]) and
+//! the two short answers built from bytes in memory.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -10,7 +12,11 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use http::header::{self, HeaderValue};
+use http::{Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full};
 use httpcrypt_proto::inner::{Decoder, Head, InnerEvent};
 use httpcrypt_proto::stream::{sealed_len, Event, Opener, Sealer};
 use pin_project_lite::pin_project;
@@ -19,6 +25,25 @@ use crate::error::{BoxError, Error};
 
 /// Default record size for streamed bodies.
 pub const DEFAULT_RECORD: usize = 16 * 1024;
+
+/// Body type of requests handed to the wrapped service and of responses.
+pub type HcBody = UnsyncBoxBody<Bytes, BoxError>;
+
+/// A complete in-memory body.
+pub(crate) fn full(b: impl Into<Bytes>) -> HcBody {
+    Full::new(b.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
+/// A short plaintext answer.
+pub(crate) fn plain(status: StatusCode, body: &'static str) -> Response<HcBody> {
+    let mut r = Response::new(full(body));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    r
+}
 
 pin_project! {
     /// A sealed stream built from an inner head and the inner body `B`.

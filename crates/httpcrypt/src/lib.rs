@@ -23,6 +23,7 @@
 pub mod asap;
 pub mod body;
 pub mod client;
+pub mod conn;
 pub mod connect;
 pub mod defence;
 pub mod dns;

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use metrics::{Counter, Gauge, Histogram};
 
-use crate::server::HcBody;
+use crate::body::HcBody;
 
 /// Requests by outcome (label `outcome`).
 pub const REQUESTS: &str = "httpcrypt_requests_total";

@@ -21,10 +21,11 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
+use crate::body::HcBody;
+use crate::conn::{ConnState, ExpiryWatch};
 use crate::error::BoxError;
 pub use crate::lifecycle::RequestBody;
 use crate::lifecycle::Slots;
-use crate::server::{ConnState, ExpiryWatch, HcBody};
 
 /// Connection-level settings.
 #[derive(Debug, Clone)]
@@ -1371,7 +1372,7 @@ mod tests {
                     // Long enough for the hang-up to arrive first.
                     tokio::time::sleep(Duration::from_millis(300)).await;
                     let _ = done.send(());
-                    Ok::<_, std::convert::Infallible>(Response::new(crate::server::full(
+                    Ok::<_, std::convert::Infallible>(Response::new(crate::body::full(
                         &b"answer"[..],
                     )))
                 }
@@ -1447,7 +1448,7 @@ mod tests {
         let svc = tower::service_fn(|_req: Request<RequestBody>| async {
             // The body arrives meanwhile and is never read.
             tokio::time::sleep(Duration::from_millis(150)).await;
-            Ok::<_, std::convert::Infallible>(Response::new(crate::server::full(
+            Ok::<_, std::convert::Infallible>(Response::new(crate::body::full(
                 &b"refused unread"[..],
             )))
         });

@@ -17,8 +17,8 @@ use httpcrypt_proto::split::{self, ContentId, PublicPaths, SplitSealer};
 use httpcrypt_proto::stream::{Sealer, RECORD_OVERHEAD};
 use pin_project_lite::pin_project;
 
+use crate::body::{full, plain, HcBody};
 use crate::error::BoxError;
-use crate::server::{full, plain, HcBody};
 
 /// Split-serving settings of an origin.
 #[derive(Debug, Clone)]

@@ -26,8 +26,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::rt::TokioExecutor;
 
+use crate::body::{full, plain, HcBody};
 use crate::error::BoxError;
-use crate::server::{full, plain, HcBody};
 
 /// Proxy settings.
 #[derive(Debug, Clone)]

@@ -1,0 +1,526 @@
+//! One admitted request, from its sealed body to the service's answer:
+//! open the stream and the inner head, check freshness and replay (spec
+//! §8), decide the extra fields (ticket, token), build the service's
+//! request (erratum E1), call the service, and hand the answer to
+//! [`super::answer`] for sealing.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http::header::{self, HeaderName, HeaderValue};
+use http::{Method, Request, Response, StatusCode, Uri};
+use http_body::Body;
+use http_body_util::BodyExt;
+use httpcrypt_proto::inner::{self, Field, Head, PackedRequestHead, ResponseHead};
+use httpcrypt_proto::outer;
+use httpcrypt_proto::server as core;
+use httpcrypt_proto::split;
+use httpcrypt_proto::token;
+
+use super::admission::Admitted;
+use super::answer::{
+    failure_response, inner_problem, inner_problem_to_head, inner_problem_with, outer_problem,
+    seal_response, sealed_outer,
+};
+use super::config::{Encrypted, OuterFields, ServerConfig};
+use super::sessions::{current_tid, issue_ticket, TicketOut};
+use super::{call, Shared};
+use crate::body::{full, plain, FailureSlot, HcBody, OpenBody, DEFAULT_RECORD};
+use crate::conn::ConnState;
+use crate::error::{BoxError, Error};
+use crate::split::ContentStore;
+
+/// Opens, serves and seals an admitted request; every failure becomes an
+/// answer (sealed where the session key allows it).
+///
+/// The future is boxed once per request, so its size is what each request
+/// allocates and copies: an `async` block rather than an `async fn` (which
+/// would hold every argument twice), and the opening phase in a block of
+/// its own, which ends the inner head's and the outer body's room before
+/// the service is awaited. The opened stream lives across two awaits, so
+/// it would stay in the part of the future all states share; it is boxed
+/// on its own instead (and handed to the service in that box), which keeps
+/// the future within glibc's thread cache (1,032 bytes): above it, `malloc`
+/// for the future took 483 instructions instead of ≈ 40 (callgrind).
+#[allow(clippy::manual_async_fn)] // deliberate: see above
+pub(super) fn serve_sealed<S, B, RB>(
+    shared: Arc<Shared>,
+    inner: S,
+    admitted: Admitted<B>,
+) -> impl Future<Output = Result<Response<HcBody>, Infallible>> + Send
+where
+    S: tower::Service<Request<HcBody>, Response = Response<RB>> + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+    RB: Body<Data = Bytes> + Send + 'static,
+    RB::Error: Into<BoxError>,
+{
+    // Taken apart here, outside the block, so that it captures each part
+    // once.
+    let Admitted {
+        mut parts,
+        body,
+        mut accepted,
+        held,
+        now,
+    } = admitted;
+    async move {
+        let cfg = &shared.config;
+        let (inner_req, slot, extra, ticket_out, split, answers_head, record_size) = {
+            let (outer_body, initial) = match accepted.query_stream.take() {
+                Some(q) => (None, q),
+                None => (Some(body), Vec::new()),
+            };
+            // A stream given whole is judged before the service runs (below); only
+            // one that streams in can fail while the service reads it.
+            let slot: Option<FailureSlot> = outer_body.as_ref().map(|_| Arc::new(Mutex::new(None)));
+            let mut opened = match OpenBody::new(
+                accepted.opener(&cfg.limits),
+                inner::Decoder::<PackedRequestHead>::new(cfg.limits),
+                outer_body,
+                initial,
+            ) {
+                // Boxed at once (see the doc above: the future's size).
+                Ok(o) => Box::new(o),
+                Err(Error::Protocol(e)) => {
+                    return Ok(inner_problem(accepted.into_response_key(), &e, now))
+                }
+                Err(e) => return Ok(failure_response(&BoxError::from(e))),
+            };
+            opened
+                .set_idle_timeout(cfg.body_timeout)
+                .set_limit(cfg.limits.max_body as u64)
+                .set_failure_slot(slot.clone());
+            let head = match opened
+                .head()
+                .await
+                .and_then(|h| opened.complete_now().map(|()| h))
+            {
+                Ok(h) => h,
+                Err(Error::Protocol(httpcrypt_proto::Error::BodyTooLarge)) => {
+                    return Ok(outer_problem(&httpcrypt_proto::Error::BodyTooLarge, &[]))
+                }
+                Err(Error::Protocol(e)) => {
+                    return Ok(inner_problem(accepted.into_response_key(), &e, now))
+                }
+                Err(e) => return Ok(failure_response(&BoxError::from(e))),
+            };
+            // Freshness and replay (spec §8): first error wins after stream and parse.
+            if let Some(window) = cfg.freshness {
+                let checked = match accepted.check_time(head.field("date"), now, window) {
+                    Ok(date) => {
+                        match shared
+                            .strikes
+                            .check_now(&accepted.kid, &accepted.n0, date, now)
+                        {
+                            Some(r) => r,
+                            None => {
+                                shared
+                                    .strikes
+                                    .check(&accepted.kid, &accepted.n0, date, now)
+                                    .await
+                            }
+                        }
+                    }
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = checked {
+                    let key = accepted.into_response_key();
+                    return Ok(if head.method() == "HEAD" {
+                        inner_problem_to_head(key, &e, now)
+                    } else {
+                        inner_problem(key, &e, now)
+                    });
+                }
+            }
+            let client_random = head
+                .field(token::CLIENT_RANDOM_FIELD)
+                .map(token::parse_client_random);
+            // Extra inner response fields: a ticket and the token.
+            let mut extra = Vec::new();
+            // The ticket that goes out, if any: its ticket key, and the connection
+            // to tell once it has gone out in an answer.
+            let mut ticket_out: Option<TicketOut> = None;
+            // A session resumed from the cache that got a ticket under the current
+            // ticket key on an earlier connection gets none (spec §7.2, D29): its
+            // client reuses its key pair, so it is linkable by that anyway, and a new
+            // ticket would differ from the one it holds only in its nonce.
+            if cfg.tickets
+                && (held.ticket.is_none()
+                    || held.ticket != shared.keys.with(|k| current_tid(k, now)))
+            {
+                let conn = parts.extensions.get::<ConnState>();
+                let session =
+                    conn.map(|_| shared.session_id(&accepted.kid, accepted.session_key()));
+                if conn.zip(session).is_none_or(|(c, s)| c.wants_ticket(s)) {
+                    if let Some((t, tid)) = issue_ticket(&shared, &accepted, now) {
+                        extra.push(Field::new(httpcrypt_proto::ticket::TICKET_FIELD, t));
+                        ticket_out = Some(TicketOut {
+                            tid,
+                            conn: conn.cloned().zip(session),
+                        });
+                    }
+                }
+            }
+            if let (Some(Ok(cr)), Some(secret)) = (&client_random, cfg.token_secret) {
+                extra.push(Field::new(
+                    token::RANDOM_FIELD,
+                    token::format_random(&secret, accepted.session_key(), cr),
+                ));
+            }
+            if cfg.require_token && !is_safe(head.method()) {
+                let valid = cfg.token_secret.is_some_and(|secret| {
+                    head.field(token::RANDOM_FIELD).is_some_and(|v| {
+                        token::verify_random(&secret, accepted.session_key(), v).is_ok()
+                    })
+                });
+                if !valid {
+                    if let Some(t) = &ticket_out {
+                        t.gone_out(&shared, &accepted);
+                    }
+                    return Ok(inner_problem_with(
+                        accepted.into_response_key(),
+                        &httpcrypt_proto::Error::TokenRequired,
+                        now,
+                        extra,
+                    ));
+                }
+            }
+            let mut split = match (&cfg.split, &shared.store) {
+                (Some(sc), Some(store)) => Some(SplitPlan {
+                    config: sc,
+                    store: store.clone(),
+                    asked: false,
+                    method: head.method().to_string(),
+                    target: head.target().to_string(),
+                    credentials: false,
+                    mount: cfg.mount.as_str().to_string(),
+                }),
+                _ => None,
+            };
+            // The answer to HEAD keeps its length and has no body (E2).
+            let answers_head = head.method() == "HEAD";
+            // Held across the service's await as 4 bytes, beside the flag
+            // above, to keep this future within the thread cache.
+            let record_size = u32::try_from(answer_record_size(
+                cfg.record_size,
+                parts
+                    .extensions
+                    .get::<ConnState>()
+                    .map_or(0, ConnState::take_early_room),
+            ))
+            .unwrap_or(u32::MAX);
+            let inner_req = match build_inner_request(
+                &mut parts,
+                head,
+                opened.boxed_unsync(),
+                accepted.bound_host(),
+                cfg,
+            ) {
+                Ok((mut r, split_asked)) => {
+                    if let Some(plan) = split.as_mut() {
+                        plan.asked = split_asked;
+                        plan.credentials = crate::split::carries_credentials(r.headers());
+                    }
+                    // The facts of the session, next to the outer
+                    // request's extensions (build_inner_request).
+                    r.extensions_mut().insert(Encrypted {
+                        kid: accepted.kid,
+                        resumed: matches!(accepted.credential, outer::Credential::Ticket { .. }),
+                        cached: held.cached,
+                    });
+                    r
+                }
+                Err(e) => return Ok(inner_problem(accepted.into_response_key(), &e, now)),
+            };
+            (
+                inner_req,
+                slot,
+                extra,
+                ticket_out,
+                split,
+                answers_head,
+                record_size,
+            )
+        };
+        let rsp = call(inner, inner_req).await;
+        // A body failure is often why the service failed (a gateway's upstream
+        // request dies with it): report the protocol error it really is.
+        let failure = slot
+            .as_ref()
+            .and_then(|s| s.lock().unwrap_or_else(|p| p.into_inner()).take());
+        if let Some(e) = failure {
+            if e == httpcrypt_proto::Error::BodyTooLarge {
+                return Ok(outer_problem(&e, &[]));
+            }
+            return Ok(inner_problem(accepted.into_response_key(), &e, now));
+        }
+        let rsp = match rsp {
+            Ok(r) => r,
+            Err(e) => {
+                let e: BoxError = e.into();
+                tracing::warn!(error = %e, "service failed on a sealed request");
+                let head = ResponseHead::new(500, "Internal Server Error");
+                let n0 = crate::nonce::nonce24();
+                let mut out = Vec::new();
+                return match core::seal_response(
+                    accepted.into_response_key(),
+                    n0,
+                    &head,
+                    b"",
+                    now,
+                    DEFAULT_RECORD,
+                    &mut out,
+                ) {
+                    Ok(()) => Ok(sealed_outer(full(out))),
+                    Err(_) => Ok(plain(StatusCode::INTERNAL_SERVER_ERROR, "sealing failed\n")),
+                };
+            }
+        };
+        if let Some(t) = &ticket_out {
+            t.gone_out(&shared, &accepted);
+        }
+        Ok(seal_response(
+            record_size as usize,
+            accepted.into_response_key(),
+            rsp,
+            answers_head,
+            extra,
+            now,
+            split,
+        ))
+    }
+}
+
+/// The record size of an answer: the configured one, or, on a connection
+/// the ASAP gate admitted before its handshake with `early_room` bytes to
+/// send until then, one whose first record fits in that room with the
+/// outer head beside it (spec/asap.md §4), so the client can verify the
+/// answer's head one round trip early.
+pub(super) fn answer_record_size(configured: usize, early_room: usize) -> usize {
+    /// The outer response head and the stream's framing, at most.
+    const OUTER: usize = 512;
+    /// Records are never made smaller than this.
+    const SMALLEST: usize = 256;
+    if early_room == 0 {
+        return configured;
+    }
+    configured.min(early_room.saturating_sub(OUTER).max(SMALLEST))
+}
+
+/// What the layer needs to decide on, and produce, a split answer.
+pub(super) struct SplitPlan<'a> {
+    pub(super) config: &'a crate::split::SplitConfig,
+    pub(super) store: Arc<ContentStore>,
+    /// The outer request carried `Httpcrypt-Split` (it came through a split proxy).
+    pub(super) asked: bool,
+    pub(super) method: String,
+    /// The inner request target as sent (§S1 normalises its path).
+    pub(super) target: String,
+    /// The request the service saw carried `Cookie` or `Authorization`.
+    pub(super) credentials: bool,
+    pub(super) mount: String,
+}
+
+/// Methods without side effects (RFC 9110 §9.2.1), which need no token.
+pub(super) fn is_safe(method: &str) -> bool {
+    matches!(method, "GET" | "HEAD" | "OPTIONS" | "TRACE")
+}
+
+/// Builds the request the wrapped service sees from the inner request alone
+/// (spec §4.3, erratum E1; the rule is `inner::service_fields`): the inner
+/// method, target, fields but the protocol's own, and body; `Host` per
+/// `inner::service_host` with `bound` (the outer `Host` the associated data
+/// covers) and the configured name. Allow-listed outer fields go apart, as
+/// [`OuterFields`]. Says whether the outer request carried
+/// `Httpcrypt-Split` (which is for this layer only).
+pub(super) fn build_inner_request(
+    parts: &mut http::request::Parts,
+    head: PackedRequestHead,
+    body: HcBody,
+    bound: Option<&[u8]>,
+    cfg: &ServerConfig,
+) -> Result<(Request<HcBody>, bool), httpcrypt_proto::Error> {
+    use httpcrypt_proto::Error::MalformedInner;
+    let method = Method::from_bytes(head.method().as_bytes()).map_err(|_| MalformedInner)?;
+    // Target and field values are views of the inner head's bytes, not copies.
+    let uri = Uri::from_maybe_shared(head.target_bytes()).map_err(|_| MalformedInner)?;
+    // §S3.
+    let split_asked = parts.headers.contains_key(split::SPLIT_FIELD);
+    let outer_passed =
+        (!cfg.pass_outer.is_empty()).then(|| OuterFields::select(&parts.headers, &cfg.pass_outer));
+    let host = if head.has_field("host") {
+        None
+    } else {
+        inner::service_host(None, bound, cfg.authority.as_ref().map(|v| v.as_bytes()))
+            .map(|h| HeaderValue::from_bytes(h).map_err(|_| MalformedInner))
+            .transpose()?
+    };
+    // The outer map is reused for its room only: cleared, then filled with
+    // the inner fields.
+    let mut headers = std::mem::take(&mut parts.headers);
+    headers.clear();
+    headers.reserve(head.field_count() + 1);
+    if let Some(h) = host {
+        headers.append(header::HOST, h);
+    }
+    for (name, value) in head.shared_fields() {
+        if !std::str::from_utf8(name).is_ok_and(inner::is_service_field) {
+            continue;
+        }
+        let name = HeaderName::from_bytes(name).map_err(|_| MalformedInner)?;
+        let value = HeaderValue::from_maybe_shared(value).map_err(|_| MalformedInner)?;
+        headers.append(name, value);
+    }
+    let mut req = Request::new(body);
+    *req.method_mut() = method;
+    *req.uri_mut() = uri;
+    *req.headers_mut() = headers;
+    // The service sees the outer request's extensions (the connection
+    // state, say).
+    *req.extensions_mut() = std::mem::take(&mut parts.extensions);
+    if let Some(passed) = outer_passed {
+        req.extensions_mut().insert(passed);
+    }
+    Ok((req, split_asked))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use httpcrypt_proto::Limits;
+
+    /// An early-admitted connection's first answer has records that fit
+    /// its room beside the outer head; other answers keep the configured
+    /// size, and no record is made tiny.
+    #[test]
+    fn an_early_answer_fits_its_first_record_in_the_room() {
+        assert_eq!(answer_record_size(16384, 0), 16384);
+        assert_eq!(answer_record_size(16384, 3504), 3504 - 512);
+        assert_eq!(answer_record_size(1024, 3504), 1024);
+        assert_eq!(answer_record_size(16384, 300), 256);
+    }
+
+    /// The future of a sealed request for the static-file service and for
+    /// the gateway fits glibc's thread cache, 1,032 bytes: above it every
+    /// request's allocation of the future takes the allocator's slow path
+    /// (`serve_sealed`).
+    #[test]
+    fn a_sealed_request_future_fits_the_thread_cache() {
+        use crate::runtime::GLIBC_TCACHE_MAX as TCACHE_MAX;
+        fn returned_size<F, A, B, C, R>(_: F) -> usize
+        where
+            F: FnOnce(A, B, C) -> R,
+        {
+            std::mem::size_of::<R>()
+        }
+        let files = returned_size(
+            serve_sealed::<crate::runtime::StaticFiles, hyper::body::Incoming, HcBody>,
+        );
+        assert!(
+            files <= TCACHE_MAX,
+            "the static files' future is {files} bytes"
+        );
+        let gateway =
+            returned_size(serve_sealed::<crate::runtime::Upstream, hyper::body::Incoming, HcBody>);
+        assert!(
+            gateway <= TCACHE_MAX,
+            "the gateway's future is {gateway} bytes"
+        );
+    }
+
+    /// The request the wrapped service sees is built from the inner head
+    /// alone, as `inner::service_fields` says (erratum E1): no outer field
+    /// reaches it, whatever its name; allow-listed outer fields arrive
+    /// apart, as [`OuterFields`]; `Host` comes from the inner head, else
+    /// the bound outer one, else the configured name, else nowhere.
+    #[test]
+    fn the_inner_request_is_the_inner_head_alone() {
+        let outer = || {
+            let outer = Request::get("/hc/x")
+                .header("Host", "evil.test")
+                .header("Cookie", "hc1=abc")
+                .header("Authorization", "Basic ZXZpbA==")
+                .header("X-HTTP-Method-Override", "DELETE")
+                .header("X-Forwarded-For", "6.6.6.6")
+                .header("X-Forwarded-For", "7.7.7.7")
+                .header("Content-Encoding", "gzip")
+                .header("Accept-Language", "en")
+                .header(split::SPLIT_FIELD, "1")
+                .body(())
+                .unwrap();
+            outer.into_parts().0
+        };
+        let build = |fields: &[(&str, &str)], bound: Option<&[u8]>, cfg: &ServerConfig| {
+            let mut head = httpcrypt_proto::inner::RequestHead::new("POST", "/api?q=1");
+            for (n, v) in fields {
+                head.fields.push(Field::new(*n, *v));
+            }
+            let mut encoded = Vec::new();
+            head.encode(&mut encoded);
+            let packed = PackedRequestHead::parse(&encoded, &Limits::default()).unwrap();
+            let mut parts = outer();
+            let (req, split_asked) =
+                build_inner_request(&mut parts, packed, full(Vec::new()), bound, cfg).unwrap();
+            assert!(split_asked, "the outer request asked for a split answer");
+            assert_eq!(req.method(), Method::POST);
+            assert_eq!(req.uri(), "/api?q=1");
+            let got: Vec<Field> = req
+                .headers()
+                .iter()
+                .map(|(n, v)| Field::new(n.as_str(), v.as_bytes()))
+                .collect();
+            let want: Vec<Field> = inner::service_fields(
+                &head.fields,
+                bound,
+                cfg.authority.as_ref().map(|v| v.as_bytes()),
+            )
+            .into_iter()
+            .map(|f| Field::new(f.name.to_ascii_lowercase(), f.value))
+            .collect();
+            assert_eq!(got, want);
+            req
+        };
+        let plain = ServerConfig::default();
+        let fields = [
+            ("Host", "app.test"),
+            ("Accept", "text/plain"),
+            ("Date", "Tue, 24 Nov 2026 20:00:00 GMT"),
+            ("Client-Random", "x"),
+            ("X-Custom", "1"),
+        ];
+        let req = build(&fields, Some(b"bound.test"), &plain);
+        let names: Vec<&str> = req.headers().keys().map(|n| n.as_str()).collect();
+        assert_eq!(names, ["host", "accept", "x-custom"]);
+        assert_eq!(req.headers()["host"], "app.test");
+        assert!(req.extensions().get::<OuterFields>().is_none());
+        // No inner Host: the bound outer one, else the configured name,
+        // else none at all.
+        let named = ServerConfig {
+            authority: Some(HeaderValue::from_static("conf.test")),
+            pass_outer: vec![
+                HeaderName::from_static("x-forwarded-for"),
+                HeaderName::from_static("x-absent"),
+            ],
+            ..ServerConfig::default()
+        };
+        let req = build(&fields[1..], Some(b"bound.test"), &named);
+        assert_eq!(req.headers()["host"], "bound.test");
+        let req = build(&fields[1..], None, &named);
+        assert_eq!(req.headers()["host"], "conf.test");
+        let passed = &req.extensions().get::<OuterFields>().unwrap().0;
+        let xff: Vec<&[u8]> = passed
+            .get_all("x-forwarded-for")
+            .iter()
+            .map(|v| v.as_bytes())
+            .collect();
+        assert_eq!(xff, [b"6.6.6.6".as_slice(), b"7.7.7.7"]);
+        assert_eq!(passed.len(), 2, "{passed:?}");
+        let req = build(&fields[1..], None, &plain);
+        assert!(!req.headers().contains_key("host"));
+    }
+}
