@@ -45,6 +45,11 @@ pub(crate) fn plain(status: StatusCode, body: &'static str) -> Response<HcBody> 
     r
 }
 
+/// Bytes of a body, for small responses in tests and tools.
+pub async fn collect(body: HcBody) -> Result<Bytes, BoxError> {
+    Ok(body.collect().await?.to_bytes())
+}
+
 pin_project! {
     /// A sealed stream built from an inner head and the inner body `B`.
     ///

@@ -14,7 +14,7 @@ use rand_core::{OsRng, RngCore};
 use crate::body::{full, HcBody};
 
 /// The TCP peer of a request, for a listener of its own to put in the
-/// request's extensions (the listener of [`crate::runtime::run`] records it
+/// request's extensions (the listener of [`crate::listen::run`] records it
 /// in the connection's [`crate::conn::ConnState`]); the defence's budgets
 /// and cookies are keyed by its address. Without either every request
 /// counts as one source, `0.0.0.0`.

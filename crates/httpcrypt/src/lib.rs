@@ -12,9 +12,11 @@
 //! - [`asap`]: the request in the TCP SYN, with provenance certificates (spec/asap.md);
 //! - [`defence`]: the load-aware defence in front of the key agreement;
 //! - [`metrics`]: counters of the server, through the `metrics` facade;
-//! - [`runtime`]: the listeners behind `httpcrypt serve` and `httpcrypt gateway`;
-//! - [`split`] and [`split_proxy`]: split serving through untrusted caches
-//!   (the origin's side, and `httpcrypt split-proxy`).
+//! - [`listen`]: the listener behind `httpcrypt serve` and `httpcrypt gateway`;
+//! - [`services`]: what the listener runs behind the layer: static files, the
+//!   gateway's upstream, and `httpcrypt split-proxy`;
+//! - [`split`]: split serving through untrusted caches, the origin's side;
+//! - [`conn`]: what the listener and the layer know about one connection.
 //!
 //! All wire-format logic lives in [`httpcrypt_proto`]; this crate drives it.
 #![forbid(unsafe_code)]
@@ -31,13 +33,13 @@ pub mod error;
 pub mod fleet;
 pub mod keystore;
 mod lifecycle;
+pub mod listen;
 pub mod metrics;
 pub mod nonce;
 pub mod rspamd;
-pub mod runtime;
 pub mod server;
+pub mod services;
 pub mod split;
-pub mod split_proxy;
 pub mod strikes;
 
 pub use client::{Client, ClientConfig, KeyPolicy};

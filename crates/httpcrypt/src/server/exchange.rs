@@ -411,7 +411,7 @@ mod tests {
     /// (`serve_sealed`).
     #[test]
     fn a_sealed_request_future_fits_the_thread_cache() {
-        use crate::runtime::GLIBC_TCACHE_MAX as TCACHE_MAX;
+        use crate::listen::GLIBC_TCACHE_MAX as TCACHE_MAX;
         fn returned_size<F, A, B, C, R>(_: F) -> usize
         where
             F: FnOnce(A, B, C) -> R,
@@ -419,14 +419,14 @@ mod tests {
             std::mem::size_of::<R>()
         }
         let files = returned_size(
-            serve_sealed::<crate::runtime::StaticFiles, hyper::body::Incoming, HcBody>,
+            serve_sealed::<crate::services::StaticFiles, hyper::body::Incoming, HcBody>,
         );
         assert!(
             files <= TCACHE_MAX,
             "the static files' future is {files} bytes"
         );
         let gateway =
-            returned_size(serve_sealed::<crate::runtime::Upstream, hyper::body::Incoming, HcBody>);
+            returned_size(serve_sealed::<crate::services::Upstream, hyper::body::Incoming, HcBody>);
         assert!(
             gateway <= TCACHE_MAX,
             "the gateway's future is {gateway} bytes"
