@@ -14,7 +14,7 @@ use httpcrypt_proto::Limits;
 
 use super::answer::outer_problem;
 use super::config::Outside;
-use super::sessions::Held;
+use super::sessions::{Held, LayerAgreement};
 use super::Shared;
 use crate::body::{full, plain, HcBody};
 use crate::conn::ConnState;
@@ -154,36 +154,30 @@ pub(super) fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) ->
         content_length,
         has_body: chunked || content_length.is_some_and(|l| l > 0),
     };
-    let addr = crate::defence::peer_ip(&parts.extensions);
-    let mut refused = None;
-    // The ticket key of the last ticket this session got, on a cache hit.
-    let mut held = Held::default();
-    let conn = parts.extensions.get::<ConnState>();
+    let mut agreement = LayerAgreement {
+        shared,
+        conn: parts.extensions.get::<ConnState>(),
+        addr: crate::defence::peer_ip(&parts.extensions),
+        held: Held::default(),
+        refused: None,
+    };
     let decision = shared.keys.with(|keys| {
-        core::accept_resuming(
+        core::accept(
             keys,
             &cfg.mount,
             &outer_req,
             &cfg.limits,
             now,
-            |sk, peer, n0| {
-                shared.derive_admitted(
-                    sk,
-                    peer,
-                    n0,
-                    addr,
-                    &outer_req.cookies,
-                    &mut refused,
-                    &mut held,
-                )
-            },
-            |tk, sealed| match conn {
-                Some(c) => c.open_ticket(tk, sealed, now),
-                None => tk.open(sealed, now),
-            },
+            &mut agreement,
         )
     });
     drop(outer_req);
+    let LayerAgreement {
+        conn,
+        held,
+        refused,
+        ..
+    } = agreement;
     shared.purge_cache(now);
     let accepted = match decision {
         Err(_) if refused.is_some() => {

@@ -3,9 +3,11 @@
 //! an answer carries a ticket once per session and connection (spec §7,
 //! D29).
 
+use httpcrypt_proto::admission::{self, Verdict};
 use httpcrypt_proto::outer;
-use httpcrypt_proto::server::{self as core, Accepted};
-use httpcrypt_proto::ticket::TicketContents;
+use httpcrypt_proto::server::{self as core, Accepted, Agreement, OuterRequest};
+use httpcrypt_proto::ticket::{TicketContents, TicketKey, SEALED_TICKET_LEN};
+use httpcrypt_proto::{KexPublic, SessionKey};
 
 use super::Shared;
 use crate::conn::ConnState;
@@ -28,93 +30,6 @@ impl Shared {
         h.write(key.as_bytes());
         // 0 means "no ticket yet" in ConnState.
         h.finish().max(1)
-    }
-
-    /// The session key for a fresh-key request: from the cache, or one X25519.
-    /// On a cache hit `held` gets the ticket-key ID of the last ticket issued
-    /// for the session ([`SessionCache::note_ticket`]).
-    pub(super) fn derive(
-        &self,
-        sk: &core::ServerKey,
-        peer: &httpcrypt_proto::KexPublic,
-        held: &mut Held,
-    ) -> Result<httpcrypt_proto::SessionKey, httpcrypt_proto::Error> {
-        match self.cached(sk, peer, held) {
-            Some(k) => Ok(k),
-            None => self.agree(sk, peer),
-        }
-    }
-
-    /// The cached key of the session `(sk.kid, peer)`, if any; `held` gets
-    /// the ticket-key ID noted with it.
-    pub(super) fn cached(
-        &self,
-        sk: &core::ServerKey,
-        peer: &httpcrypt_proto::KexPublic,
-        held: &mut Held,
-    ) -> Option<httpcrypt_proto::SessionKey> {
-        let hit = self
-            .cache
-            .as_ref()?
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .lookup(&sk.kid, peer)?;
-        held.ticket = hit.ticket;
-        held.cached = true;
-        crate::metrics::request(crate::metrics::Outcome::SessionCache);
-        Some(hit.key)
-    }
-
-    /// One X25519; its key goes into the cache, if there is one.
-    pub(super) fn agree(
-        &self,
-        sk: &core::ServerKey,
-        peer: &httpcrypt_proto::KexPublic,
-    ) -> Result<httpcrypt_proto::SessionKey, httpcrypt_proto::Error> {
-        crate::metrics::key_agreement();
-        let k = sk.secret.session_key(peer)?;
-        if let Some(cache) = &self.cache {
-            cache
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(&sk.kid, peer, k.clone());
-        }
-        Ok(k)
-    }
-
-    /// [`Shared::derive`] behind the defence (spec §14): a cache hit goes
-    /// through; a miss is judged first, and a refusal is left in `refused`.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn derive_admitted(
-        &self,
-        sk: &core::ServerKey,
-        peer: &httpcrypt_proto::KexPublic,
-        n0: &[u8; 24],
-        addr: std::net::IpAddr,
-        cookies: &[&[u8]],
-        refused: &mut Option<httpcrypt_proto::admission::Verdict>,
-        held: &mut Held,
-    ) -> Result<httpcrypt_proto::SessionKey, httpcrypt_proto::Error> {
-        use httpcrypt_proto::admission::Verdict;
-        let Some(defence) = &self.defence else {
-            return self.derive(sk, peer, held);
-        };
-        if let Some(k) = self.cached(sk, peer, held) {
-            return Ok(k);
-        }
-        // The admission echo is looked for only when the defence judges.
-        let echo = httpcrypt_proto::admission::find_echo(cookies.iter().copied());
-        match defence.judge(addr, n0, echo) {
-            // The cache was asked just above: go straight to the X25519.
-            Verdict::Admit => self.agree(sk, peer),
-            v => {
-                *refused = Some(v);
-                Err(match v {
-                    Verdict::Busy { .. } => httpcrypt_proto::Error::Busy,
-                    _ => httpcrypt_proto::Error::AdmissionRequired,
-                })
-            }
-        }
     }
 
     /// Notes in the session cache that a ticket under `tid` went out for the
@@ -152,6 +67,93 @@ impl Shared {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .purge(|kid| live.contains(kid));
+    }
+}
+
+/// How the layer agrees on a request's session key (proto's
+/// [`Agreement`]): the session cache first; on a miss the defence (spec
+/// §14), then one X25519 whose key the cache keeps. A ticket is opened
+/// through its connection, which remembers the last one opened there
+/// (spec §7.2, D29). What it met stays in its fields for the answer.
+pub(super) struct LayerAgreement<'a> {
+    pub(super) shared: &'a Shared,
+    pub(super) conn: Option<&'a ConnState>,
+    /// The peer's address, for the defence.
+    pub(super) addr: std::net::IpAddr,
+    /// What the session cache gave.
+    pub(super) held: Held,
+    /// The defence's verdict, when it refused the request.
+    pub(super) refused: Option<Verdict>,
+}
+
+impl Agreement for LayerAgreement<'_> {
+    /// On a hit, [`Held`] notes it and the ticket-key ID of the last ticket
+    /// issued for the session ([`SessionCache::note_ticket`]).
+    ///
+    /// [`SessionCache::note_ticket`]: httpcrypt_proto::cache::SessionCache::note_ticket
+    fn cached(&mut self, sk: &core::ServerKey, peer: &KexPublic) -> Option<SessionKey> {
+        let hit = self
+            .shared
+            .cache
+            .as_ref()?
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .lookup(&sk.kid, peer)?;
+        self.held.ticket = hit.ticket;
+        self.held.cached = true;
+        crate::metrics::request(crate::metrics::Outcome::SessionCache);
+        Some(hit.key)
+    }
+
+    fn admit(
+        &mut self,
+        req: &OuterRequest<'_>,
+        n0: &[u8; 24],
+    ) -> Result<(), httpcrypt_proto::Error> {
+        let Some(defence) = &self.shared.defence else {
+            return Ok(());
+        };
+        // The admission echo is looked for only when the defence judges.
+        let echo = admission::find_echo(req.cookies.iter().copied());
+        match defence.judge(self.addr, n0, echo) {
+            Verdict::Admit => Ok(()),
+            v => {
+                self.refused = Some(v);
+                Err(match v {
+                    Verdict::Busy { .. } => httpcrypt_proto::Error::Busy,
+                    _ => httpcrypt_proto::Error::AdmissionRequired,
+                })
+            }
+        }
+    }
+
+    /// One X25519; its key goes into the cache, if there is one.
+    fn agree(
+        &mut self,
+        sk: &core::ServerKey,
+        peer: &KexPublic,
+    ) -> Result<SessionKey, httpcrypt_proto::Error> {
+        crate::metrics::key_agreement();
+        let k = sk.secret.session_key(peer)?;
+        if let Some(cache) = &self.shared.cache {
+            cache
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(&sk.kid, peer, k.clone());
+        }
+        Ok(k)
+    }
+
+    fn open_ticket(
+        &mut self,
+        tk: &TicketKey,
+        sealed: &[u8; SEALED_TICKET_LEN],
+        now: u64,
+    ) -> Result<TicketContents, httpcrypt_proto::Error> {
+        match self.conn {
+            Some(c) => c.open_ticket(tk, sealed, now),
+            None => tk.open(sealed, now),
+        }
     }
 }
 
