@@ -15,7 +15,7 @@ use httpcrypt_proto::Limits;
 use super::answer::outer_problem;
 use super::config::Outside;
 use super::sessions::{Held, LayerAgreement};
-use super::Shared;
+use super::shared::Shared;
 use crate::body::{full, plain, HcBody};
 use crate::conn::ConnState;
 use crate::keystore::unix_now;

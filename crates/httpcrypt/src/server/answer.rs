@@ -3,6 +3,8 @@
 //! §4.4), outer problems, and plain answers to failures outside the
 //! protocol.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Response, StatusCode};
@@ -16,10 +18,9 @@ use httpcrypt_proto::split;
 use httpcrypt_proto::stream::{ResponseKey, Sealer};
 use httpcrypt_proto::Profile;
 
-use super::exchange::SplitPlan;
 use crate::body::{first_frame_room, full, plain, HcBody, SealBody, DEFAULT_RECORD};
 use crate::error::{BoxError, Error};
-use crate::split::SplitSealBody;
+use crate::split::{ContentStore, SplitSealBody};
 
 /// The answer when a request fails outside the protocol (slow or broken
 /// client, failing application) before a sealed answer was possible.
@@ -123,6 +124,20 @@ pub(super) fn inner_problem_with(
         Ok(()) => sealed_outer(full(out)),
         Err(_) => plain(StatusCode::INTERNAL_SERVER_ERROR, "sealing failed\n"),
     }
+}
+
+/// What the layer needs to decide on, and produce, a split answer.
+pub(super) struct SplitPlan<'a> {
+    pub(super) config: &'a crate::split::SplitConfig,
+    pub(super) store: Arc<ContentStore>,
+    /// The outer request carried `Httpcrypt-Split` (it came through a split proxy).
+    pub(super) asked: bool,
+    pub(super) method: String,
+    /// The inner request target as sent (§S1 normalises its path).
+    pub(super) target: String,
+    /// The request the service saw carried `Cookie` or `Authorization`.
+    pub(super) credentials: bool,
+    pub(super) mount: String,
 }
 
 /// Inner response fields that must not travel inside (spec §4.3).

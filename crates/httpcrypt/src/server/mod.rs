@@ -14,7 +14,9 @@ mod admission;
 mod answer;
 mod config;
 mod exchange;
+mod service_request;
 mod sessions;
+mod shared;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -41,20 +43,8 @@ pub use config::{Encrypted, OuterFields, Outside, ServerConfig};
 use admission::{admit, outer_http_limits, Admission};
 use answer::failure_response;
 use exchange::serve_sealed;
-
-struct Shared {
-    config: ServerConfig,
-    keys: LiveKeys,
-    strikes: Arc<dyn StrikeStore>,
-    cache: Option<Mutex<SessionCache>>,
-    defence: Option<crate::defence::Defence>,
-    /// When the cache was last purged of expired kids (unix seconds).
-    purged: std::sync::atomic::AtomicU64,
-    /// Payloads emitted as stubs (split serving).
-    store: Option<Arc<ContentStore>>,
-    /// Random SipHash key of [`Shared::session_id`].
-    session_id_key: (u64, u64),
-}
+pub(crate) use shared::call;
+use shared::Shared;
 
 /// The tower layer.
 #[derive(Clone)]
@@ -307,20 +297,6 @@ where
             ResponseFutureProj::Handled { fut } => fut.as_mut().poll(cx),
         }
     }
-}
-
-/// `ServiceExt::oneshot` with its future's `Send` stated, which the
-/// compiler cannot infer through the generic services of the layers.
-pub(crate) fn call<S, R>(
-    svc: S,
-    req: R,
-) -> impl Future<Output = Result<S::Response, S::Error>> + Send
-where
-    S: tower::Service<R> + Send,
-    S::Future: Send,
-    R: Send,
-{
-    tower::ServiceExt::oneshot(svc, req)
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use httpcrypt_proto::server::{self as core, Accepted, Agreement, OuterRequest};
 use httpcrypt_proto::ticket::{TicketContents, TicketKey, SEALED_TICKET_LEN};
 use httpcrypt_proto::{KexPublic, SessionKey};
 
-use super::Shared;
+use super::shared::Shared;
 use crate::conn::ConnState;
 
 impl Shared {
