@@ -10,9 +10,9 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Response, StatusCode};
 use http_body::Body;
 use http_body_util::BodyExt;
+use httpcrypt_proto::answer::AnswerHead;
 use httpcrypt_proto::inner::{self, Field, ResponseHead};
 use httpcrypt_proto::outer;
-use httpcrypt_proto::replay;
 use httpcrypt_proto::server as core;
 use httpcrypt_proto::split;
 use httpcrypt_proto::stream::{ResponseKey, Sealer};
@@ -163,9 +163,8 @@ where
     RB::Error: Into<BoxError>,
 {
     let (mut parts, body) = rsp.into_parts();
-    // The answer to HEAD, and a 304, state the representation's length and
-    // carry no body (erratum E2, spec §4.3): the service's length goes in as
-    // it is, and whatever body it gave is dropped.
+    // The answer to HEAD, and a 304, carry no body (erratum E2, spec §4.3):
+    // whatever body the service gave is dropped.
     let bodiless = inner::is_bodiless_answer(
         if answers_head { "HEAD" } else { "" },
         parts.status.as_u16(),
@@ -197,16 +196,20 @@ where
         .headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    // The inner head, encoded straight from the response's header map.
-    // Room for the head and, when it is small, the body that follows it
-    // into the first record (SealBody appends it to this buffer).
+    // The inner head, encoded straight from the response's header map; the
+    // length and date rules are proto's (`AnswerHead`). Room for the head
+    // and, when it is small, the body that follows it into the first record
+    // (SealBody appends it to this buffer).
     let room = 512 + exact.map_or(0, |e| e.min(record_size as u64) as usize);
-    let mut head = inner::ResponseHeadWriter::with_capacity(
+    let mut head = AnswerHead::new(
+        key.profile(),
         status.as_u16(),
         status.canonical_reason().unwrap_or(""),
+        bodiless,
+        exact,
+        declared,
         room,
     );
-    let mut has_date = false;
     for (n, v) in parts.headers.iter() {
         if HOP.contains(n)
             || n.as_str() == "keep-alive"
@@ -216,40 +219,13 @@ where
         {
             continue;
         }
-        has_date |= n == header::DATE;
-        head.field(n.as_str(), v.as_bytes());
+        head.service_field(n.as_str(), v.as_bytes());
     }
-    let length = if bodiless {
-        declared
-    } else {
-        exact
-            .or(declared)
-            .filter(|_| status != StatusCode::NO_CONTENT)
-    };
-    // Profile 2 (spec §4.5) adds no Date to an application's answer, and no
-    // Content-Length when head and body go out as one FINAL record.
-    let compact = key.profile() == Profile::Compact;
-    if let (Some(len), false) = (length, compact) {
-        head.field("Content-Length", itoa::Buffer::new().format(len).as_bytes());
-    }
-    if !has_date && !compact {
-        replay::with_date(now, |d| head.field("Date", d.as_bytes()));
-    }
+    head.end_service_fields(now);
     for f in &extra {
         head.field(&f.name, &f.value);
     }
-    if let (Some(len), true) = (length, compact) {
-        // Only an exact length lays the stream out in full records (SealBody).
-        let omit = !bodiless
-            && exact.is_some_and(|e| {
-                key.profile()
-                    .omits_content_length(head.finished_len(), e, record_size)
-            });
-        if !omit {
-            head.field("Content-Length", itoa::Buffer::new().format(len).as_bytes());
-        }
-    }
-    let head_bytes = head.finish();
+    let head_bytes = head.finish(record_size);
     let n0 = crate::nonce::nonce24();
     // The nonce starts the first frame SealBody puts out, in this buffer.
     let mut prefix = Vec::with_capacity(first_frame_room(
