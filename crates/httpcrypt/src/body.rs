@@ -70,6 +70,36 @@ pin_project! {
     }
 }
 
+/// The step every sealing body takes before it seals: polls `inner` for
+/// its next frame and appends the frame's data to `pending`. Ready with
+/// whether the body has ended, or with its error.
+pub(crate) fn poll_pending<B>(
+    mut inner: Pin<&mut B>,
+    cx: &mut Context<'_>,
+    pending: &mut impl bytes::BufMut,
+) -> Poll<Result<bool, BoxError>>
+where
+    B: Body,
+    B::Data: bytes::Buf,
+    B::Error: Into<BoxError>,
+{
+    Poll::Ready(match ready!(inner.as_mut().poll_frame(cx)) {
+        Some(Ok(frame)) => {
+            if let Ok(mut data) = frame.into_data() {
+                while bytes::Buf::has_remaining(&data) {
+                    let chunk = bytes::Buf::chunk(&data);
+                    let n = chunk.len();
+                    pending.put_slice(chunk);
+                    bytes::Buf::advance(&mut data, n);
+                }
+            }
+            Ok(inner.is_end_stream())
+        }
+        Some(Err(e)) => Err(e.into()),
+        None => Ok(true),
+    })
+}
+
 /// Capacity for the `prefix` buffer of a [`SealBody`] over a head of
 /// `head_len` bytes and a body of `exact` bytes: the prefix, and when head
 /// and body fit one record (the whole answer is then the first frame), that
@@ -136,21 +166,13 @@ where
             if this.sealer.is_none() {
                 return Poll::Ready(None);
             }
-            let frame = ready!(this.inner.as_mut().poll_frame(cx));
-            let ended = match frame {
-                Some(Ok(frame)) => {
-                    if let Ok(mut data) = frame.into_data() {
-                        while bytes::Buf::has_remaining(&data) {
-                            let chunk = bytes::Buf::chunk(&data);
-                            let n = chunk.len();
-                            this.pending.extend_from_slice(chunk);
-                            bytes::Buf::advance(&mut data, n);
-                        }
-                    }
-                    this.inner.is_end_stream()
-                }
-                Some(Err(e)) => return Poll::Ready(Some(Err(e.into()))),
-                None => true,
+            let ended = match ready!(crate::body::poll_pending(
+                this.inner.as_mut(),
+                cx,
+                &mut *this.pending
+            )) {
+                Ok(ended) => ended,
+                Err(e) => return Poll::Ready(Some(Err(e))),
             };
             let rs = *this.record_size;
             let len = this.pending.len();

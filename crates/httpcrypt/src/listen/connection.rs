@@ -198,8 +198,8 @@ mod tests {
     /// The future of a connection's task, allocated once per connection
     /// (`serve_connection_task`), fits glibc's thread cache, for the static
     /// files and for the gateway. Above it the allocation takes glibc's
-    /// slow path; it failed at 1,064 bytes while hyper's connection builder
-    /// was kept in the future.
+    /// slow path (keeping hyper's connection builder in the future is what
+    /// pushed it over once).
     #[test]
     fn a_connection_future_fits_the_thread_cache() {
         fn returned_size<F, A, B, C, D, E, G, H, R>(_: F) -> usize

@@ -26,7 +26,7 @@ use crate::error::BoxError;
 ///
 /// Cloning it is one reference count: the layer holds a clone in every
 /// sealed request's future, which stays within glibc's thread cache only
-/// while the service is small (the client alone is ≈ 300 bytes).
+/// while the service is small (the hyper client alone is not).
 #[derive(Clone, Debug)]
 pub struct Upstream {
     inner: Arc<UpstreamInner>,
