@@ -1,8 +1,8 @@
 //! What a listener and the layer share about one connection: its
 //! [`ConnState`] (key expiry, tickets issued and opened on it, pending
-//! socket options, the ASAP early room), the [`Progress`] its socket and
+//! socket options, the ASAP early room), the `Progress` its socket and
 //! bodies count for the listener's deadlines, and the listener's
-//! [`ExpiryWatch`] over all its connections (spec §6, §7.2, §11.6).
+//! `ExpiryWatch` over all its connections (spec §6, §7.2, §11.6).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};

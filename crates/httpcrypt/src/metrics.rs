@@ -1,7 +1,7 @@
 //! Server metrics: requests by outcome, refusals by reason (the codes of
 //! spec §12), key agreements, rotations, connections and request durations,
 //! counted where the layer ([`crate::server`]), the defence, the key store
-//! and the listener ([`crate::runtime`]) already decide these; plus gauges
+//! and the listener ([`crate::listen`]) already decide these; plus gauges
 //! read when a scrape asks ([`observe`]): key expiry, the defence's state.
 //!
 //! They go through the [`metrics`] facade, as logs go through `tracing`:

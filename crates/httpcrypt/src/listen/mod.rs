@@ -3,8 +3,8 @@
 //! deadlines and a minimum rate for what peers send and read (shedding the
 //! slowest connection when every slot is taken, `crate::lifecycle`),
 //! draining on shutdown, and outer size limits (spec §11). Each accepted
-//! connection runs as one task ([`connection`]) over a socket that applies
-//! the options its answers ask for ([`socket`]).
+//! connection runs as one task (`connection`) over a socket that applies
+//! the options its answers ask for (`socket`).
 
 mod connection;
 mod socket;

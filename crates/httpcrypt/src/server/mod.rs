@@ -4,11 +4,11 @@
 //! to the wrapped service, and seals its response as it streams (spec §4,
 //! §6, §8, §11). Wire logic is `httpcrypt_proto::server`; this is the driver.
 //!
-//! A request goes through the rooms in order: [`admission`] judges the
+//! A request goes through the rooms in order: `admission` judges the
 //! outer request at once (route, credential, key agreement or resumption,
-//! the defence); [`exchange`] opens the admitted request, calls the service
-//! and [`answer`] seals what it says; [`sessions`] holds the session cache
-//! and the ticket policy both consult; [`config`] the settings.
+//! the defence); `exchange` opens the admitted request, calls the service
+//! and `answer` seals what it says; `sessions` holds the session cache
+//! and the ticket policy both consult; `config` the settings.
 
 mod admission;
 mod answer;

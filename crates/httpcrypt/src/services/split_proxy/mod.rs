@@ -6,7 +6,7 @@
 //! on-disk cache, fetching the ones it lacks from the origin in batches
 //! and checking their BLAKE3 before use. It never holds more than one
 //! record per response (plus a few queued frames) in memory. The cache
-//! itself is [`cache`].
+//! itself ([`DiskCache`]) is in `cache`.
 
 mod cache;
 
