@@ -16,6 +16,13 @@ pub const CLIENT_RANDOM_FIELD: &str = "Client-Random";
 pub const RANDOM_FIELD: &str = "Random";
 const LABEL: &[u8] = b"hc1-token";
 
+/// Whether a request of `method` may change state (RFC 9110 §9.2.1: every
+/// method but GET, HEAD, OPTIONS and TRACE): such a request carries
+/// `Client-Random`, and a token where the server demands one (spec §8).
+pub fn is_unsafe_method(method: &str) -> bool {
+    !matches!(method, "GET" | "HEAD" | "OPTIONS" | "TRACE")
+}
+
 /// `SHA3-256("hc1-token" || token_secret || k || client_random)[0..16]`.
 pub fn server_random(token_secret: &[u8], k: &SessionKey, client_random: &[u8; 24]) -> [u8; 16] {
     sha3_256(&[LABEL, token_secret, k.as_bytes(), client_random])[..16]

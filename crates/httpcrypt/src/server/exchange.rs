@@ -269,7 +269,7 @@ where
             token::format_random(&secret, accepted.session_key(), cr),
         ));
     }
-    if cfg.require_token && !is_safe(head.method()) {
+    if cfg.require_token && token::is_unsafe_method(head.method()) {
         let valid = cfg.token_secret.is_some_and(|secret| {
             head.field(token::RANDOM_FIELD)
                 .is_some_and(|v| token::verify_random(&secret, accepted.session_key(), v).is_ok())
@@ -407,11 +407,6 @@ pub(super) fn answer_record_size(configured: usize, early_room: usize) -> usize 
         return configured;
     }
     configured.min(early_room.saturating_sub(OUTER).max(SMALLEST))
-}
-
-/// Methods without side effects (RFC 9110 §9.2.1), which need no token.
-pub(super) fn is_safe(method: &str) -> bool {
-    matches!(method, "GET" | "HEAD" | "OPTIONS" | "TRACE")
 }
 
 #[cfg(test)]
