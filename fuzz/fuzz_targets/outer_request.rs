@@ -141,7 +141,7 @@ fuzz_target!(|data: &[u8]| {
     }
 
     let keys = server_keys();
-    let accepted = server::accept(keys, &mount, &req, &limits, NOW);
+    let accepted = server::accept(keys, &mount, &req, &limits, NOW, &mut server::Plain);
     assert_errors(&accepted, OUTER_ERRORS);
     if let Err(e) = &accepted {
         let p = e.problem().expect("request errors have a problem");

@@ -9,7 +9,7 @@ use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
 use httpcrypt_proto::outer::{self, Form, Mount};
 use httpcrypt_proto::profile::Profile;
 use httpcrypt_proto::rspamd;
-use httpcrypt_proto::server::{self, Accept, ParsedOuter, ServerKeys};
+use httpcrypt_proto::server::{self, Accept, Agreement, ParsedOuter, ServerKey, ServerKeys};
 use httpcrypt_proto::ticket::{Ticket, TicketContents, TicketKey};
 use httpcrypt_proto::{
     replay, IdentityKey, IdentityPublic, KexSecret, KeyCert, Limits, SessionKey,
@@ -239,20 +239,13 @@ impl Lab {
                 "accept: parse, cookie, k (X25519, cache or ticket)",
                 || {
                     let o = ParsedOuter::parse(&wire).ok_or(httpcrypt_proto::Error::Truncated)?;
-                    let a = server::accept_with(
+                    let a = server::accept(
                         keys,
                         mount,
                         &o.as_request(),
                         limits,
                         now,
-                        |sk, peer| {
-                            if let Some(k) = cache.get(&sk.cert.kex_public.kid(), peer) {
-                                return Ok(k);
-                            }
-                            let k = sk.secret.session_key(peer)?;
-                            cache.insert(&sk.cert.kex_public.kid(), peer, k.clone());
-                            Ok(k)
-                        },
+                        &mut CacheFirst(&mut *cache),
                     )?;
                     Ok::<_, httpcrypt_proto::Error>((a, o.body))
                 },
@@ -429,4 +422,27 @@ pub fn post_field_sizes(p: &Payload, now: u64) -> Vec<(&'static str, usize)> {
         ("request: inner head (with Date)", inner_req.len()),
         ("request: body", p.req_body),
     ]
+}
+
+/// The session cache in front of the X25519, as the layer keeps it.
+struct CacheFirst<'a>(&'a mut SessionCache);
+
+impl Agreement for CacheFirst<'_> {
+    fn cached(
+        &mut self,
+        sk: &ServerKey,
+        peer: &httpcrypt_proto::KexPublic,
+    ) -> Option<httpcrypt_proto::SessionKey> {
+        self.0.get(&sk.cert.kex_public.kid(), peer)
+    }
+
+    fn agree(
+        &mut self,
+        sk: &ServerKey,
+        peer: &httpcrypt_proto::KexPublic,
+    ) -> httpcrypt_proto::Result<httpcrypt_proto::SessionKey> {
+        let k = sk.secret.session_key(peer)?;
+        self.0.insert(&sk.cert.kex_public.kid(), peer, k.clone());
+        Ok(k)
+    }
 }

@@ -3,10 +3,10 @@
 //! to the system allocator. Paths, each after the outer head has been
 //! parsed into an `OuterRequest` view:
 //!
-//! - fresh key: the defence idle, one X25519 (`accept_gated`), then the
+//! - fresh key: the defence idle, one X25519 (`accept`), then the
 //!   whole exchange (open the request, seal the response);
 //! - rejected junk: the defence on, a fresh-key request without an echo:
-//!   `accept_gated` refuses before the X25519 and the challenge document is
+//!   `accept` refuses before the X25519 and the challenge document is
 //!   written into a reused buffer; also an unknown kid, and a spent budget;
 //! - returning: a session-cache hit and a ticket.
 //!
@@ -23,7 +23,7 @@ use httpcrypt_proto::cert::KeyCert;
 use httpcrypt_proto::client::{ClientCredential, PreparedRequest};
 use httpcrypt_proto::inner::{Field, RequestHead, ResponseHead};
 use httpcrypt_proto::outer::{self, Form, Mount};
-use httpcrypt_proto::server::{self, Accept, OuterRequest, ParsedOuter, ServerKeys};
+use httpcrypt_proto::server::{self, Accept, Agreement, OuterRequest, ParsedOuter, ServerKeys};
 use httpcrypt_proto::ticket::{TicketContents, TicketKey};
 use httpcrypt_proto::{IdentityKey, KexSecret, KeyId, Limits};
 use rand_core::{OsRng, RngCore};
@@ -164,18 +164,14 @@ fn main() {
                  echo: Option<&[u8]>,
                  doc: &mut String|
      -> Option<Accept> {
-        let mut refused = None;
-        let r = server::accept_gated(&keys, &mount, view, &limits, NOW, |sk, peer, n0| match adm
-            .borrow_mut()
-            .judge(NOW * 1000, addr, n0, echo)
-        {
-            Verdict::Admit => sk.secret.session_key(peer),
-            v => {
-                refused = Some(v);
-                Err(httpcrypt_proto::Error::AdmissionRequired)
-            }
-        });
-        if let Some(v) = refused {
+        let mut gate = Gate {
+            admission: adm,
+            addr,
+            echo,
+            refused: None,
+        };
+        let r = server::accept(&keys, &mount, view, &limits, NOW, &mut gate);
+        if let Some(v) = gate.refused {
             admission::format_refusal(&v, doc);
         }
         r.ok()
@@ -233,12 +229,14 @@ fn main() {
     cache.insert(&kid, client.public(), prepared.session_key().clone());
     let cache = RefCell::new(cache);
     let cache_hit = per_call(n, || {
-        let r = server::accept_gated(&keys, &mount, &valid_view, &limits, NOW, |sk, peer, _| {
-            cache
-                .borrow_mut()
-                .get(&sk.kid, peer)
-                .ok_or(httpcrypt_proto::Error::UnknownKey)
-        });
+        let r = server::accept(
+            &keys,
+            &mount,
+            &valid_view,
+            &limits,
+            NOW,
+            &mut CacheOnly(&cache),
+        );
         assert!(matches!(r, Ok(Accept::Request(_))));
     });
     let ticket_path = per_call(n, || {
@@ -257,4 +255,49 @@ fn main() {
         "returning_ticket": ticket_path,
     });
     println!("{out}");
+}
+
+/// The defence in front of the X25519, as the layer runs it.
+struct Gate<'a> {
+    admission: &'a RefCell<Admission>,
+    addr: IpAddr,
+    echo: Option<&'a [u8]>,
+    refused: Option<Verdict>,
+}
+
+impl Agreement for Gate<'_> {
+    fn admit(&mut self, _: &OuterRequest<'_>, n0: &[u8; 24]) -> Result<(), httpcrypt_proto::Error> {
+        match self
+            .admission
+            .borrow_mut()
+            .judge(NOW * 1000, self.addr, n0, self.echo)
+        {
+            Verdict::Admit => Ok(()),
+            v => {
+                self.refused = Some(v);
+                Err(httpcrypt_proto::Error::AdmissionRequired)
+            }
+        }
+    }
+}
+
+/// Session keys from the cache alone.
+struct CacheOnly<'a>(&'a RefCell<SessionCache>);
+
+impl Agreement for CacheOnly<'_> {
+    fn cached(
+        &mut self,
+        sk: &server::ServerKey,
+        peer: &httpcrypt_proto::KexPublic,
+    ) -> Option<httpcrypt_proto::SessionKey> {
+        self.0.borrow_mut().get(&sk.kid, peer)
+    }
+
+    fn agree(
+        &mut self,
+        _: &server::ServerKey,
+        _: &httpcrypt_proto::KexPublic,
+    ) -> httpcrypt_proto::Result<httpcrypt_proto::SessionKey> {
+        Err(httpcrypt_proto::Error::UnknownKey)
+    }
 }

@@ -1,5 +1,5 @@
 //! The rustls TLS 1.3 baseline server: the same tokio runtime, hyper
-//! HTTP/1.1 connection code and static-file service (`httpcrypt::runtime::
+//! HTTP/1.1 connection code and static-file service (`httpcrypt::services::
 //! static_files`, tower-http `ServeDir`) as `httpcrypt serve`, with TLS in
 //! place of the HTTPCrypt layer. Full handshakes only (no session storage,
 //! no tickets), X25519, the harness's ECDSA P-256 certificate.
@@ -47,7 +47,7 @@ pub fn run(a: ServeTlsArgs) -> Result<()> {
 
 async fn serve(a: ServeTlsArgs) -> Result<()> {
     let acceptor = TlsAcceptor::from(crate::tls::server_config(&a.cert, &a.key)?);
-    let files = httpcrypt::runtime::static_files(&a.root);
+    let files = httpcrypt::services::static_files(&a.root);
     let listener = TcpListener::bind(a.listen).await?;
     eprintln!("serve-tls: listening on https://{}", listener.local_addr()?);
     let limit = Arc::new(tokio::sync::Semaphore::new(1024));

@@ -22,7 +22,9 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
-use httpcrypt::server::{ConnState, Encrypted, HcBody};
+use httpcrypt::body::HcBody;
+use httpcrypt::conn::ConnState;
+use httpcrypt::server::Encrypted;
 use httpcrypt::BoxError;
 
 /// What the access log records.

@@ -8,8 +8,8 @@ use anyhow::{Context, Result};
 use bytes::Bytes;
 use clap::Args;
 use http_body_util::BodyExt;
+use httpcrypt::body::HcBody;
 use httpcrypt::client::OuterExchange;
-use httpcrypt::server::HcBody;
 use httpcrypt::BoxError;
 
 #[derive(Args)]
@@ -35,7 +35,7 @@ fn site(
 > + Clone
        + Send
        + 'static {
-    let files = httpcrypt::runtime::static_files(root);
+    let files = httpcrypt::services::static_files(root);
     tower::service_fn(move |req: http::Request<HcBody>| {
         let mut files = files.clone();
         async move {
@@ -69,11 +69,11 @@ pub async fn run(a: DemoArgs) -> Result<i32> {
     let identity = store.identity();
     let keys = httpcrypt::keys::start(store, Duration::from_secs(3600))?;
     let layer = httpcrypt::HttpCryptLayer::new(keys, httpcrypt::ServerConfig::default());
-    let listener = httpcrypt::runtime::bind(a.listen).await?;
+    let listener = httpcrypt::listen::bind(a.listen).await?;
     let addr = listener.local_addr()?;
     let svc = tower::Layer::layer(&layer, site(&root));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(httpcrypt::runtime::run(
+    let server = tokio::spawn(httpcrypt::listen::run(
         listener,
         svc,
         Default::default(),

@@ -105,11 +105,11 @@ struct SplitProxyArgs {
     #[arg(long, default_value = "1G", value_parser = parse_size)]
     cache_size: u64,
     /// Most entries in the cache.
-    #[arg(long, default_value_t = httpcrypt::split_proxy::DEFAULT_MAX_ENTRIES)]
+    #[arg(long, default_value_t = httpcrypt::services::split_proxy::DEFAULT_MAX_ENTRIES)]
     cache_entries: usize,
     /// Records shorter than this many bytes are not cached (fetched from
     /// the origin each time).
-    #[arg(long, default_value_t = httpcrypt::split_proxy::DEFAULT_MIN_PAYLOAD)]
+    #[arg(long, default_value_t = httpcrypt::services::split_proxy::DEFAULT_MIN_PAYLOAD)]
     cache_min_record: usize,
     /// Largest record accepted from the origin, bytes.
     #[arg(long, default_value_t = 1 << 20)]
@@ -391,15 +391,15 @@ struct ServerOpts {
     metrics: Option<SocketAddr>,
 }
 
-fn listen_default() -> httpcrypt::runtime::ListenOptions {
-    httpcrypt::runtime::ListenOptions::default()
+fn listen_default() -> httpcrypt::listen::ListenOptions {
+    httpcrypt::listen::ListenOptions::default()
 }
 
 impl ServerOpts {
     /// The listener's bounds on connections (the same for every profile).
-    fn listen_options(&self) -> httpcrypt::runtime::ListenOptions {
+    fn listen_options(&self) -> httpcrypt::listen::ListenOptions {
         let secs = |s: u64| Duration::from_secs(s.max(1));
-        httpcrypt::runtime::ListenOptions {
+        httpcrypt::listen::ListenOptions {
             max_connections: self.max_connections,
             header_timeout: secs(self.header_timeout),
             keepalive_timeout: secs(self.keepalive_timeout),
@@ -548,7 +548,7 @@ async fn run(cmd: Cmd) -> Result<i32> {
             if !a.root.is_dir() {
                 bail!("--root {} is not a directory", a.root.display());
             }
-            let svc = httpcrypt::runtime::static_files(&a.root);
+            let svc = httpcrypt::services::static_files(&a.root);
             if a.server.profile == profile::Profile::Rspamd {
                 rspamd::serve(&a.server, svc).await?;
                 return Ok(0);
@@ -563,17 +563,17 @@ async fn run(cmd: Cmd) -> Result<i32> {
             if a.upstream_timeout == 0 {
                 bail!("--upstream-timeout must be at least 1 second");
             }
-            let upstream = httpcrypt::runtime::Upstream::with_options(
+            let upstream = httpcrypt::services::Upstream::with_options(
                 a.upstream,
-                httpcrypt::runtime::UpstreamOptions {
+                httpcrypt::services::UpstreamOptions {
                     timeout: Duration::from_secs(a.upstream_timeout),
                     pool_idle: a.upstream_pool_idle,
                     pool_idle_timeout: Duration::from_secs(a.upstream_idle_timeout.max(1)),
                     forwarded: match a.forwarded {
-                        ForwardedArg::None => httpcrypt::runtime::Forwarded::None,
-                        ForwardedArg::Xff => httpcrypt::runtime::Forwarded::Xff,
-                        ForwardedArg::Forwarded => httpcrypt::runtime::Forwarded::Forwarded,
-                        ForwardedArg::Both => httpcrypt::runtime::Forwarded::Both,
+                        ForwardedArg::None => httpcrypt::services::Forwarded::None,
+                        ForwardedArg::Xff => httpcrypt::services::Forwarded::Xff,
+                        ForwardedArg::Forwarded => httpcrypt::services::Forwarded::Forwarded,
+                        ForwardedArg::Both => httpcrypt::services::Forwarded::Both,
                     },
                 },
             )
@@ -671,33 +671,33 @@ async fn split_proxy(a: SplitProxyArgs) -> Result<i32> {
     if a.origin.scheme_str() != Some("http") || a.origin.authority().is_none() {
         bail!("--origin must be an http:// URL with a host");
     }
-    let limits = httpcrypt::split_proxy::CacheLimits {
+    let limits = httpcrypt::services::split_proxy::CacheLimits {
         max_bytes: a.cache_size,
         max_entries: a.cache_entries,
         min_payload: a.cache_min_record,
     };
-    let cache = httpcrypt::split_proxy::DiskCache::open_with(&a.cache_dir, limits)
+    let cache = httpcrypt::services::split_proxy::DiskCache::open_with(&a.cache_dir, limits)
         .with_context(|| format!("opening cache directory {}", a.cache_dir.display()))?;
-    let proxy = httpcrypt::split_proxy::SplitProxy::new(
-        httpcrypt::split_proxy::ProxyConfig {
+    let proxy = httpcrypt::services::split_proxy::SplitProxy::new(
+        httpcrypt::services::split_proxy::ProxyConfig {
             origin: a.origin.clone(),
             max_record: a.max_record,
         },
         std::sync::Arc::new(cache),
     );
-    let listener = httpcrypt::runtime::bind(a.listen).await?;
+    let listener = httpcrypt::listen::bind(a.listen).await?;
     eprintln!(
         "httpcrypt: split proxy on http://{} for {}",
         listener.local_addr()?,
         a.origin
     );
-    let listen = httpcrypt::runtime::ListenOptions {
+    let listen = httpcrypt::listen::ListenOptions {
         max_connections: a.max_connections,
         ..Default::default()
     };
     let cache = proxy.cache().clone();
     let stop = ops::stop_signal()?;
-    httpcrypt::runtime::run(listener, proxy, listen, async {
+    httpcrypt::listen::run(listener, proxy, listen, async {
         stop.await;
     })
     .await?;
@@ -713,13 +713,13 @@ async fn split_proxy(a: SplitProxyArgs) -> Result<i32> {
 }
 
 /// Builds the layer for `opts` and runs the listener until Ctrl-C;
-/// `abandon_on_hangup`: see [`httpcrypt::runtime::ListenOptions`] (yes for a
+/// `abandon_on_hangup`: see [`httpcrypt::listen::ListenOptions`] (yes for a
 /// gateway, no for static files).
 async fn serve<S>(opts: &ServerOpts, svc: S, abandon_on_hangup: bool) -> Result<()>
 where
     S: tower::Service<
-            http::Request<httpcrypt::server::HcBody>,
-            Response = http::Response<httpcrypt::server::HcBody>,
+            http::Request<httpcrypt::body::HcBody>,
+            Response = http::Response<httpcrypt::body::HcBody>,
             Error = httpcrypt::BoxError,
         > + Clone
         + Send
@@ -736,7 +736,7 @@ where
         },
     );
     let svc = access::Outer::new(tower::Layer::layer(&layer, svc));
-    let listen = httpcrypt::runtime::ListenOptions {
+    let listen = httpcrypt::listen::ListenOptions {
         gate,
         abandon_on_hangup,
         ..opts.listen_options()
@@ -747,7 +747,7 @@ where
     }
     .on_hangup()?;
     let stop = ops::stop_signal()?;
-    let drained = httpcrypt::runtime::run_draining(
+    let drained = httpcrypt::listen::run_draining(
         listener,
         svc,
         listen,
@@ -766,8 +766,8 @@ where
     )
     .await?;
     match drained {
-        httpcrypt::runtime::Drained::Complete => tracing::info!("stopped"),
-        httpcrypt::runtime::Drained::TimedOut(open) => tracing::warn!(
+        httpcrypt::listen::Drained::Complete => tracing::info!("stopped"),
+        httpcrypt::listen::Drained::TimedOut(open) => tracing::warn!(
             open,
             "stopped at the --shutdown-timeout deadline; cutting the connections still open"
         ),
@@ -839,7 +839,7 @@ async fn prepare(
         pass_outer: opts.pass_outer.clone(),
         ..Default::default()
     };
-    let listener = httpcrypt::runtime::bind(opts.listen).await?;
+    let listener = httpcrypt::listen::bind(opts.listen).await?;
     dns::start_publisher(
         &opts.publish,
         dir,

@@ -169,8 +169,8 @@ fn explain(e: Error) -> anyhow::Error {
 pub async fn serve<S>(opts: &ServerOpts, svc: S) -> Result<()>
 where
     S: tower::Service<
-            http::Request<httpcrypt::server::HcBody>,
-            Response = http::Response<httpcrypt::server::HcBody>,
+            http::Request<httpcrypt::body::HcBody>,
+            Response = http::Response<httpcrypt::body::HcBody>,
             Error = httpcrypt::BoxError,
         > + Clone
         + Send
@@ -214,7 +214,7 @@ where
             pass_outer: opts.pass_outer.clone(),
         },
     );
-    let listener = httpcrypt::runtime::bind(opts.listen).await?;
+    let listener = httpcrypt::listen::bind(opts.listen).await?;
     eprintln!(
         "httpcrypt: listening on http://{} (rspamd profile, key {})",
         listener.local_addr()?,
@@ -222,7 +222,7 @@ where
     );
     let listen = opts.listen_options();
     let stop = crate::ops::stop_signal()?;
-    let drained = httpcrypt::runtime::run_draining(
+    let drained = httpcrypt::listen::run_draining(
         listener,
         tower::Layer::layer(&layer, svc),
         listen,
@@ -233,7 +233,7 @@ where
         Duration::from_secs(opts.shutdown_timeout),
     )
     .await?;
-    if let httpcrypt::runtime::Drained::TimedOut(open) = drained {
+    if let httpcrypt::listen::Drained::TimedOut(open) = drained {
         tracing::warn!(open, "stopped at the --shutdown-timeout deadline");
     }
     Ok(())

@@ -722,12 +722,12 @@ async fn session_cache_serves_a_kept_key_pair_without_key_agreement() {
         );
         let svc = tower::Layer::layer(
             &layer,
-            httpcrypt::runtime::static_files(&dir.path().join("root")),
+            httpcrypt::services::static_files(&dir.path().join("root")),
         );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(httpcrypt::runtime::run(
+        let server = tokio::spawn(httpcrypt::listen::run(
             listener,
             svc,
             Default::default(),

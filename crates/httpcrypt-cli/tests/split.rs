@@ -443,17 +443,17 @@ async fn evil(origin: SocketAddr, deviation: Deviation, public: &[u8], old: &[u8
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let svc = tower::service_fn(move |req: http::Request<httpcrypt::runtime::RequestBody>| {
+    let svc = tower::service_fn(move |req: http::Request<httpcrypt::listen::RequestBody>| {
         let state = state.clone();
         async move {
             let rsp = state.handle(req).await;
             Ok::<_, std::convert::Infallible>(rsp)
         }
     });
-    let task = tokio::spawn(httpcrypt::runtime::run(
+    let task = tokio::spawn(httpcrypt::listen::run(
         listener,
         svc,
-        httpcrypt::runtime::ListenOptions::default(),
+        httpcrypt::listen::ListenOptions::default(),
         std::future::pending(),
     ));
     Evil {
@@ -470,8 +470,8 @@ impl EvilState {
 
     async fn handle(
         &self,
-        req: http::Request<httpcrypt::runtime::RequestBody>,
-    ) -> http::Response<httpcrypt::server::HcBody> {
+        req: http::Request<httpcrypt::listen::RequestBody>,
+    ) -> http::Response<httpcrypt::body::HcBody> {
         let (mut parts, body) = req.into_parts();
         let body = body.collect().await.unwrap().to_bytes();
         self.note(parts.uri.to_string().as_bytes());
@@ -687,13 +687,13 @@ async fn public_static_chain<S>(
     cache: &Path,
 ) -> (tokio::task::JoinHandle<std::io::Result<()>>, Proc, Proc)
 where
-    S: httpcrypt::runtime::ConnectionService,
+    S: httpcrypt::listen::ConnectionService,
 {
     let up_addr = up.local_addr().unwrap();
-    let task = tokio::spawn(httpcrypt::runtime::run(
+    let task = tokio::spawn(httpcrypt::listen::run(
         up,
         svc,
-        httpcrypt::runtime::ListenOptions::default(),
+        httpcrypt::listen::ListenOptions::default(),
         std::future::pending(),
     ));
     let gw = tokio::task::spawn_blocking(move || {
@@ -715,7 +715,7 @@ async fn the_application_opts_in_and_out_with_hc_public() {
     let up = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let other = common::noise(2 * C + 10, 4);
     let (feed2, other2) = (Bytes::from(feed.clone()), Bytes::from(other.clone()));
-    let svc = tower::service_fn(move |req: http::Request<httpcrypt::runtime::RequestBody>| {
+    let svc = tower::service_fn(move |req: http::Request<httpcrypt::listen::RequestBody>| {
         let body = if req.uri().path() == "/api/feed" {
             feed2.clone()
         } else {
@@ -777,7 +777,7 @@ async fn only_what_the_glob_really_names_and_nothing_personal_is_public() {
     let (public2, secret2) = (Bytes::from(public.clone()), Bytes::from(secret.clone()));
     // An upstream that resolves the path as servers do: `%2e` decoded, dot
     // segments removed.
-    let svc = tower::service_fn(move |req: http::Request<httpcrypt::runtime::RequestBody>| {
+    let svc = tower::service_fn(move |req: http::Request<httpcrypt::listen::RequestBody>| {
         let raw = req.uri().path().replace("%2e", ".").replace("%2E", ".");
         let mut resolved: Vec<&str> = Vec::new();
         for seg in raw.split('/').skip(1) {

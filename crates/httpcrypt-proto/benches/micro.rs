@@ -51,7 +51,9 @@ use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
 use httpcrypt_proto::keys::{IdentityKey, KexSecret, SessionKey};
 use httpcrypt_proto::limits::{Limits, RECORD_CEILING};
 use httpcrypt_proto::outer::Mount;
-use httpcrypt_proto::server::{self, Accept, Accepted, OuterRequest, ServerKeys};
+use httpcrypt_proto::server::{
+    self, Accept, Accepted, Agreement, OuterRequest, Plain, ServerKey, ServerKeys,
+};
 use httpcrypt_proto::stream::{Event, Opener, ResponseKey, Sealer, RECORD_OVERHEAD};
 use httpcrypt_proto::suite::{self, XChaCha, NONCE_LEN, TAG_LEN};
 
@@ -558,7 +560,9 @@ fn server(c: &mut Criterion) {
 
     // Sanity: the whole exchange round-trips before anything is timed.
     for (p, outer) in pool.iter().zip(&outers) {
-        let acc = unwrap_request(server::accept(&keys, &mount, outer, &limits, NOW));
+        let acc = unwrap_request(server::accept(
+            &keys, &mount, outer, &limits, NOW, &mut Plain,
+        ));
         let (h, b) = server::open_request(&acc, &p.stream, &limits).expect("request opens");
         assert_eq!((h, b.as_slice()), (head.clone(), &body[..]));
     }
@@ -573,11 +577,16 @@ fn server(c: &mut Criterion) {
             let (p, outer) = (&pool[i % POOL], &outers[i % POOL]);
             i = i.wrapping_add(1);
             let acc = if derive_x25519 {
-                server::accept(&keys, &mount, black_box(outer), &limits, NOW)
+                server::accept(&keys, &mount, black_box(outer), &limits, NOW, &mut Plain)
             } else {
-                server::accept_with(&keys, &mount, black_box(outer), &limits, NOW, |_, _| {
-                    Ok(p.key.clone())
-                })
+                server::accept(
+                    &keys,
+                    &mount,
+                    black_box(outer),
+                    &limits,
+                    NOW,
+                    &mut Known(&p.key),
+                )
             };
             let acc = unwrap_request(acc);
             let (h, b) =
@@ -612,6 +621,7 @@ fn server(c: &mut Criterion) {
                 black_box(outer),
                 &limits,
                 NOW,
+                &mut Plain,
             )))
         })
     });
@@ -619,20 +629,20 @@ fn server(c: &mut Criterion) {
         b.iter(|| {
             let (p, outer) = (&pool[i % POOL], &outers[i % POOL]);
             i = i.wrapping_add(1);
-            black_box(unwrap_request(server::accept_with(
+            black_box(unwrap_request(server::accept(
                 &keys,
                 &mount,
                 black_box(outer),
                 &limits,
                 NOW,
-                |_, _| Ok(p.key.clone()),
+                &mut Known(&p.key),
             )))
         })
     });
 
     let accepted: Vec<Accepted> = outers
         .iter()
-        .map(|o| unwrap_request(server::accept(&keys, &mount, o, &limits, NOW)))
+        .map(|o| unwrap_request(server::accept(&keys, &mount, o, &limits, NOW, &mut Plain)))
         .collect();
     g.bench_function("open_request", |b| {
         b.iter(|| {
@@ -694,14 +704,37 @@ fn inner_parse(c: &mut Criterion) {
     g.finish();
 }
 
-/// How a benchmark obtains the session key for a fresh-key request.
-type Derive<'a> = Box<
-    dyn FnMut(
-            &httpcrypt_proto::server::ServerKey,
-            &httpcrypt_proto::KexPublic,
-        ) -> httpcrypt_proto::Result<SessionKey>
-        + 'a,
->;
+/// A session key known in advance: the key agreement is not what is
+/// measured.
+struct Known<'a>(&'a SessionKey);
+
+impl Agreement for Known<'_> {
+    fn cached(&mut self, _: &ServerKey, _: &httpcrypt_proto::KexPublic) -> Option<SessionKey> {
+        Some(self.0.clone())
+    }
+}
+
+/// A session cache in front of the X25519.
+struct Cached(httpcrypt_proto::cache::SessionCache);
+
+impl Agreement for Cached {
+    fn cached(&mut self, sk: &ServerKey, peer: &httpcrypt_proto::KexPublic) -> Option<SessionKey> {
+        self.0.get(&sk.kid, peer)
+    }
+}
+
+/// Tickets only: no request may need a key agreement.
+struct TicketsOnly;
+
+impl Agreement for TicketsOnly {
+    fn agree(
+        &mut self,
+        _: &ServerKey,
+        _: &httpcrypt_proto::KexPublic,
+    ) -> httpcrypt_proto::Result<SessionKey> {
+        panic!("tickets need no key agreement")
+    }
+}
 
 fn resumption(c: &mut Criterion) {
     use httpcrypt_proto::cache::SessionCache;
@@ -781,7 +814,7 @@ fn resumption(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("resumption");
     let mut out = Vec::with_capacity(1024);
-    let mut run = |name: &str, pool: &[Prepared], mut derive: Derive<'_>| {
+    let mut run = |name: &str, pool: &[Prepared], agreement: &mut dyn Agreement| {
         let outers: Vec<OuterRequest<'_>> = pool.iter().map(Prepared::outer).collect();
         let mut i = 0usize;
         g.bench_function(name, |b| {
@@ -789,13 +822,13 @@ fn resumption(c: &mut Criterion) {
                 let p = &pool[i % POOL];
                 let outer = &outers[i % POOL];
                 i += 1;
-                let acc = unwrap_request(server::accept_with(
+                let acc = unwrap_request(server::accept(
                     &keys,
                     &mount,
                     outer,
                     &limits,
                     NOW,
-                    &mut derive,
+                    &mut *agreement,
                 ));
                 let (h, b2) =
                     server::open_request(&acc, &p.stream, &limits).expect("request opens");
@@ -815,24 +848,9 @@ fn resumption(c: &mut Criterion) {
             })
         });
     };
-    run(
-        "fresh_key",
-        &keyed,
-        Box::new(|sk, peer| sk.secret.session_key(peer)),
-    );
-    run(
-        "cache_hit",
-        &keyed,
-        Box::new(move |sk, peer| match cache.get(&sk.kid, peer) {
-            Some(k) => Ok(k),
-            None => sk.secret.session_key(peer),
-        }),
-    );
-    run(
-        "ticket",
-        &ticketed,
-        Box::new(|_, _| panic!("tickets need no key agreement")),
-    );
+    run("fresh_key", &keyed, &mut Plain);
+    run("cache_hit", &keyed, &mut Cached(cache));
+    run("ticket", &ticketed, &mut TicketsOnly);
     g.finish();
 }
 

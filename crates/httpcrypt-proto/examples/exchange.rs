@@ -88,7 +88,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         has_body: true,
     };
     let limits = Limits::default();
-    let Accept::Request(accepted) = server::accept(&keys, &mount, &req, &limits, now)? else {
+    let Accept::Request(accepted) =
+        server::accept(&keys, &mount, &req, &limits, now, &mut server::Plain)?
+    else {
         return Err("not an HTTPCrypt request".into());
     };
     let (inner_head, inner_body) = server::open_request(&accepted, &wire[split..], &limits)?;

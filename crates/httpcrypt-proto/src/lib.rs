@@ -25,6 +25,7 @@
 #![warn(missing_docs)]
 
 pub mod admission;
+pub mod answer;
 pub mod b64;
 pub mod cache;
 pub mod cert;

@@ -5,14 +5,14 @@
 use crate::cert::KeyCert;
 use crate::error::{Error, Result};
 use crate::inner::{self, Field, RequestHead, ResponseHead};
-use crate::keys::{KexSecret, KeyId, SessionKey};
+use crate::keys::{KexPublic, KexSecret, KeyId, SessionKey};
 use crate::limits::Limits;
 use crate::outer::{self, Credential, IdKind, Mount, Route};
 use crate::profile::{self, Profile};
 use crate::replay;
 use crate::stream::{self, Opener, ResponseKey, Sealer};
 use crate::suite::NONCE_LEN;
-use crate::ticket::{TicketContents, TicketKey};
+use crate::ticket::{TicketContents, TicketKey, SEALED_TICKET_LEN};
 
 /// A kex key the server holds, with its certificate.
 #[derive(Debug)]
@@ -211,7 +211,7 @@ pub fn serve_bytes(
     outer: &[u8],
 ) -> Result<Option<(Accepted, RequestHead, Vec<u8>)>> {
     let o = ParsedOuter::parse(outer).ok_or(Error::Truncated)?;
-    match accept(keys, mount, &o.as_request(), limits, now)? {
+    match accept(keys, mount, &o.as_request(), limits, now, &mut Plain)? {
         Accept::Request(a) => {
             let (head, body) = open_request(&a, &o.body, limits)?;
             Ok(Some((a, head, body)))
@@ -298,51 +298,69 @@ impl Accepted {
     }
 }
 
-/// Judges an outer request head in the order of spec §11: route, Host,
-/// nonce path, body/query, cookie, key agreement. `derive` performs the key
-/// agreement (a session cache may answer instead of the X25519).
-pub fn accept_with(
-    keys: &ServerKeys,
-    mount: &Mount,
-    req: &OuterRequest<'_>,
-    limits: &Limits,
-    now: u64,
-    derive: impl FnOnce(&ServerKey, &crate::keys::KexPublic) -> Result<SessionKey>,
-) -> Result<Accept> {
-    accept_gated(keys, mount, req, limits, now, |sk, peer, _| {
-        derive(sk, peer)
-    })
-}
+/// The caller's part in accepting a request: where the session key of a
+/// fresh-key request comes from, whether its X25519 may run, and how a
+/// ticket is opened. Every method has the plain answer as its default (no
+/// cache, no gate, each ticket opened anew), so [`Plain`] is an empty impl.
+///
+/// [`accept`] asks in the order the spec fixes: [`Agreement::cached`] first;
+/// on a miss [`Agreement::admit`] (the load-aware defence of spec §14, which
+/// runs after every check that needs no X25519 and before the one that
+/// does), then [`Agreement::agree`]. A ticket goes to
+/// [`Agreement::open_ticket`] and never through the gate.
+pub trait Agreement {
+    /// The session key of `(sk.kid, peer)` known without an X25519 (a
+    /// session cache, spec §7.1), if any.
+    fn cached(&mut self, sk: &ServerKey, peer: &KexPublic) -> Option<SessionKey> {
+        let _ = (sk, peer);
+        None
+    }
 
-/// [`accept_with`] whose `derive` also sees the request nonce: the point
-/// where the load-aware defence of spec §14 (`crate::admission`) runs, after
-/// every check that needs no X25519 and before the one that does. A GET
-/// query is only checked for shape before the cookie (spec §11.1 step 4) and
-/// decoded after the key agreement, so a refused request allocates nothing.
-pub fn accept_gated(
-    keys: &ServerKeys,
-    mount: &Mount,
-    req: &OuterRequest<'_>,
-    limits: &Limits,
-    now: u64,
-    derive: impl FnOnce(&ServerKey, &crate::keys::KexPublic, &[u8; NONCE_LEN]) -> Result<SessionKey>,
-) -> Result<Accept> {
-    accept_resuming(keys, mount, req, limits, now, derive, |tk, sealed| {
+    /// Whether the fresh-key request `req` with stream nonce `n0` may cost
+    /// an X25519; an error refuses it (`busy`, `admission_required`).
+    fn admit(&mut self, req: &OuterRequest<'_>, n0: &[u8; NONCE_LEN]) -> Result<()> {
+        let _ = (req, n0);
+        Ok(())
+    }
+
+    /// The key agreement itself: one X25519 (a caller may count it, or keep
+    /// its result for [`Agreement::cached`]).
+    fn agree(&mut self, sk: &ServerKey, peer: &KexPublic) -> Result<SessionKey> {
+        sk.secret.session_key(peer)
+    }
+
+    /// Opens a ticket under its unexpired ticket key. A caller may answer
+    /// from tickets it has already opened, as long as it keeps
+    /// [`TicketKey::open`]'s expiry rule.
+    fn open_ticket(
+        &mut self,
+        tk: &TicketKey,
+        sealed: &[u8; SEALED_TICKET_LEN],
+        now: u64,
+    ) -> Result<TicketContents> {
         tk.open(sealed, now)
-    })
+    }
 }
 
-/// [`accept_gated`] whose `open` opens a ticket under its (unexpired)
-/// ticket key: a server may answer from a cache of tickets it has already
-/// opened, as long as it keeps [`TicketKey::open`]'s expiry rule.
-pub fn accept_resuming(
+/// An [`Agreement`] with one X25519 for every fresh-key request, no gate,
+/// and every ticket opened anew.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Plain;
+
+impl Agreement for Plain {}
+
+/// Judges an outer request head in the order of spec §11: route, Host,
+/// nonce path, body/query, cookie, key agreement (`agreement` decides how,
+/// see [`Agreement`]). A GET query is only checked for shape before the
+/// cookie (spec §11.1 step 4) and decoded after the key agreement, so a
+/// refused request allocates nothing.
+pub fn accept(
     keys: &ServerKeys,
     mount: &Mount,
     req: &OuterRequest<'_>,
     limits: &Limits,
     now: u64,
-    derive: impl FnOnce(&ServerKey, &crate::keys::KexPublic, &[u8; NONCE_LEN]) -> Result<SessionKey>,
-    open: impl FnOnce(&TicketKey, &[u8; crate::ticket::SEALED_TICKET_LEN]) -> Result<TicketContents>,
+    agreement: &mut (impl Agreement + ?Sized),
 ) -> Result<Accept> {
     let route = outer::route(req.method, req.target, mount);
     match route {
@@ -384,11 +402,18 @@ pub fn accept_resuming(
     let (kid, key) = match &credential {
         Credential::Key { kid, client_public } => {
             let sk = keys.key(kid, now).ok_or(Error::UnknownKey)?;
-            (*kid, derive(sk, client_public, &n0)?)
+            let key = match agreement.cached(sk, client_public) {
+                Some(k) => k,
+                None => {
+                    agreement.admit(req, &n0)?;
+                    agreement.agree(sk, client_public)?
+                }
+            };
+            (*kid, key)
         }
         Credential::Ticket { tid, sealed } => {
             let tk = keys.ticket_key_by_id(tid, now).ok_or(Error::UnknownKey)?;
-            let contents = open(tk, sealed)?;
+            let contents = agreement.open_ticket(tk, sealed, now)?;
             if keys.key(&contents.kid, now).is_none() {
                 return Err(Error::UnknownKey);
             }
@@ -412,19 +437,6 @@ pub fn accept_resuming(
         bound_host,
         key,
     }))
-}
-
-/// [`accept_with`] with a plain X25519 agreement for every request.
-pub fn accept(
-    keys: &ServerKeys,
-    mount: &Mount,
-    req: &OuterRequest<'_>,
-    limits: &Limits,
-    now: u64,
-) -> Result<Accept> {
-    accept_with(keys, mount, req, limits, now, |sk, peer| {
-        sk.secret.session_key(peer)
-    })
 }
 
 /// Opens a whole request stream (the body, or the GET query) and parses the

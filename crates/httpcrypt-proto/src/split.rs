@@ -267,11 +267,7 @@ impl SplitDecoder {
         if matches!(self.state, State::EndPending | State::Done) {
             return Err(self.fail(Error::TrailingData));
         }
-        if self.pos > 0 {
-            self.buf.drain(..self.pos);
-            self.pos = 0;
-        }
-        self.buf.extend_from_slice(bytes);
+        crate::stream::append_received(&mut self.buf, &mut self.pos, bytes);
         Ok(())
     }
 
@@ -475,11 +471,7 @@ impl BatchDecoder {
             self.failed = Some(Error::TrailingData);
             return Err(Error::TrailingData);
         }
-        if self.pos > 0 {
-            self.buf.drain(..self.pos);
-            self.pos = 0;
-        }
-        self.buf.extend_from_slice(bytes);
+        crate::stream::append_received(&mut self.buf, &mut self.pos, bytes);
         Ok(())
     }
 

@@ -525,11 +525,7 @@ impl Opener {
         if matches!(self.state, State::EndPending | State::Done) {
             return Err(self.fail(Error::TrailingData));
         }
-        if self.pos > 0 {
-            self.buf.drain(..self.pos);
-            self.pos = 0;
-        }
-        self.buf.extend_from_slice(bytes);
+        append_received(&mut self.buf, &mut self.pos, bytes);
         Ok(())
     }
 
@@ -717,4 +713,16 @@ pub fn seal_all(
         rest = tail;
     }
     sealer.finish(rest, out)
+}
+
+/// Appends `bytes` to a decoder's receive buffer `buf`, of which the first
+/// `pos` bytes are consumed: they are dropped first, so the buffer holds at
+/// most what is not yet decoded plus the new bytes. The one receive buffer
+/// of the stream decoders ([`Opener`], and split serving's decoders).
+pub(crate) fn append_received(buf: &mut Vec<u8>, pos: &mut usize, bytes: &[u8]) {
+    if *pos > 0 {
+        buf.drain(..*pos);
+        *pos = 0;
+    }
+    buf.extend_from_slice(bytes);
 }

@@ -12,9 +12,11 @@ use httpcrypt_proto::cert::KeyCert;
 use httpcrypt_proto::client::{ClientCredential, PreparedRequest};
 use httpcrypt_proto::inner::{Field, RequestHead, ResponseHead};
 use httpcrypt_proto::outer::{self, Form, Mount};
-use httpcrypt_proto::server::{self, Accept, OuterRequest, ParsedOuter, ServerKeys};
+use httpcrypt_proto::server::{
+    self, Accept, Agreement, OuterRequest, ParsedOuter, ServerKey, ServerKeys,
+};
 use httpcrypt_proto::ticket::{TicketContents, TicketKey};
-use httpcrypt_proto::{Error, IdentityKey, KexPublic, KexSecret, KeyId, Limits};
+use httpcrypt_proto::{Error, IdentityKey, KexPublic, KexSecret, KeyId, Limits, SessionKey};
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
@@ -57,7 +59,7 @@ impl Server {
     }
 
     /// Judges one outer request from `addr` at `now_ms`: the verdict of the
-    /// defence (if it ran) and the outcome of `accept_gated`.
+    /// defence (if it ran) and the outcome of `accept`.
     fn handle(
         &mut self,
         bytes: &[u8],
@@ -66,28 +68,49 @@ impl Server {
     ) -> (Option<Verdict>, Result<Accept, Error>) {
         let o = ParsedOuter::parse(bytes).unwrap();
         let view: OuterRequest<'_> = o.as_request();
-        let echo = admission::find_echo(view.cookies.iter().copied());
-        let mut verdict = None;
-        let defence = &mut self.defence;
-        let x = &self.x25519;
-        let r = server::accept_gated(
+        let mut gate = Gate {
+            defence: &mut self.defence,
+            x25519: &self.x25519,
+            now_ms,
+            addr,
+            verdict: None,
+        };
+        let r = server::accept(
             &self.keys,
             &Mount::default(),
             &view,
             &Limits::default(),
             now_ms / 1000,
-            |sk, peer, n0| match defence.judge(now_ms, addr, n0, echo) {
-                Verdict::Admit => {
-                    x.set(x.get() + 1);
-                    sk.secret.session_key(peer)
-                }
-                v => {
-                    verdict = Some(v);
-                    Err(Error::AdmissionRequired)
-                }
-            },
+            &mut gate,
         );
-        (verdict, r)
+        (gate.verdict, r)
+    }
+}
+
+/// The defence in front of a counted X25519, as a server runs it.
+struct Gate<'a> {
+    defence: &'a mut Admission,
+    x25519: &'a Cell<u32>,
+    now_ms: u64,
+    addr: IpAddr,
+    verdict: Option<Verdict>,
+}
+
+impl Agreement for Gate<'_> {
+    fn admit(&mut self, req: &OuterRequest<'_>, n0: &[u8; 24]) -> Result<(), Error> {
+        let echo = admission::find_echo(req.cookies.iter().copied());
+        match self.defence.judge(self.now_ms, self.addr, n0, echo) {
+            Verdict::Admit => Ok(()),
+            v => {
+                self.verdict = Some(v);
+                Err(Error::AdmissionRequired)
+            }
+        }
+    }
+
+    fn agree(&mut self, sk: &ServerKey, peer: &KexPublic) -> Result<SessionKey, Error> {
+        self.x25519.set(self.x25519.get() + 1);
+        sk.secret.session_key(peer)
     }
 }
 

@@ -67,8 +67,14 @@ impl Server {
     ) -> (u16, Vec<u8>) {
         let o = ParsedOuter::parse(wire).expect("a complete request");
         let req = o.as_request();
-        let accepted = match server::accept(&self.keys, &self.mount, &req, &Limits::default(), now)
-        {
+        let accepted = match server::accept(
+            &self.keys,
+            &self.mount,
+            &req,
+            &Limits::default(),
+            now,
+            &mut server::Plain,
+        ) {
             Ok(Accept::Request(a)) => a,
             Ok(other) => panic!("unexpected route {other:?}"),
             Err(e) => {
@@ -345,17 +351,27 @@ fn tickets_resume_without_key_agreement_and_die_with_their_kid() {
     let reply = client.open(&prepared, s, &r).unwrap();
     let ticket = Ticket::from_field(inner::field(&reply.fields, "ticket").unwrap()).unwrap();
     client.ticket = Some((ticket, prepared.session_key().clone()));
-    // With the ticket the server needs no X25519: accept_with's agreement hook must not run.
+    // With the ticket the server needs no X25519: the agreement's `agree` must not run.
     let (prepared, wire) = client.request(&mut rng, T0 + 5, "/t2", b"abc", true, &[]);
     let o = ParsedOuter::parse(&wire).expect("a complete request");
     let req = o.as_request();
-    let accepted = match server::accept_with(
+    struct NoAgreement;
+    impl server::Agreement for NoAgreement {
+        fn agree(
+            &mut self,
+            _: &server::ServerKey,
+            _: &httpcrypt_proto::KexPublic,
+        ) -> httpcrypt_proto::Result<httpcrypt_proto::SessionKey> {
+            panic!("no key agreement with a ticket")
+        }
+    }
+    let accepted = match server::accept(
         &server.keys,
         &server.mount,
         &req,
         &Limits::default(),
         T0 + 5,
-        |_, _| panic!("no key agreement with a ticket"),
+        &mut NoAgreement,
     )
     .unwrap()
     {

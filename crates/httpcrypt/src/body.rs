@@ -2,6 +2,8 @@
 //! sealed stream as the body's frames arrive; [`OpenBody`] verifies a sealed
 //! stream record by record and yields the inner body. Both hold at most one
 //! record plus one frame in memory, whatever the body size (spec §3).
+//! Also the body type every service of this crate speaks ([`HcBody`]) and
+//! the two short answers built from bytes in memory.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -10,7 +12,11 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use http::header::{self, HeaderValue};
+use http::{Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full};
 use httpcrypt_proto::inner::{Decoder, Head, InnerEvent};
 use httpcrypt_proto::stream::{sealed_len, Event, Opener, Sealer};
 use pin_project_lite::pin_project;
@@ -19,6 +25,30 @@ use crate::error::{BoxError, Error};
 
 /// Default record size for streamed bodies.
 pub const DEFAULT_RECORD: usize = 16 * 1024;
+
+/// Body type of requests handed to the wrapped service and of responses.
+pub type HcBody = UnsyncBoxBody<Bytes, BoxError>;
+
+/// A complete in-memory body.
+pub(crate) fn full(b: impl Into<Bytes>) -> HcBody {
+    Full::new(b.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
+/// A short plaintext answer.
+pub(crate) fn plain(status: StatusCode, body: &'static str) -> Response<HcBody> {
+    let mut r = Response::new(full(body));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    r
+}
+
+/// Bytes of a body, for small responses in tests and tools.
+pub async fn collect(body: HcBody) -> Result<Bytes, BoxError> {
+    Ok(body.collect().await?.to_bytes())
+}
 
 pin_project! {
     /// A sealed stream built from an inner head and the inner body `B`.
@@ -38,6 +68,36 @@ pin_project! {
         fixed: bool,
         total: Option<u64>,
     }
+}
+
+/// The step every sealing body takes before it seals: polls `inner` for
+/// its next frame and appends the frame's data to `pending`. Ready with
+/// whether the body has ended, or with its error.
+pub(crate) fn poll_pending<B>(
+    mut inner: Pin<&mut B>,
+    cx: &mut Context<'_>,
+    pending: &mut impl bytes::BufMut,
+) -> Poll<Result<bool, BoxError>>
+where
+    B: Body,
+    B::Data: bytes::Buf,
+    B::Error: Into<BoxError>,
+{
+    Poll::Ready(match ready!(inner.as_mut().poll_frame(cx)) {
+        Some(Ok(frame)) => {
+            if let Ok(mut data) = frame.into_data() {
+                while bytes::Buf::has_remaining(&data) {
+                    let chunk = bytes::Buf::chunk(&data);
+                    let n = chunk.len();
+                    pending.put_slice(chunk);
+                    bytes::Buf::advance(&mut data, n);
+                }
+            }
+            Ok(inner.is_end_stream())
+        }
+        Some(Err(e)) => Err(e.into()),
+        None => Ok(true),
+    })
 }
 
 /// Capacity for the `prefix` buffer of a [`SealBody`] over a head of
@@ -106,21 +166,13 @@ where
             if this.sealer.is_none() {
                 return Poll::Ready(None);
             }
-            let frame = ready!(this.inner.as_mut().poll_frame(cx));
-            let ended = match frame {
-                Some(Ok(frame)) => {
-                    if let Ok(mut data) = frame.into_data() {
-                        while bytes::Buf::has_remaining(&data) {
-                            let chunk = bytes::Buf::chunk(&data);
-                            let n = chunk.len();
-                            this.pending.extend_from_slice(chunk);
-                            bytes::Buf::advance(&mut data, n);
-                        }
-                    }
-                    this.inner.is_end_stream()
-                }
-                Some(Err(e)) => return Poll::Ready(Some(Err(e.into()))),
-                None => true,
+            let ended = match ready!(crate::body::poll_pending(
+                this.inner.as_mut(),
+                cx,
+                &mut *this.pending
+            )) {
+                Ok(ended) => ended,
+                Err(e) => return Poll::Ready(Some(Err(e))),
             };
             let rs = *this.record_size;
             let len = this.pending.len();

@@ -11,11 +11,11 @@ use http::{Response, StatusCode};
 use httpcrypt_proto::admission::{self, Admission, AdmissionConfig, AdmissionCounts, Verdict};
 use rand_core::{OsRng, RngCore};
 
-use crate::server::{full, HcBody};
+use crate::body::{full, HcBody};
 
 /// The TCP peer of a request, for a listener of its own to put in the
-/// request's extensions (the listener of [`crate::runtime::run`] records it
-/// in the connection's [`crate::server::ConnState`]); the defence's budgets
+/// request's extensions (the listener of [`crate::listen::run`] records it
+/// in the connection's [`crate::conn::ConnState`]); the defence's budgets
 /// and cookies are keyed by its address. Without either every request
 /// counts as one source, `0.0.0.0`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,7 +23,7 @@ pub struct PeerAddr(pub SocketAddr);
 
 /// The peer address of a request, if the listener recorded it.
 pub fn peer_ip(ext: &http::Extensions) -> IpAddr {
-    ext.get::<crate::server::ConnState>()
+    ext.get::<crate::conn::ConnState>()
         .and_then(|c| c.peer())
         .or_else(|| ext.get::<PeerAddr>().map(|p| p.0))
         .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |a| a.ip())

@@ -13,9 +13,11 @@
 //! - [`asap`]: the request in the TCP SYN, with provenance certificates (spec/asap.md);
 //! - [`defence`]: the load-aware defence in front of the key agreement;
 //! - [`metrics`]: counters of the server, through the `metrics` facade;
-//! - [`runtime`]: the listeners behind `httpcrypt serve` and `httpcrypt gateway`;
-//! - [`split`] and [`split_proxy`]: split serving through untrusted caches
-//!   (the origin's side, and `httpcrypt split-proxy`);
+//! - [`listen`]: the listener behind `httpcrypt serve` and `httpcrypt gateway`;
+//! - [`services`]: what the listener runs behind the layer: static files, the
+//!   gateway's upstream, and `httpcrypt split-proxy`;
+//! - [`split`]: split serving through untrusted caches, the origin's side;
+//! - [`conn`]: what the listener and the layer know about one connection;
 //! - [`clock`], [`nonce`], [`sockopt`]: the wall clock, public random
 //!   values, and TCP Fast Open socket options, which every part above uses.
 //!
@@ -27,29 +29,23 @@ pub mod asap;
 pub mod body;
 pub mod client;
 pub mod clock;
+pub mod conn;
 pub mod connect;
 pub mod defence;
 pub mod dns;
 pub mod error;
 pub mod keys;
 mod lifecycle;
+pub mod listen;
 pub mod metrics;
 pub mod nonce;
 pub mod rspamd;
-pub mod runtime;
 pub mod server;
 pub mod sockopt;
+pub mod services;
 pub mod split;
-pub mod split_proxy;
 pub mod strikes;
 
-/// The paths through which the server side reads the clock and its keys.
-mod keystore {
-    pub(crate) use crate::clock::unix_now;
-    pub(crate) use crate::keys::LiveKeys;
-    #[cfg(test)]
-    pub(crate) use crate::keys::{start, KeyStore};
-}
 
 pub use client::{Client, ClientConfig, KeyPolicy};
 pub use error::{BoxError, Error};

@@ -14,133 +14,14 @@
 //! table of connections is locked once per accepted connection and once per
 //! tick.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Mutex;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures_util::task::AtomicWaker;
 
-use crate::server::ConnState;
-
-/// What one connection has done, as counted by its socket, its request
-/// bodies and its answers; read by the listener's ticker.
-#[derive(Debug, Default)]
-pub(crate) struct Progress {
-    /// Bytes read from the socket (written only by the connection's task).
-    read: AtomicU64,
-    /// Bytes written to the socket (likewise).
-    written: AtomicU64,
-    /// Requests handed to the service (likewise).
-    requests: AtomicU32,
-    /// `IN_FLIGHT`, `BODY_WAIT`, `WRITE_BLOCKED`, `CLOSED`.
-    flags: AtomicU8,
-    /// Set by the listener: close this connection now ([`Cut`]).
-    cut: AtomicU8,
-    /// The connection's task, woken when it is cut.
-    waker: AtomicWaker,
-}
-
-impl Progress {
-    /// A request was handed to the service and its answer is not complete.
-    const IN_FLIGHT: u8 = 1;
-    /// The service waits for bytes of the request body from the peer.
-    const BODY_WAIT: u8 = 2;
-    /// The last write found the socket's send buffer full.
-    const WRITE_BLOCKED: u8 = 4;
-    /// The connection's task has ended.
-    const CLOSED: u8 = 8;
-
-    /// Bytes came in. Only the connection's task reads its socket, so a
-    /// load and a store do (no locked read-modify-write).
-    pub(crate) fn read(&self, n: usize) {
-        let r = self.read.load(Relaxed);
-        self.read.store(r.wrapping_add(n as u64), Relaxed);
-    }
-
-    /// Bytes went out, or (`n == None`) the send buffer was full.
-    pub(crate) fn wrote(&self, n: Option<usize>) {
-        match n {
-            Some(n) => {
-                let w = self.written.load(Relaxed);
-                self.written.store(w.wrapping_add(n as u64), Relaxed);
-                self.clear(Self::WRITE_BLOCKED);
-            }
-            None => self.set(Self::WRITE_BLOCKED),
-        }
-    }
-
-    /// A request was handed to the service.
-    pub(crate) fn request(&self) {
-        let n = self.requests.load(Relaxed);
-        self.requests.store(n.wrapping_add(1), Relaxed);
-        self.set(Self::IN_FLIGHT);
-    }
-
-    /// The answer is complete (or abandoned).
-    pub(crate) fn answered(&self) {
-        self.clear(Self::IN_FLIGHT | Self::BODY_WAIT);
-    }
-
-    /// Whether the service now waits for the request body from the peer.
-    pub(crate) fn body_waits(&self, waits: bool) {
-        if waits {
-            self.set(Self::BODY_WAIT)
-        } else {
-            self.clear(Self::BODY_WAIT)
-        }
-    }
-
-    /// The connection's task has ended.
-    pub(crate) fn closed(&self) {
-        self.set(Self::CLOSED);
-    }
-
-    /// Whether the listener cut this connection.
-    fn is_cut(&self) -> bool {
-        self.cut.load(Relaxed) != 0
-    }
-
-    /// Whether the listener cut this connection with a reset (it was in
-    /// the middle of an exchange), not a plain close (it was idle).
-    pub(crate) fn resets(&self) -> bool {
-        self.cut.load(Relaxed) == Cut::Reset as u8
-    }
-
-    /// Resolves once the listener cut this connection.
-    pub(crate) fn poll_cut(&self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.is_cut() {
-            return Poll::Ready(());
-        }
-        self.waker.register(cx.waker());
-        if self.is_cut() {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    }
-
-    fn cut(&self, how: Cut) {
-        self.cut.store(how as u8, Relaxed);
-        self.waker.wake();
-    }
-
-    // Bodies may be polled on another task (the gateway's upstream
-    // connection sends them), so the flags change by read-modify-write, and
-    // only when they change.
-    fn set(&self, f: u8) {
-        if self.flags.load(Relaxed) & f != f {
-            self.flags.fetch_or(f, Relaxed);
-        }
-    }
-
-    fn clear(&self, f: u8) {
-        if self.flags.load(Relaxed) & f != 0 {
-            self.flags.fetch_and(!f, Relaxed);
-        }
-    }
-}
+use crate::conn::{ConnState, Cut, Progress};
 
 pin_project_lite::pin_project! {
     /// The body of a request as the listener hands it to the service:
@@ -275,17 +156,6 @@ enum Verdict {
     Head,
     Body,
     Write,
-}
-
-/// How a connection is cut.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-enum Cut {
-    /// Between requests: closed as a keep-alive connection is.
-    Close = 1,
-    /// In the middle of an exchange: reset, so the kernel drops at once
-    /// what the peer did not read.
-    Reset = 2,
 }
 
 impl Verdict {

@@ -1,7 +1,7 @@
 //! Server metrics: requests by outcome, refusals by reason (the codes of
 //! spec §12), key agreements, rotations, connections and request durations,
 //! counted where the layer ([`crate::server`]), the defence, the key store
-//! and the listener ([`crate::runtime`]) already decide these; plus gauges
+//! and the listener ([`crate::listen`]) already decide these; plus gauges
 //! read when a scrape asks ([`observe`]): key expiry, the defence's state.
 //!
 //! They go through the [`metrics`] facade, as logs go through `tracing`:
@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use metrics::{Counter, Gauge, Histogram};
 
-use crate::server::HcBody;
+use crate::body::HcBody;
 
 /// Requests by outcome (label `outcome`).
 pub const REQUESTS: &str = "httpcrypt_requests_total";
@@ -358,7 +358,7 @@ impl http_body::Body for Timed {
 /// rotation, keys held, the defence's state and its decisions so far.
 pub fn observe(layer: &crate::HttpCryptLayer) {
     on(|h| {
-        let now = crate::keystore::unix_now();
+        let now = crate::clock::unix_now();
         let keys = layer.keys();
         let (held, newest) = keys.with(|k| {
             let ks = k.keys();

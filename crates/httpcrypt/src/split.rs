@@ -17,8 +17,8 @@ use httpcrypt_proto::split::{self, ContentId, PublicPaths, SplitSealer};
 use httpcrypt_proto::stream::{Sealer, RECORD_OVERHEAD};
 use pin_project_lite::pin_project;
 
+use crate::body::{full, plain, HcBody};
 use crate::error::BoxError;
-use crate::server::{full, plain, HcBody};
 
 /// Split-serving settings of an origin.
 #[derive(Debug, Clone)]
@@ -227,21 +227,13 @@ where
             if this.sealer.is_none() {
                 return Poll::Ready(None);
             }
-            let frame = ready!(this.inner.as_mut().poll_frame(cx));
-            let ended = match frame {
-                Some(Ok(frame)) => {
-                    if let Ok(mut data) = frame.into_data() {
-                        while bytes::Buf::has_remaining(&data) {
-                            let chunk = bytes::Buf::chunk(&data);
-                            let n = chunk.len();
-                            this.pending.extend_from_slice(chunk);
-                            bytes::Buf::advance(&mut data, n);
-                        }
-                    }
-                    this.inner.is_end_stream()
-                }
-                Some(Err(e)) => return Poll::Ready(Some(Err(e.into()))),
-                None => true,
+            let ended = match ready!(crate::body::poll_pending(
+                this.inner.as_mut(),
+                cx,
+                &mut *this.pending
+            )) {
+                Ok(ended) => ended,
+                Err(e) => return Poll::Ready(Some(Err(e))),
             };
             let size = *this.size;
             let sealer = this.sealer.as_mut().expect("checked above");

@@ -29,8 +29,9 @@ use httpcrypt_proto::rspamd::{KeyHeader, Keyring, Responder};
 use httpcrypt_proto::{outer, Limits};
 use rand_core::OsRng;
 
+use crate::body::{full, HcBody};
 use crate::error::BoxError;
-use crate::server::{call, full, HcBody};
+use crate::server::call;
 
 /// Settings of an [`RspamdLayer`].
 #[derive(Debug, Clone)]
@@ -352,7 +353,7 @@ fn reason(status: u16) -> String {
 
 /// Plaintext answers close the connection, as rspamd's always do.
 fn plain(status: StatusCode, body: &'static str) -> Response<HcBody> {
-    let mut r = crate::server::plain(status, body);
+    let mut r = crate::body::plain(status, body);
     r.headers_mut()
         .insert(header::CONNECTION, HeaderValue::from_static("close"));
     r

@@ -1,5 +1,5 @@
 //! A static-file server on loopback for the integration tests: this
-//! crate's directory behind `httpcrypt::runtime::run` with one key.
+//! crate's directory behind `httpcrypt::listen::run` with one key.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use std::net::SocketAddr;
@@ -37,11 +37,11 @@ pub async fn serve_one_key(seed: u8, valid_for: u64) -> OneKey {
     let layer = HttpCryptLayer::new(live.clone(), ServerConfig::default());
     let svc = tower::Layer::layer(
         &layer,
-        httpcrypt::runtime::static_files(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))),
+        httpcrypt::services::static_files(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(httpcrypt::runtime::run(
+    tokio::spawn(httpcrypt::listen::run(
         listener,
         svc,
         Default::default(),

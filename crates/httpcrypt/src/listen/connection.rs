@@ -1,0 +1,218 @@
+//! One accepted connection as a task: the ASAP gate's verdict, hyper's
+//! HTTP/1.1 over the connection's [`Socket`], and the reasons it closes
+//! (its keys expired, the listener drains or cuts it).
+
+use std::future::Future;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::Request;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tower::ServiceExt;
+
+use super::socket::{SockPlan, Socket};
+use super::{ConnectionService, ListenOptions};
+use crate::body::HcBody;
+use crate::conn::{ConnState, ExpiryWatch};
+use crate::error::BoxError;
+use crate::lifecycle::RequestBody;
+
+/// One connection of [`accept_loop`], as a task. Its future is allocated
+/// once per connection and stays within glibc's thread cache (1,032 bytes;
+/// a unit test checks it), so that allocation takes the fast path.
+// A function returning a block, not an `async fn`: an `async fn` keeps its
+// arguments twice in its future (as arguments and as moved-in locals).
+#[allow(clippy::manual_async_fn)]
+pub(super) fn serve_connection_task<S>(
+    stream: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+    svc: S,
+    opts: Arc<ListenOptions>,
+    watch: Arc<ExpiryWatch>,
+    state: ConnState,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) -> impl Future<Output = ()> + Send
+where
+    S: ConnectionService,
+{
+    async move {
+        let mut early = None;
+        if let Some(gate) = &opts.gate {
+            match gate.admit(&stream, peer).await {
+                crate::asap::Admission::Refused => {
+                    state.progress().closed();
+                    drop(permit);
+                    return;
+                }
+                crate::asap::Admission::Established => {}
+                crate::asap::Admission::Early(budget) => {
+                    state.set_early_room(budget.left());
+                    early = Some(budget);
+                }
+            }
+        }
+        // The layer notes here the key expiry of every request on this
+        // connection; once all of them have expired the connection is
+        // closed (after any request in flight), so no idle keep-alive
+        // connection outlives the keys it was used with (spec §6). It
+        // also remembers the connection's last ticket, issued and
+        // opened (spec §7.2, D29).
+        let _open = crate::metrics::connection();
+        let noted = state.clone();
+        let hyper_svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+            let close = SockPlan::closes(&req);
+            SockPlan::request(&noted, &req);
+            noted.progress().request();
+            let mut req = req.map(|body| RequestBody::new(body, &noted));
+            let started = crate::metrics::clock();
+            // The peer's address travels in the connection state.
+            req.extensions_mut().insert(noted.clone());
+            let answered = svc.clone().oneshot(req);
+            let conn = noted.clone();
+            async move {
+                let rsp = answered.await?;
+                SockPlan::answer(&conn, close);
+                Ok::<_, std::convert::Infallible>(rsp.map(|body| StallBody {
+                    body: crate::metrics::timed(body, started),
+                    conn,
+                }))
+            }
+        });
+        // The builder is dropped here, not kept in the task's future. The
+        // head's deadline is the listener's (`Slots`), not hyper's timer.
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(None)
+            .keep_alive(true)
+            .half_close(!opts.abandon_on_hangup)
+            .max_header_size(opts.max_head)
+            .max_buf_size(opts.max_head.max(8192))
+            .serve_connection(
+                TokioIo::new(Socket::new(stream, state.clone(), early)),
+                hyper_svc,
+            );
+        tokio::pin!(conn);
+        // No timer per connection (arming one costs a wake-up of the
+        // event loop on every new connection): the listener's watch wakes
+        // the connections once a key one of them carried has expired.
+        // Waiting is enabled before any request can note an expiry.
+        let expiry = watch.notified();
+        tokio::pin!(expiry);
+        expiry.as_mut().enable();
+        let mut closing = watch.draining();
+        if closing {
+            conn.as_mut().graceful_shutdown();
+        }
+        let (mut cut_seen, mut dropping) = (false, false);
+        let cut = std::future::poll_fn(|cx| state.progress().poll_cut(cx));
+        tokio::pin!(cut);
+        let result = loop {
+            tokio::select! {
+                biased;
+                r = conn.as_mut() => break r,
+                _ = cut.as_mut(), if !cut_seen => {
+                    cut_seen = true;
+                    if state.progress().resets() {
+                        // hyper meets the cut at its next read or write
+                        // (polled next, first), where the socket resets the
+                        // connection.
+                        dropping = true;
+                    } else {
+                        // Idle between requests: closed as keep-alive ends.
+                        conn.as_mut().graceful_shutdown();
+                        closing = true;
+                    }
+                }
+                // Cut, and hyper is not reading or writing: the connection
+                // is dropped as is.
+                _ = std::future::ready(()), if dropping => break Ok(()),
+                _ = expiry.as_mut(), if !closing => {
+                    if watch.draining() || state.expired(crate::clock::unix_now()) {
+                        tracing::debug!(%peer, "closing a connection whose keys expired");
+                        conn.as_mut().graceful_shutdown();
+                        closing = true;
+                    } else {
+                        expiry.set(watch.notified());
+                        expiry.as_mut().enable();
+                        state.renote();
+                    }
+                }
+            }
+        };
+        if let Err(e) = result {
+            tracing::debug!(%peer, error = %e, "connection ended with an error");
+        }
+        state.progress().closed();
+        drop(permit);
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// An answer's body that tells [`SockPlan`] when it waits for data,
+    /// and the listener's deadlines when the answer is complete.
+    struct StallBody {
+        #[pin]
+        body: HcBody,
+        conn: ConnState,
+    }
+
+    impl PinnedDrop for StallBody {
+        fn drop(this: Pin<&mut Self>) {
+            this.conn.progress().answered();
+        }
+    }
+}
+
+impl http_body::Body for StallBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
+        let this = self.project();
+        let r = this.body.poll_frame(cx);
+        if r.is_pending() {
+            SockPlan::stalled(this.conn);
+        }
+        r
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::listen::GLIBC_TCACHE_MAX;
+    use crate::services::{StaticFiles, Upstream};
+
+    /// The future of a connection's task, allocated once per connection
+    /// (`serve_connection_task`), fits glibc's thread cache, for the static
+    /// files and for the gateway. Above it the allocation takes glibc's
+    /// slow path (keeping hyper's connection builder in the future is what
+    /// pushed it over once).
+    #[test]
+    fn a_connection_future_fits_the_thread_cache() {
+        fn returned_size<F, A, B, C, D, E, G, H, R>(_: F) -> usize
+        where
+            F: FnOnce(A, B, C, D, E, G, H) -> R,
+        {
+            std::mem::size_of::<R>()
+        }
+        let files =
+            returned_size(serve_connection_task::<crate::server::HttpCryptService<StaticFiles>>);
+        let gateway =
+            returned_size(serve_connection_task::<crate::server::HttpCryptService<Upstream>>);
+        assert!(files <= GLIBC_TCACHE_MAX, "static files: {files} bytes");
+        assert!(gateway <= GLIBC_TCACHE_MAX, "gateway: {gateway} bytes");
+    }
+}

@@ -1,0 +1,308 @@
+//! The connection's socket as hyper sees it, and the socket options each
+//! answer asks for (`TCP_NODELAY`, `TCP_CORK`, the shutdown), applied right
+//! before the next write.
+
+use http::{header, Request};
+
+use crate::conn::ConnState;
+
+/// The socket options of one connection, decided per answer and applied
+/// by [`Socket`] right before its next write (flags in [`ConnState::sock`]):
+///
+/// - an answer on a connection that stays open turns on `TCP_NODELAY` (once);
+/// - the last answer of a connection (`Connection: close`) is corked, so
+///   head, body and the FIN leave as one segment (as with nginx's
+///   `tcp_nopush`), two packets fewer per connection: the kernel sets FIN on
+///   the corked data and pushes it out at `shutdown(SHUT_WR)` or at `close`;
+/// - if that answer's body stalls ([`StallBody`]), the cork comes off at once
+///   and `TCP_NODELAY` goes on, so nothing waits for the kernel's 200 ms;
+/// - at the end of the connection hyper asks for `shutdown(SHUT_WR)`. It is
+///   only needed when request bytes may still wait in the kernel, unread:
+///   then `close` resets the connection and drops the unsent answer, while
+///   a shutdown first sends it (a 413 leaves its body unread). Like nginx,
+///   which lingers only then, [`Socket`] skips the system call when no
+///   request of the connection carried a body ([`SockPlan::BODY`]) and its
+///   last read did not fill hyper's buffer, so the kernel held no more.
+pub(super) struct SockPlan;
+
+impl SockPlan {
+    const WANT_NODELAY: u8 = 1;
+    const WANT_CORK: u8 = 2;
+    const WANT_UNCORK: u8 = 4;
+    const NODELAY: u8 = 8;
+    const CORKED: u8 = 16;
+    /// A request of this connection carried a body (read or not).
+    const BODY: u8 = 32;
+    const WANTS: u8 = Self::WANT_NODELAY | Self::WANT_CORK | Self::WANT_UNCORK;
+
+    /// A request arrives: notes whether it carries a body.
+    pub(super) fn request<B: http_body::Body>(conn: &ConnState, req: &Request<B>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if !req.body().is_end_stream() {
+            conn.sock().fetch_or(Self::BODY, Relaxed);
+        }
+    }
+
+    /// Whether the end of the connection needs `shutdown(SHUT_WR)` before
+    /// the close; `full_read`: the socket's last read filled its buffer.
+    fn needs_shutdown(conn: &ConnState, full_read: bool) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        full_read || conn.sock().load(Relaxed) & Self::BODY != 0
+    }
+
+    /// Whether hyper closes the connection after answering `req` (its own
+    /// rule: HTTP/1.1 unless `Connection: close`, HTTP/1.0 only with
+    /// `Connection: keep-alive`).
+    pub(super) fn closes<B>(req: &Request<B>) -> bool {
+        let mut tokens = httpcrypt_proto::inner::connection_token_iter(
+            req.headers()
+                .get_all(header::CONNECTION)
+                .iter()
+                .map(|v| v.as_bytes()),
+        );
+        if req.version() == http::Version::HTTP_10 {
+            !tokens.any(|t| t.eq_ignore_ascii_case(b"keep-alive"))
+        } else {
+            tokens.any(|t| t.eq_ignore_ascii_case(b"close"))
+        }
+    }
+
+    /// An answer is ready; `close`: it is the connection's last.
+    pub(super) fn answer(conn: &ConnState, close: bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let sock = conn.sock();
+        let f = sock.load(Relaxed);
+        if close {
+            sock.store(f | Self::WANT_CORK, Relaxed);
+        } else if f & (Self::NODELAY | Self::WANT_NODELAY) == 0 {
+            sock.store(f | Self::WANT_NODELAY, Relaxed);
+        }
+    }
+
+    /// The answer's body is waiting for data: send what is written now.
+    pub(super) fn stalled(conn: &ConnState) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let sock = conn.sock();
+        let f = sock.load(Relaxed);
+        if f & (Self::WANT_CORK | Self::CORKED) != 0 || f & Self::NODELAY == 0 {
+            sock.store((f & !Self::WANT_CORK) | Self::WANT_UNCORK, Relaxed);
+        }
+    }
+
+    /// Applies what was decided since the last write.
+    fn apply(conn: &ConnState, stream: &tokio::net::TcpStream) {
+        use nix::sys::socket::{setsockopt, sockopt};
+        use std::sync::atomic::Ordering::Relaxed;
+        let sock = conn.sock();
+        let mut f = sock.load(Relaxed);
+        if f & Self::WANTS == 0 {
+            return;
+        }
+        // Failures only cost an extra packet or a delay; the write goes on.
+        if f & Self::WANT_UNCORK != 0 {
+            if f & Self::CORKED != 0 {
+                let _ = setsockopt(stream, sockopt::TcpCork, &false);
+            }
+            f = (f & !Self::CORKED) | Self::WANT_NODELAY;
+        }
+        if f & Self::WANT_CORK != 0 && f & Self::CORKED == 0 {
+            let _ = setsockopt(stream, sockopt::TcpCork, &true);
+            f |= Self::CORKED;
+        }
+        if f & Self::WANT_NODELAY != 0 && f & Self::NODELAY == 0 {
+            let _ = stream.set_nodelay(true);
+            f |= Self::NODELAY;
+        }
+        sock.store(f & !Self::WANTS, Relaxed);
+    }
+}
+
+/// The connection's socket as hyper sees it: socket options are applied
+/// before each write, and the shutdown is skipped when the close alone
+/// delivers the answer ([`SockPlan`]).
+pub(super) struct Socket {
+    stream: tokio::net::TcpStream,
+    conn: ConnState,
+    /// The last read filled the buffer it was given: the kernel may hold
+    /// more.
+    full_read: bool,
+    /// Admitted by the ASAP gate before its handshake completed: what it
+    /// may still send until then (spec/asap.md §4).
+    early: Option<Box<crate::asap::EarlyBudget>>,
+}
+
+impl tokio::io::AsyncRead for Socket {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        self.check_cut()?;
+        let before = buf.filled().len();
+        let r = std::pin::Pin::new(&mut self.stream).poll_read(cx, buf);
+        // Pending: the kernel had nothing; a short read: it had no more.
+        self.full_read = r.is_ready() && buf.remaining() == 0;
+        if r.is_ready() {
+            self.conn.progress().read(buf.filled().len() - before);
+        }
+        r
+    }
+}
+
+impl Socket {
+    /// The socket of connection `conn`; `early` when the ASAP gate admitted
+    /// it before its handshake.
+    pub(super) fn new(
+        stream: tokio::net::TcpStream,
+        conn: ConnState,
+        early: Option<Box<crate::asap::EarlyBudget>>,
+    ) -> Self {
+        Socket {
+            stream,
+            conn,
+            full_read: false,
+            early,
+        }
+    }
+
+    /// Fails once the listener cut the connection (`crate::lifecycle`),
+    /// first setting a zero linger time: the close then resets the
+    /// connection, and the kernel drops what the peer never read.
+    fn check_cut(&self) -> std::io::Result<()> {
+        if !self.conn.progress().resets() {
+            return Ok(());
+        }
+        let _ = nix::sys::socket::setsockopt(
+            &self.stream,
+            nix::sys::socket::sockopt::Linger,
+            &libc::linger {
+                l_onoff: 1,
+                l_linger: 0,
+            },
+        );
+        Err(std::io::ErrorKind::TimedOut.into())
+    }
+
+    /// Counts a write's outcome for the listener's deadlines.
+    /// [`Socket::wrote`] for a write held to the ASAP early budget: once the
+    /// budget is spent and the rest waits for the handshake, the bytes it
+    /// let through leave now instead of waiting in a corked socket for the
+    /// rest of the answer (spec/asap.md §4).
+    fn early_wrote(
+        &self,
+        r: std::task::Poll<std::io::Result<usize>>,
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if r.is_pending() {
+            SockPlan::stalled(&self.conn);
+            SockPlan::apply(&self.conn, &self.stream);
+        }
+        self.wrote(r)
+    }
+
+    fn wrote(
+        &self,
+        r: std::task::Poll<std::io::Result<usize>>,
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match &r {
+            std::task::Poll::Ready(Ok(n)) => self.conn.progress().wrote(Some(*n)),
+            std::task::Poll::Pending => self.conn.progress().wrote(None),
+            std::task::Poll::Ready(Err(_)) => {}
+        }
+        r
+    }
+}
+
+impl tokio::io::AsyncWrite for Socket {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.check_cut()?;
+        SockPlan::apply(&self.conn, &self.stream);
+        let this = &mut *self;
+        let bufs = [std::io::IoSlice::new(buf)];
+        if let Some(r) =
+            crate::asap::EarlyBudget::poll_write(&mut this.early, &mut this.stream, cx, &bufs)
+        {
+            return this.early_wrote(r);
+        }
+        let r = std::pin::Pin::new(&mut this.stream).poll_write(cx, buf);
+        this.wrote(r)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.check_cut()?;
+        SockPlan::apply(&self.conn, &self.stream);
+        let this = &mut *self;
+        if let Some(r) =
+            crate::asap::EarlyBudget::poll_write(&mut this.early, &mut this.stream, cx, bufs)
+        {
+            return this.early_wrote(r);
+        }
+        let r = std::pin::Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        this.wrote(r)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if !SockPlan::needs_shutdown(&self.conn, self.full_read) {
+            // The connection is closed next; the close sends what is
+            // corked, with the FIN.
+            return std::task::Poll::Ready(Ok(()));
+        }
+        std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// hyper's keep-alive rule, which decides whether an answer is corked.
+    #[test]
+    fn closing_requests_are_recognised() {
+        let req = |version, conn: Option<&'static str>| {
+            let mut r = Request::new(());
+            *r.version_mut() = version;
+            if let Some(v) = conn {
+                r.headers_mut()
+                    .insert(header::CONNECTION, http::HeaderValue::from_static(v));
+            }
+            r
+        };
+        use http::Version;
+        assert!(!SockPlan::closes(&req(Version::HTTP_11, None)));
+        assert!(SockPlan::closes(&req(Version::HTTP_11, Some("close"))));
+        assert!(SockPlan::closes(&req(
+            Version::HTTP_11,
+            Some("X-Hop, Close")
+        )));
+        assert!(!SockPlan::closes(&req(
+            Version::HTTP_11,
+            Some("keep-alive")
+        )));
+        assert!(SockPlan::closes(&req(Version::HTTP_10, None)));
+        assert!(!SockPlan::closes(&req(
+            Version::HTTP_10,
+            Some("Keep-Alive")
+        )));
+    }
+}

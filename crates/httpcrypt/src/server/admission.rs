@@ -1,0 +1,261 @@
+//! The outer checks of a request, all synchronous: the outer HTTP limits
+//! (spec §11.6), the route, the credential, the key agreement or the
+//! resumption, and the defence (spec §14). A request is answered at once
+//! or handed on as [`Admitted`].
+
+use std::sync::Arc;
+
+use http::header::{self, HeaderValue};
+use http::{Method, Request, Response, StatusCode};
+use httpcrypt_proto::outer;
+use httpcrypt_proto::server::{self as core, Accept, Accepted, OuterRequest};
+use httpcrypt_proto::split;
+use httpcrypt_proto::Limits;
+
+use super::answer::outer_problem;
+use super::config::Outside;
+use super::sessions::{Held, LayerAgreement};
+use super::shared::Shared;
+use crate::body::{full, plain, HcBody};
+use crate::conn::ConnState;
+use crate::clock::unix_now;
+use crate::split::ContentStore;
+
+/// The outer HTTP limits of spec §11.6 that hyper leaves to us: request
+/// line (414), header section (431), transfer codings other than chunked
+/// (501). hyper itself refuses heads beyond the listener's hard limit.
+pub(super) fn outer_http_limits(
+    parts: &http::request::Parts,
+    limits: &Limits,
+) -> Option<Response<HcBody>> {
+    let uri = &parts.uri;
+    let target = uri.path_and_query().map_or(1, |p| p.as_str().len())
+        + uri.scheme_str().map_or(0, |s| s.len() + "://".len())
+        + uri.authority().map_or(0, |a| a.as_str().len());
+    // method SP target SP "HTTP/1.1"
+    let line = parts.method.as_str().len() + 1 + target + 9;
+    let refusal = if line > limits.max_request_line {
+        Some((StatusCode::URI_TOO_LONG, "request line too long\n"))
+    } else if parts
+        .headers
+        .iter()
+        .map(|(n, v)| n.as_str().len() + 2 + v.len() + 2)
+        .sum::<usize>()
+        > limits.max_header_section
+    {
+        Some((
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "header section too large\n",
+        ))
+    } else {
+        let mut codings = parts.headers.get_all(header::TRANSFER_ENCODING).iter();
+        match (codings.next(), codings.next()) {
+            (None, _) => None,
+            (Some(te), None) if te.as_bytes().trim_ascii().eq_ignore_ascii_case(b"chunked") => None,
+            _ => Some((
+                StatusCode::NOT_IMPLEMENTED,
+                "transfer coding not implemented\n",
+            )),
+        }
+    };
+    refusal.map(|(status, text)| {
+        crate::metrics::refused(match status {
+            StatusCode::URI_TOO_LONG => "request_line_too_long",
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => "header_section_too_large",
+            _ => "transfer_coding_not_implemented",
+        });
+        // The body was not read: the connection cannot carry another request.
+        let mut r = plain(status, text);
+        r.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        r
+    })
+}
+
+/// What the layer does with a request, decided before anything is awaited.
+// Returned once and taken apart at once, on the stack; the large variant is
+// the common one, and boxing it would cost an allocation per request.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Admission<B> {
+    /// Answered at once: a refusal, a problem, OPTIONS, 404, 405.
+    Answer(Response<HcBody>),
+    /// Outside the mount, for the service as it is.
+    PassThrough(Request<B>),
+    /// The split-serving content endpoint (spec/split-serving.md §S5).
+    Content {
+        store: Arc<ContentStore>,
+        method: Method,
+        rest: String,
+        body: B,
+    },
+    /// A sealed request, admitted: it is opened, served and sealed by
+    /// [`serve_sealed`].
+    Sealed(Admitted<B>),
+}
+
+/// A sealed request that passed the outer checks, with what it was
+/// admitted with.
+pub(super) struct Admitted<B> {
+    pub(super) parts: http::request::Parts,
+    pub(super) body: B,
+    pub(super) accepted: Accepted,
+    /// The ticket key of the last ticket this session got, on a cache hit.
+    pub(super) held: Held,
+    pub(super) now: u64,
+}
+
+/// The outer checks of a request within the outer HTTP limits (route,
+/// credential, key agreement or resumption, admission), all synchronous: a
+/// request is answered at once or handed on with what it was admitted
+/// with, so only a request that really awaits something costs a boxed
+/// future.
+pub(super) fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) -> Admission<B> {
+    let cfg = &shared.config;
+    let now = unix_now();
+    // The dot keeps the content endpoint's paths apart from nonce paths.
+    if let Some(store) = &shared.store {
+        if let Some(rest) = parts
+            .uri
+            .path()
+            .strip_prefix(cfg.mount.as_str())
+            .and_then(|p| p.strip_prefix(split::CONTENT_DIR))
+        {
+            crate::metrics::request(crate::metrics::Outcome::Content);
+            return Admission::Content {
+                store: store.clone(),
+                rest: rest.to_string(),
+                method: parts.method,
+                body,
+            };
+        }
+    }
+    // Borrowed views of the head: nothing is copied before the cheap checks.
+    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let host = parts
+        .headers
+        .get(header::HOST)
+        .map(|h| h.as_bytes())
+        .or_else(|| parts.uri.authority().map(|a| a.as_str().as_bytes()));
+    let content_length = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let chunked = parts.headers.contains_key(header::TRANSFER_ENCODING);
+    let outer_req = OuterRequest {
+        method: parts.method.as_str(),
+        target,
+        host,
+        cookies: parts
+            .headers
+            .get_all(header::COOKIE)
+            .iter()
+            .map(|v| v.as_bytes())
+            .collect(),
+        content_length,
+        has_body: chunked || content_length.is_some_and(|l| l > 0),
+    };
+    let mut agreement = LayerAgreement {
+        shared,
+        conn: parts.extensions.get::<ConnState>(),
+        addr: crate::defence::peer_ip(&parts.extensions),
+        held: Held::default(),
+        refused: None,
+    };
+    let decision = shared.keys.with(|keys| {
+        core::accept(
+            keys,
+            &cfg.mount,
+            &outer_req,
+            &cfg.limits,
+            now,
+            &mut agreement,
+        )
+    });
+    drop(outer_req);
+    let LayerAgreement {
+        conn,
+        held,
+        refused,
+        ..
+    } = agreement;
+    shared.purge_cache(now);
+    let accepted = match decision {
+        Err(_) if refused.is_some() => {
+            crate::metrics::request(crate::metrics::Outcome::Refused);
+            return Admission::Answer(crate::defence::refusal_response(
+                &refused.expect("checked just above"),
+            ));
+        }
+        Err(e) => {
+            let certs = shared.keys.with(|k| k.cert_lines(now));
+            tracing::debug!(code = e.code(), "refused outer request");
+            crate::metrics::request(crate::metrics::Outcome::Refused);
+            return Admission::Answer(outer_problem(&e, &certs));
+        }
+        // `call` passes requests outside the mount on before this, by
+        // the same test of the path.
+        Ok(Accept::Outside) => {
+            return match cfg.outside {
+                Outside::Refuse => {
+                    crate::metrics::refused("not_found");
+                    Admission::Answer(plain(StatusCode::NOT_FOUND, "not found\n"))
+                }
+                Outside::PassThrough => {
+                    crate::metrics::request(crate::metrics::Outcome::Plaintext);
+                    Admission::PassThrough(Request::from_parts(parts, body))
+                }
+            };
+        }
+        Ok(Accept::Options) => {
+            crate::metrics::request(crate::metrics::Outcome::Certificates);
+            let certs = shared.keys.with(|k| {
+                httpcrypt_proto::cert::format_cert_list(
+                    &k.certs(now).into_iter().cloned().collect::<Vec<_>>(),
+                )
+            });
+            let mut r = Response::new(full(certs));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(outer::CERTS_TYPE),
+            );
+            let max_age = shared.keys.seconds_to_rotation(now);
+            // Digits only: always a valid field value.
+            if let Ok(v) = HeaderValue::from_str(&format!("max-age={max_age}")) {
+                r.headers_mut().insert(header::CACHE_CONTROL, v);
+            }
+            return Admission::Answer(r);
+        }
+        Ok(Accept::MethodNotAllowed) => {
+            crate::metrics::refused("method_not_allowed");
+            let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+            r.headers_mut().insert(
+                header::ALLOW,
+                HeaderValue::from_static("GET, POST, OPTIONS"),
+            );
+            return Admission::Answer(r);
+        }
+        Ok(Accept::NotFound) => {
+            crate::metrics::refused("not_found");
+            return Admission::Answer(plain(StatusCode::NOT_FOUND, "not found\n"));
+        }
+        Ok(Accept::Request(a)) => a,
+    };
+    if matches!(accepted.credential, outer::Credential::Ticket { .. }) {
+        crate::metrics::request(crate::metrics::Outcome::Ticket);
+    }
+    if let Some(conn) = conn {
+        if let Some(not_after) = shared
+            .keys
+            .with(|k| k.key(&accepted.kid, now).map(|sk| sk.cert.not_after))
+        {
+            conn.note(u64::from(not_after));
+        }
+    }
+    Admission::Sealed(Admitted {
+        parts,
+        body,
+        accepted,
+        held,
+        now,
+    })
+}

@@ -1,0 +1,214 @@
+//! The session cache and the ticket policy: a fresh-key request's session
+//! key comes from the cache or one X25519 (behind the defence, spec §14);
+//! an answer carries a ticket once per session and connection (spec §7,
+//! D29).
+
+use httpcrypt_proto::admission::{self, Verdict};
+use httpcrypt_proto::outer;
+use httpcrypt_proto::server::{self as core, Accepted, Agreement, OuterRequest};
+use httpcrypt_proto::ticket::{TicketContents, TicketKey, SEALED_TICKET_LEN};
+use httpcrypt_proto::{KexPublic, SessionKey};
+
+use super::shared::Shared;
+use crate::conn::ConnState;
+
+impl Shared {
+    /// A 64-bit name of the session `(kid, k)`, keyed with a secret random
+    /// key: comparing names leaks nothing about `k`, and the chance that two
+    /// sessions share one is 2^-64 (at worst an answer without a ticket).
+    pub(super) fn session_id(
+        &self,
+        kid: &httpcrypt_proto::KeyId,
+        key: &httpcrypt_proto::SessionKey,
+    ) -> u64 {
+        use std::hash::Hasher;
+        let mut h = siphasher::sip::SipHasher13::new_with_keys(
+            self.session_id_key.0,
+            self.session_id_key.1,
+        );
+        h.write(&kid.0);
+        h.write(key.as_bytes());
+        // 0 means "no ticket yet" in ConnState.
+        h.finish().max(1)
+    }
+
+    /// Notes in the session cache that a ticket under `tid` went out for the
+    /// session of `accepted`, when its client sent its public key.
+    pub(super) fn note_ticket(&self, accepted: &Accepted, tid: httpcrypt_proto::KeyId) {
+        let (Some(cache), outer::Credential::Key { client_public, .. }) =
+            (&self.cache, &accepted.credential)
+        else {
+            return;
+        };
+        cache.lock().unwrap_or_else(|p| p.into_inner()).note_ticket(
+            &accepted.kid,
+            client_public,
+            tid,
+        );
+    }
+
+    /// Drops cached keys of expired kids (at most every few seconds), so a
+    /// key's cache entries are zeroized with it (spec §6).
+    pub(super) fn purge_cache(&self, now: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let Some(cache) = &self.cache else { return };
+        if now < self.purged.load(Relaxed) + 5 {
+            return;
+        }
+        self.purged.store(now, Relaxed);
+        let live: Vec<httpcrypt_proto::KeyId> = self.keys.with(|k| {
+            k.keys()
+                .iter()
+                .filter(|x| now <= u64::from(x.cert.not_after))
+                .map(|x| x.kid)
+                .collect()
+        });
+        cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .purge(|kid| live.contains(kid));
+    }
+}
+
+/// How the layer agrees on a request's session key (proto's
+/// [`Agreement`]): the session cache first; on a miss the defence (spec
+/// §14), then one X25519 whose key the cache keeps. A ticket is opened
+/// through its connection, which remembers the last one opened there
+/// (spec §7.2, D29). What it met stays in its fields for the answer.
+pub(super) struct LayerAgreement<'a> {
+    pub(super) shared: &'a Shared,
+    pub(super) conn: Option<&'a ConnState>,
+    /// The peer's address, for the defence.
+    pub(super) addr: std::net::IpAddr,
+    /// What the session cache gave.
+    pub(super) held: Held,
+    /// The defence's verdict, when it refused the request.
+    pub(super) refused: Option<Verdict>,
+}
+
+impl Agreement for LayerAgreement<'_> {
+    /// On a hit, [`Held`] notes it and the ticket-key ID of the last ticket
+    /// issued for the session ([`SessionCache::note_ticket`]).
+    ///
+    /// [`SessionCache::note_ticket`]: httpcrypt_proto::cache::SessionCache::note_ticket
+    fn cached(&mut self, sk: &core::ServerKey, peer: &KexPublic) -> Option<SessionKey> {
+        let hit = self
+            .shared
+            .cache
+            .as_ref()?
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .lookup(&sk.kid, peer)?;
+        self.held.ticket = hit.ticket;
+        self.held.cached = true;
+        crate::metrics::request(crate::metrics::Outcome::SessionCache);
+        Some(hit.key)
+    }
+
+    fn admit(
+        &mut self,
+        req: &OuterRequest<'_>,
+        n0: &[u8; 24],
+    ) -> Result<(), httpcrypt_proto::Error> {
+        let Some(defence) = &self.shared.defence else {
+            return Ok(());
+        };
+        // The admission echo is looked for only when the defence judges.
+        let echo = admission::find_echo(req.cookies.iter().copied());
+        match defence.judge(self.addr, n0, echo) {
+            Verdict::Admit => Ok(()),
+            v => {
+                self.refused = Some(v);
+                Err(match v {
+                    Verdict::Busy { .. } => httpcrypt_proto::Error::Busy,
+                    _ => httpcrypt_proto::Error::AdmissionRequired,
+                })
+            }
+        }
+    }
+
+    /// One X25519; its key goes into the cache, if there is one.
+    fn agree(
+        &mut self,
+        sk: &core::ServerKey,
+        peer: &KexPublic,
+    ) -> Result<SessionKey, httpcrypt_proto::Error> {
+        crate::metrics::key_agreement();
+        let k = sk.secret.session_key(peer)?;
+        if let Some(cache) = &self.shared.cache {
+            cache
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(&sk.kid, peer, k.clone());
+        }
+        Ok(k)
+    }
+
+    fn open_ticket(
+        &mut self,
+        tk: &TicketKey,
+        sealed: &[u8; SEALED_TICKET_LEN],
+        now: u64,
+    ) -> Result<TicketContents, httpcrypt_proto::Error> {
+        match self.conn {
+            Some(c) => c.open_ticket(tk, sealed, now),
+            None => tk.open(sealed, now),
+        }
+    }
+}
+
+/// What the session cache gave a fresh-key request.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Held {
+    /// The ticket key of the last ticket issued for the session.
+    pub(super) ticket: Option<httpcrypt_proto::KeyId>,
+    /// The session key came from the cache (no X25519).
+    pub(super) cached: bool,
+}
+
+/// The ID of the ticket key new tickets are sealed under.
+pub(super) fn current_tid(keys: &core::ServerKeys, now: u64) -> Option<httpcrypt_proto::KeyId> {
+    keys.ticket_key(now).map(|t| t.tid())
+}
+
+/// A ticket for the session of `accepted`, and the ID of the ticket key that
+/// sealed it.
+pub(super) fn issue_ticket(
+    shared: &Shared,
+    accepted: &Accepted,
+    now: u64,
+) -> Option<(String, httpcrypt_proto::KeyId)> {
+    shared.keys.with(|keys| {
+        let tk = keys.ticket_key(now)?;
+        let expiry = keys.key(&accepted.kid, now)?.cert.not_after;
+        let n = crate::nonce::nonce24();
+        let t = tk.seal(
+            &TicketContents {
+                key: accepted.session_key().clone(),
+                kid: accepted.kid,
+                expiry,
+            },
+            n,
+        );
+        Some((t.to_field(), tk.tid()))
+    })
+}
+
+/// A ticket put in an answer (spec §7.2, D29).
+pub(super) struct TicketOut {
+    /// The ticket key that sealed it.
+    pub(super) tid: httpcrypt_proto::KeyId,
+    /// The connection and session it went out on.
+    pub(super) conn: Option<(ConnState, u64)>,
+}
+
+impl TicketOut {
+    /// Records, once the answer carrying it is made, that the ticket went
+    /// out: on its connection, and in the session cache.
+    pub(super) fn gone_out(&self, shared: &Shared, accepted: &Accepted) {
+        if let Some((c, session)) = &self.conn {
+            c.ticket_issued(*session);
+        }
+        shared.note_ticket(accepted, self.tid);
+    }
+}

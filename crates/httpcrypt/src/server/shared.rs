@@ -1,0 +1,42 @@
+//! The layer's state, shared by every request of every connection: its
+//! settings, keys, strike register, session cache, defence and split
+//! store.
+
+use std::future::Future;
+use std::sync::Mutex;
+
+use httpcrypt_proto::cache::SessionCache;
+use std::sync::Arc;
+
+use super::config::ServerConfig;
+use crate::keys::LiveKeys;
+use crate::split::ContentStore;
+use crate::strikes::StrikeStore;
+
+pub(super) struct Shared {
+    pub(super) config: ServerConfig,
+    pub(super) keys: LiveKeys,
+    pub(super) strikes: Arc<dyn StrikeStore>,
+    pub(super) cache: Option<Mutex<SessionCache>>,
+    pub(super) defence: Option<crate::defence::Defence>,
+    /// When the cache was last purged of expired kids (unix seconds).
+    pub(super) purged: std::sync::atomic::AtomicU64,
+    /// Payloads emitted as stubs (split serving).
+    pub(super) store: Option<Arc<ContentStore>>,
+    /// Random SipHash key of [`Shared::session_id`].
+    pub(super) session_id_key: (u64, u64),
+}
+
+/// `ServiceExt::oneshot` with its future's `Send` stated, which the
+/// compiler cannot infer through the generic services of the layers.
+pub(crate) fn call<S, R>(
+    svc: S,
+    req: R,
+) -> impl Future<Output = Result<S::Response, S::Error>> + Send
+where
+    S: tower::Service<R> + Send,
+    S::Future: Send,
+    R: Send,
+{
+    tower::ServiceExt::oneshot(svc, req)
+}
