@@ -46,6 +46,7 @@ import os
 import platform
 import resource
 import select
+import statistics
 import subprocess
 import sys
 import time
@@ -158,7 +159,11 @@ def levels(wanted, nofile):
 
 
 def memory(pid):
-    """Resident memory of one process in KiB: rss, anon (RssAnon), pss."""
+    """Resident memory of one process in KiB: rss (VmRSS), anon
+    (RssAnon), pss and pss_anon (smaps_rollup). PSS counts the pages a
+    process shares with others (the binary, libraries, nginx's master) in
+    part, so it moves when unrelated processes map the same files;
+    pss_anon does not."""
     out = {}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -171,8 +176,10 @@ def memory(pid):
             for line in f:
                 if line.startswith("Pss:"):
                     out["pss"] = int(line.split()[1])
+                elif line.startswith("Pss_Anon:"):
+                    out["pss_anon"] = int(line.split()[1])
     except OSError:
-        out["pss"] = None
+        pass
     return out
 
 
@@ -219,9 +226,13 @@ class Plan:
         if mode == "full":
             self.wanted = FULL_N
             self.rate_s, self.warmup_s, self.settle_s, self.idle_cpu_s = 2.0, 0.3, 1.0, 1.0
+            # The machine is shared: the best of two rate checks is
+            # nearer what the server can do than either one.
+            self.rate_tries = 2
         else:
             self.wanted = SMOKE_N
             self.rate_s, self.warmup_s, self.settle_s, self.idle_cpu_s = 0.3, 0.1, 0.2, 0.2
+            self.rate_tries = 1
         self.n = levels(self.wanted, nofile)
         # The servers are configured for the largest N once, whatever N a
         # case holds: their prepaid memory is then the same in every case.
@@ -287,8 +298,10 @@ class Scale(servers.Harness):
     def measure_prepaid(self, kind):
         """KiB the server spends at start per connection slot it is
         configured for: RSS with the run's limit minus RSS with 1,024
-        slots, over the difference (the lower of two tries each)."""
-        low, high = 1024, self.plan.limit
+        slots (fewer in a small run), over the difference (the lower of two
+        tries each)."""
+        high = self.plan.limit
+        low = max(64, min(1024, high // 4))
         if high <= low:
             return {"kib_per_slot": 0.0, "low": low, "high": high}
         rss = {}
@@ -307,6 +320,12 @@ class Scale(servers.Harness):
                 "rss_high": rss[high]}
 
     # Generators --------------------------------------------------------
+
+    def rate(self, s, state, pids):
+        """The rate check: the best of the plan's tries."""
+        tries = [self.loadgen_run(s, state, pids, seconds=self.plan.rate_s)
+                 for _ in range(self.plan.rate_tries)]
+        return max(tries, key=lambda t: t["rps"] or 0)
 
     def loadgen_run(self, s, state, pids, seconds=None, count=None, conns=RATE_CONNS):
         argv = servers.pin("1") + [
@@ -401,15 +420,15 @@ class Scale(servers.Harness):
                 c0 = cpu_ticks([pid])
                 time.sleep(self.plan.idle_cpu_s)
                 idle_cpu = (cpu_ticks([pid]) - c0) / os.sysconf("SC_CLK_TCK") / self.plan.idle_cpu_s
-                loaded = self.loadgen_run(s, state, all_pids, seconds=self.plan.rate_s)
+                loaded = self.rate(s, state, all_pids)
             finally:
                 released = self.release(procs)
             fd2 = self.wait_fds(pid, lambda x: x <= fd0 + 2, 30)
-            empty = self.loadgen_run(s, state, all_pids, seconds=self.plan.rate_s)
+            empty = self.rate(s, state, all_pids)
         finally:
             self.stop_server(s)
-        grown = {k: (m1[k] - m0[k]) / held if held and m0.get(k) is not None else None
-                 for k in ("rss", "anon", "pss")}
+        grown = {k: (m1[k] - m0[k]) / held if held and k in m0 and k in m1 else None
+                 for k in ("rss", "anon", "pss", "pss_anon")}
         prepaid = self.prepaid[kind]["kib_per_slot"]
         row = {
             "server": kind, "state": state, "n": n, "held": held,
@@ -492,7 +511,7 @@ def summary_keys(runs):
         out[f"mem_kib_per_conn_{r['server']}_{r['state']}_{r['n']}"] = {
             "value": r["kib_per_conn"], "target": "(info)", "met": None,
             "grown": r["kib_per_conn_grown"]["rss"], "prepaid": r["kib_per_conn_prepaid"],
-            "pss_grown": r["kib_per_conn_grown"]["pss"],
+            "pss_anon_grown": r["kib_per_conn_grown"]["pss_anon"],
             "definition": f"KiB per held connection of {r['server']} in state {r['state']} with "
                           f"N = {r['n']} held (RSS growth per connection plus prepaid per slot; "
                           "bench/scale)"}
@@ -501,20 +520,20 @@ def summary_keys(runs):
         vals = [r["rate_held"]["rps"] / r["rate_empty"]["rps"] for r in held
                 if r["rate_empty"]["rps"]]
         out[f"mem_scale_rps_held_over_empty_{kind}"] = {
-            "value": min(vals) if vals else None, "target": "(info)", "met": None,
+            "value": statistics.median(vals) if vals else None, "target": "(info)", "met": None,
             "definition": f"{kind}: keep-alive requests per second on {RATE_CONNS} further "
                           "connections with the largest N held / with none held, same process, "
-                          "lowest over the states (bench/scale; a busy machine moves rates)"}
+                          "median over the states (bench/scale; a busy machine moves rates)"}
     return out
 
 
 def table(res):
-    out = ["| server | state | N | held | KiB/conn grown (RSS) | PSS | + prepaid | = KiB/conn "
+    out = ["| server | state | N | held | KiB/conn grown (RSS) | PSS anon | + prepaid | = KiB/conn "
            "| req/s held / empty | CPU µs/req held / empty | CPU while holding |",
            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in sorted(res["runs"], key=lambda r: (r["state"], r["server"], r["n"])):
         g = r["kib_per_conn_grown"]
-        pss = f"{g['pss']:.2f}" if g["pss"] is not None else "–"
+        pss = f"{g['pss_anon']:.2f}" if g["pss_anon"] is not None else "–"
         a, b = r["rate_held"], r["rate_empty"]
         out.append(
             f"| {r['server']} | {r['state']} | {r['n']:,} | {r['held']:,} | {g['rss']:.2f} | {pss} "
@@ -613,9 +632,11 @@ largest N; "by N" shows it at every N.
 {table(res)}
 {fig}
 - **KiB/conn grown**: (RSS of the serving process with N connections held −
-  RSS before) / N, read from `/proc/<pid>/status` (VmRSS); PSS from
-  `smaps_rollup` (the same growth counted as proportional share: both are
-  private memory here, so they agree).
+  RSS before) / N, read from `/proc/<pid>/status` (VmRSS); **PSS anon**:
+  the growth of `Pss_Anon` in `smaps_rollup` per connection (anonymous
+  memory counted as proportional share; the whole PSS is in the raw
+  results, but it moves with unrelated processes that map the same
+  binary and libraries).
 - **prepaid**: what the server spends at start per connection it is
   configured to hold, before any connection opens: nginx touches its
   connection and event arrays (`worker_connections` of them) at start;
@@ -627,7 +648,8 @@ largest N; "by N" shows it at every N.
 - **req/s, CPU µs/req held / empty**: a closed-loop keep-alive load
   ({res['rate_conns']} connections, 100 B GETs of the state's kind: plaintext, or
   sealed with a ticket / cached key) while the N connections are held, then
-  on the same process after they are released. The CPU is the serving
+  on the same process after they are released; in a full run each is the
+  better of two {'2-second' if res['mode'] == 'full' else 'short'} tries. The CPU is the serving
   process's (nginx: master and worker) per request. The machine is shared
   and busy: rates move by tens of per cent between runs; memory readings
   do not.
