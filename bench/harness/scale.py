@@ -68,6 +68,10 @@ RATE_CONNS = 50
 # Descriptors the server needs besides the held connections: the rate
 # check, listeners, files, logs.
 FD_MARGIN = 400
+# nginx starts closing idle and kept-alive connections when fewer than a
+# sixteenth of its worker_connections are free (ngx_drain_connections):
+# to hold N it needs N * 16/15 slots and a margin.
+SLOTS_PER_CONN = 16 / 15
 
 STATES = {
     # state: (servers it runs on, loadgen arguments of the rate check)
@@ -149,7 +153,7 @@ def raise_nofile():
 def levels(wanted, nofile):
     """The N of the run: each wanted N, or the largest multiple of 500 the
     server can hold when the file limit is lower."""
-    cap = (nofile - FD_MARGIN) // 500 * 500
+    cap = int((nofile - FD_MARGIN) / SLOTS_PER_CONN) // 500 * 500
     out = []
     for n in wanted:
         n2 = min(n, cap)
@@ -236,7 +240,7 @@ class Plan:
         self.n = levels(self.wanted, nofile)
         # The servers are configured for the largest N once, whatever N a
         # case holds: their prepaid memory is then the same in every case.
-        self.limit = max(self.n) + FD_MARGIN // 2
+        self.limit = min(nofile, math.ceil(max(self.n) * SLOTS_PER_CONN) + FD_MARGIN)
 
 
 class Scale(servers.Harness):
@@ -414,9 +418,13 @@ class Scale(servers.Harness):
             try:
                 held = sum(r["held"] for r in ready)
                 fd1 = self.wait_fds(pid, lambda x: x >= fd0 + held, 30)
+                if fd1 < fd0 + held:
+                    self.say(f"the server holds {fd1 - fd0} of {held} connections")
                 time.sleep(self.plan.settle_s)
                 m1 = memory(pid)
                 fd1 = fds(pid)
+                # What the server holds, which is what its memory grew by.
+                server_held = fd1 - fd0
                 c0 = cpu_ticks([pid])
                 time.sleep(self.plan.idle_cpu_s)
                 idle_cpu = (cpu_ticks([pid]) - c0) / os.sysconf("SC_CLK_TCK") / self.plan.idle_cpu_s
@@ -427,11 +435,12 @@ class Scale(servers.Harness):
             empty = self.rate(s, state, all_pids)
         finally:
             self.stop_server(s)
-        grown = {k: (m1[k] - m0[k]) / held if held and k in m0 and k in m1 else None
+        grown = {k: (m1[k] - m0[k]) / server_held if server_held > 0 and k in m0 and k in m1
+                 else None
                  for k in ("rss", "anon", "pss", "pss_anon")}
         prepaid = self.prepaid[kind]["kib_per_slot"]
         row = {
-            "server": kind, "state": state, "n": n, "held": held,
+            "server": kind, "state": state, "n": n, "held": held, "server_held": server_held,
             "failed": sum(r["failed"] for r in ready),
             "first_error": next((r["first_error"] for r in ready if r["first_error"]), None),
             "setup_s": max(r["setup_s"] for r in ready),
@@ -444,7 +453,8 @@ class Scale(servers.Harness):
             "rate_held": loaded, "rate_empty": empty,
         }
         self.runs.append(row)
-        self.say(f"{kind:9s} {state:9s} N={n:6d}: held {held} (failed {row['failed']}, "
+        self.say(f"{kind:9s} {state:9s} N={n:6d}: held {held} (server: {server_held}, "
+                 f"failed {row['failed']}, "
                  f"closed by server {row['closed_by_server']}), RSS {m0['rss']} -> {m1['rss']} KiB: "
                  f"{grown['rss']:.2f} KiB/conn grown + {prepaid:.2f} prepaid; "
                  f"{loaded['rps']:.0f} req/s at {loaded['server_cpu_us_per_req']:.1f} µs "
@@ -528,7 +538,7 @@ def summary_keys(runs):
 
 
 def table(res):
-    out = ["| server | state | N | held | KiB/conn grown (RSS) | PSS anon | + prepaid | = KiB/conn "
+    out = ["| server | state | N | held by the server | KiB/conn grown (RSS) | PSS anon | + prepaid | = KiB/conn "
            "| req/s held / empty | CPU µs/req held / empty | CPU while holding |",
            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in sorted(res["runs"], key=lambda r: (r["state"], r["server"], r["n"])):
@@ -536,7 +546,7 @@ def table(res):
         pss = f"{g['pss_anon']:.2f}" if g["pss_anon"] is not None else "–"
         a, b = r["rate_held"], r["rate_empty"]
         out.append(
-            f"| {r['server']} | {r['state']} | {r['n']:,} | {r['held']:,} | {g['rss']:.2f} | {pss} "
+            f"| {r['server']} | {r['state']} | {r['n']:,} | {r['server_held']:,} | {g['rss']:.2f} | {pss} "
             f"| {r['kib_per_conn_prepaid']:.2f} | **{r['kib_per_conn']:.2f}** "
             f"| {a['rps']:,.0f} / {b['rps']:,.0f} "
             f"| {a['server_cpu_us_per_req']:.1f} / {b['server_cpu_us_per_req']:.1f} "
@@ -632,7 +642,8 @@ largest N; "by N" shows it at every N.
 {table(res)}
 {fig}
 - **KiB/conn grown**: (RSS of the serving process with N connections held −
-  RSS before) / N, read from `/proc/<pid>/status` (VmRSS); **PSS anon**:
+  RSS before) / the connections it holds (its open descriptors minus those
+  before), read from `/proc/<pid>/status` (VmRSS); **PSS anon**:
   the growth of `Pss_Anon` in `smaps_rollup` per connection (anonymous
   memory counted as proportional share; the whole PSS is in the raw
   results, but it moves with unrelated processes that map the same
@@ -676,7 +687,10 @@ largest N; "by N" shows it at every N.
   descriptor count shows every connection accepted, after
   {'1 s' if res['mode'] == 'full' else 'a moment'} of settling.
 - Both servers are configured for the largest N ({res['server_connection_limit']:,}
-  connections: nginx `worker_connections`, httpcrypt `--max-connections`)
+  connections: nginx `worker_connections`, httpcrypt `--max-connections`;
+  nginx closes idle and kept-alive connections once fewer than a sixteenth
+  of its slots are free, so it gets N × 16/15 and a margin, and the
+  largest N is bounded by the open-file limit the same way)
   and with header and keep-alive timeouts of 300 s so held connections
   outlive the measurement; httpcrypt with `--defence off` (many
   connections from one address are the point here; bench/flood measures
@@ -724,6 +738,7 @@ def main():
     print(ratio_table(res))
     if args.mode == "smoke":
         bad = [r for r in res["runs"] if r["failed"] or r["held"] != r["n"]
+               or r["server_held"] != r["n"]
                or r["closed_by_server"] or not r["rate_held"]["requests"]
                or r["rate_held"]["errors"] or r["rate_empty"]["errors"]]
         if bad:
