@@ -579,6 +579,7 @@ def figures(res, fig_dir):
         print(f"figures skipped: {e}")
         return []
     names = []
+    colour = {state: f"C{i}" for i, state in enumerate(STATES)}
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
     for kind, states in (("nginx", ["idle", "keepalive", "half"]),
                          ("httpcrypt", list(STATES))):
@@ -587,17 +588,20 @@ def figures(res, fig_dir):
                           key=lambda r: r["n"])
             if not rows:
                 continue
-            style = "--" if kind == "nginx" else "-"
-            label = f"{kind} {state}"
-            ax1.plot([r["n"] for r in rows],
-                     [(r["mem_held_kib"]["rss"] - r["mem_before_kib"]["rss"]) / 1024 for r in rows],
-                     style, marker="o", label=label)
-            ax2.plot([r["n"] for r in rows], [r["rate_held"]["server_cpu_us_per_req"] for r in rows],
-                     style, marker="o", label=label)
+            style = dict(linestyle="--" if kind == "nginx" else "-",
+                         marker="s" if kind == "nginx" else "o", color=colour[state],
+                         label=f"{kind} {state}")
+            ax1.plot([0] + [r["n"] for r in rows],
+                     [0] + [(r["mem_held_kib"]["rss"] - r["mem_before_kib"]["rss"]) / 1024
+                            for r in rows], **style)
+            # N = 0: the same load on the same processes after the release.
+            empty = statistics.median(r["rate_empty"]["server_cpu_us_per_req"] for r in rows)
+            ax2.plot([0] + [r["n"] for r in rows],
+                     [empty] + [r["rate_held"]["server_cpu_us_per_req"] for r in rows], **style)
     ax1.set(xlabel="connections held (N)", ylabel="RSS growth of the serving process (MiB)",
             title="Memory against held connections")
     ax2.set(xlabel="connections held (N)", ylabel="server CPU µs per request (50 more conns)",
-            title="CPU per request while holding N")
+            title="CPU per request while holding N (N = 0: median after release)")
     ax2.set_ylim(bottom=0)
     ax1.legend(fontsize=7)
     ax2.legend(fontsize=7)
@@ -725,11 +729,27 @@ def merge_summary(res, raw_name):
         json.dump(s, f, indent=2)
 
 
+def render(raw_path):
+    """Writes SCALE.md and the figure again from a saved run."""
+    with open(raw_path) as f:
+        res = json.load(f)
+    figs = figures(res, os.path.join(BENCH, "figures"))
+    with open(os.path.join(BENCH, "SCALE.md"), "w") as f:
+        f.write(markdown(res, os.path.basename(raw_path), figs))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", choices=["full", "smoke"], default="full")
-    ap.add_argument("--bin-dir", required=True)
+    ap.add_argument("--bin-dir")
+    ap.add_argument("--render", metavar="RESULTS_JSON",
+                    help="only write SCALE.md and the figure again from a saved run")
     args = ap.parse_args()
+    if args.render:
+        render(args.render)
+        return
+    if not args.bin_dir:
+        ap.error("--bin-dir is required")
     sc = Scale(args)
     res = sc.run()
     print()
