@@ -539,8 +539,8 @@ def summary_keys(runs):
 
 def table(res):
     out = ["| server | state | N | held by the server | KiB/conn grown (RSS) | PSS anon | + prepaid | = KiB/conn "
-           "| req/s held / empty | CPU µs/req held / empty | CPU while holding |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "| req/s held / empty | CPU µs/req held / empty | CPU while holding | setup s |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in sorted(res["runs"], key=lambda r: (r["state"], r["server"], r["n"])):
         g = r["kib_per_conn_grown"]
         pss = f"{g['pss_anon']:.2f}" if g["pss_anon"] is not None else "–"
@@ -550,7 +550,7 @@ def table(res):
             f"| {r['kib_per_conn_prepaid']:.2f} | **{r['kib_per_conn']:.2f}** "
             f"| {a['rps']:,.0f} / {b['rps']:,.0f} "
             f"| {a['server_cpu_us_per_req']:.1f} / {b['server_cpu_us_per_req']:.1f} "
-            f"| {r['idle_cpu_share'] * 100:.1f} % |")
+            f"| {r['idle_cpu_share'] * 100:.1f} % | {r['setup_s']:.1f} |")
     return "\n".join(out)
 
 
@@ -669,7 +669,14 @@ largest N; "by N" shows it at every N.
   and busy: rates move by tens of per cent between runs; memory readings
   do not.
 - **CPU while holding**: the serving process's CPU use over one second
-  with the N connections held and nothing sent (timers, wake-ups).
+  with the N connections held and nothing sent (timers, wake-ups), in
+  clock ticks of 10 ms: 1 % is one tick.
+- **setup s**: how long the generators took to bring all N connections
+  into the state. Connections that only connect (idle, half) complete in
+  the kernel before the server accepts them; when a server accepts more
+  slowly than they arrive, its listen queue fills and further SYNs are
+  dropped and sent again after 1, 3, 7 … s, which is what long setups
+  show.
 
 ## How it was measured
 
@@ -711,8 +718,9 @@ bash bench/scale --smoke   # N = 300, short rate checks, debug build, writes not
 ```
 
 Needs nginx (installed from Debian when missing, as root), taskset and
-python3; raise the hard open-file limit (`ulimit -Hn`, as root with
-CAP_SYS_RESOURCE) beyond 50,400 to reach N = 50,000.
+python3. N = 50,000 needs an open-file hard limit of at least
+{math.ceil(50000 * SLOTS_PER_CONN) + FD_MARGIN:,} (`ulimit -Hn`, raised by root with
+CAP_SYS_RESOURCE, before running the script).
 """
 
 
