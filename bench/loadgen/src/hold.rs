@@ -68,10 +68,10 @@ pub struct HoldArgs {
     parallel: usize,
     /// Seconds the whole setup may take; connections not set up by then
     /// count as failed.
-    #[arg(long, default_value_t = 120.0)]
+    #[arg(long, default_value_t = 120.0, value_parser = crate::positive)]
     setup_timeout: f64,
     /// Seconds of holding at most; the hold also ends when stdin closes.
-    #[arg(long, default_value_t = 300.0)]
+    #[arg(long, default_value_t = 300.0, value_parser = crate::positive)]
     max_hold: f64,
 }
 
