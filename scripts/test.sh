@@ -2,7 +2,8 @@
 # Installs what a fresh machine lacks, then runs every check: formatting,
 # clippy, the workspace tests (vectors included), the smoke runs of every
 # benchmark (bench/run, split, flood, asap, the protocol lab, the server
-# profile, the wrk cross-check, the offered-rate run), the Go,
+# profile, the wrk cross-check, the offered-rate run, memory per held
+# connection), the Go,
 # Python and TypeScript clients (vectors, live tests, Chromium), the interop
 # matrix, and a smoke run of every fuzz target. FUZZ_SECONDS (default 30)
 # sets the fuzz time; FUZZ_SECONDS=0 skips fuzzing.
@@ -58,6 +59,9 @@ bash bench/crosscheck --smoke
 
 step "offered-rate benchmark smoke run (bench/rate --smoke)"
 bash bench/rate --smoke
+
+step "memory-per-connection benchmark smoke run (bench/scale --smoke)"
+bash bench/scale --smoke
 
 # The clients in other languages run the shared vectors and live tests
 # against the server binary the workspace tests just built.

@@ -275,12 +275,12 @@ def write(result, bench_dir):
     summary = {"date": result["meta"]["date"], "mode": result["meta"]["mode"],
                "source": os.path.basename(raw_path), "ratios": dict(result["summary"])}
     # Keep the keys the other benchmarks (bench/split, bench/flood,
-    # bench/asap) merged in, and their source notes.
+    # bench/asap, bench/scale) merged in, and their source notes.
     try:
         with open(os.path.join(results_dir, "summary.json")) as f:
             old = json.load(f)
         for k, v in old.get("ratios", {}).items():
-            if k.startswith(("split_", "flood_", "newsession_", "asap_")):
+            if k.startswith(("split_", "flood_", "newsession_", "asap_", "mem_")):
                 summary["ratios"].setdefault(k, v)
         for k, v in old.items():
             if k.endswith("_source") and k != "source":

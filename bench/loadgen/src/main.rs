@@ -4,6 +4,8 @@
 //!   and HTTPCrypt (sans-IO core), with the same event loop and HTTP/1.1
 //!   code for all three; prints one JSON result.
 //! - `loadgen serve-tls`: the rustls TLS 1.3 baseline server.
+//! - `loadgen hold`: many connections held in one state, for the memory
+//!   per connection of `bench/scale`.
 //! - `loadgen delay`: the NFQUEUE delay of the round-trip experiment.
 //!
 //! `bench/run` drives all of it; `bench/REPORT.md` explains the method.
@@ -18,6 +20,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 mod delay;
 mod floor;
 mod hc;
+mod hold;
 mod http1;
 mod io;
 mod load;
@@ -47,6 +50,10 @@ enum Cmd {
     /// Seal requests ahead of time and write them as raw HTTP/1.1, for
     /// another load generator to send (`bench/crosscheck`); prints JSON.
     Requests(requests::RequestsArgs),
+    /// Open many connections, bring each into one state (idle, kept alive
+    /// after an answer, half a request head) and hold them until stdin
+    /// closes (`bench/scale`); prints JSON lines.
+    Hold(hold::HoldArgs),
     /// Delay NFQUEUE'd packets by a fixed time (round-trip experiment).
     Delay {
         /// Queue number of the iptables NFQUEUE rule.
@@ -149,6 +156,7 @@ fn main() {
         Cmd::ServeTls(a) => server::run(a),
         Cmd::Floor(a) => floor::run(a),
         Cmd::Requests(a) => requests::run(a),
+        Cmd::Hold(a) => hold::run(a),
         Cmd::Delay { queue, ms } => delay::run(queue, Duration::from_secs_f64(ms / 1e3)),
     };
     if let Err(e) = r {
