@@ -207,7 +207,12 @@ pub fn accept(
         Ok(Route::Get { query, .. }) => Some(query),
         _ => None,
     };
-    let mut agreement = HybridAgreement { keys, query, body, now };
+    let mut agreement = HybridAgreement {
+        keys,
+        query,
+        body,
+        now,
+    };
     let accepted = server::accept(&keys.table, mount, req, limits, now, &mut agreement);
     match accepted {
         Err(Error::UnknownKey) => {
