@@ -243,6 +243,47 @@ pub fn server_keys() -> &'static ServerKeys {
     })
 }
 
+/// The suite-2 fixture: a certificate (valid a day either side of [`NOW`])
+/// for the current kex key and an ML-KEM key, and that ML-KEM key.
+pub fn hybrid_fixture() -> (
+    httpcrypt_proto::hybrid::HybridCert,
+    std::sync::Arc<httpcrypt_proto::hybrid::KemSecret>,
+) {
+    use httpcrypt_proto::hybrid::{HybridCert, KemSecret};
+    static FIXTURE: OnceLock<(HybridCert, std::sync::Arc<KemSecret>)> = OnceLock::new();
+    FIXTURE
+        .get_or_init(|| {
+            let kem = std::sync::Arc::new(KemSecret::from_seed([0x4b; 64]));
+            let cert = HybridCert::sign(
+                &identity(),
+                httpcrypt_proto::Profile::V1,
+                2,
+                (NOW - 86_400) as u32,
+                (NOW + 86_400) as u32,
+                *KexSecret::from_bytes(SERVER_SECRET).public(),
+                kem.public().hash(),
+            );
+            (cert, kem)
+        })
+        .clone()
+}
+
+/// The hybrid server's key set: the suite-2 fixture key and the ticket key.
+pub fn hybrid_keys() -> &'static httpcrypt_proto::hybrid::HybridKeys {
+    use httpcrypt_proto::hybrid::{HybridKeys, HybridServerKey};
+    static KEYS: OnceLock<HybridKeys> = OnceLock::new();
+    KEYS.get_or_init(|| {
+        let (cert, kem) = hybrid_fixture();
+        let mut keys = HybridKeys::new();
+        keys.add_key(
+            HybridServerKey::new(KexSecret::from_bytes(SERVER_SECRET), kem, cert)
+                .expect("the fixture pair matches"),
+        );
+        keys.add_ticket_key(ticket_key(), NOW + 86_400);
+        keys
+    })
+}
+
 /// Limit presets the targets choose from by index (wrapping).
 pub fn limits(index: u8) -> Limits {
     let d = Limits::default();

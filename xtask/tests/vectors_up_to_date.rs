@@ -49,29 +49,35 @@ fn generation_is_deterministic() {
 
 #[test]
 fn checked_in_provenance_vectors_match_the_generator() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../vectors/provenance");
-    let cases = xtask::vectors::provenance::cases();
+    subdir_matches("provenance", xtask::vectors::provenance::cases());
+}
+
+#[test]
+fn checked_in_hybrid_vectors_match_the_generator() {
+    subdir_matches("hybrid", xtask::vectors::hybrid::cases());
+}
+
+fn subdir_matches(sub: &str, cases: Vec<xtask::vectors::Case>) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../vectors")
+        .join(sub);
     let mut expected = BTreeSet::new();
     for c in &cases {
         let file = format!("{}.json", c.name);
         let on_disk = std::fs::read_to_string(dir.join(&file))
-            .unwrap_or_else(|_| panic!("provenance/{file} is missing: run `cargo xtask vectors`"));
+            .unwrap_or_else(|_| panic!("{sub}/{file} is missing: run `cargo xtask vectors`"));
         assert!(
             on_disk == c.to_text(),
-            "provenance/{file} differs from the generator: run `cargo xtask vectors`"
+            "{sub}/{file} differs from the generator: run `cargo xtask vectors`"
         );
         expected.insert(file);
     }
     let on_disk = std::fs::read_dir(&dir)
-        .expect("vectors/provenance/ exists")
+        .expect("the vectors subdirectory exists")
         .filter(|e| {
             e.as_ref()
                 .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".json"))
         })
         .count();
-    assert_eq!(
-        on_disk,
-        expected.len(),
-        "stale files in vectors/provenance/"
-    );
+    assert_eq!(on_disk, expected.len(), "stale files in vectors/{sub}/");
 }

@@ -21,7 +21,12 @@
 //! - `strikes`: one strike-register check with the register holding a
 //!   60-second window at 50k requests/s (3M entries); its memory per entry,
 //!   and the mean and slowest check over 20 s of steady state (buckets
-//!   expiring), are written to `target/criterion/strikes/memory.json`.
+//!   expiring), are written to `target/criterion/strikes/memory.json`;
+//! - `hybrid` (spec/hybrid.md): `hybrid_decaps`, the server's whole
+//!   suite-2 agreement (X25519, ML-KEM-768 decapsulation, combiner);
+//!   `hybrid_encaps`, the client's; `kem_keygen`, a server ML-KEM key from
+//!   its seed; and each ML-KEM step alone in aws-lc-rs and RustCrypto
+//!   `ml-kem`, the two backends the core could use.
 //!
 //! `scripts/bench-micro.sh` runs this on one core and prints the table.
 //!
@@ -911,6 +916,87 @@ fn strikes(c: &mut Criterion) {
     g.finish();
 }
 
+fn hybrid(c: &mut Criterion) {
+    use aws_lc_rs::kem as awslc;
+    use httpcrypt_proto::hybrid::{Encapsulation, HybridCert, HybridServerKey, KemSecret};
+    use ml_kem::kem::Decapsulate as _;
+    use ml_kem::kem::KeyExport as _;
+    use std::sync::Arc;
+
+    let mut r = rng();
+    let mut seed = [0u8; 64];
+    r.fill_bytes(&mut seed);
+    let kem = Arc::new(KemSecret::from_seed(seed));
+    let kex = KexSecret::from_bytes(bytes32(&mut r));
+    let cert = HybridCert::sign(
+        &IdentityKey::from_seed([1; 32]),
+        httpcrypt_proto::Profile::V1,
+        1,
+        0,
+        u32::MAX,
+        *kex.public(),
+        kem.public().hash(),
+    );
+    let ek = kem.public().clone();
+    let server = HybridServerKey::new(kex, kem.clone(), cert.clone()).expect("the pair matches");
+    let client = KexSecret::from_bytes(bytes32(&mut r));
+    let e = Encapsulation::new(&cert, &ek, &client, &mut r).expect("valid keys");
+    assert_eq!(
+        &server.agree(&e.ct_x, &e.ct_m[..]).expect("agrees"),
+        e.session_key()
+    );
+    let ml_dk = ml_kem::ml_kem_768::DecapsulationKey::from_seed(seed.into());
+    let ml_ct = ml_kem::ml_kem_768::Ciphertext::try_from(&e.ct_m[..]).expect("1088 bytes");
+    let aws_ek = awslc::EncapsulationKey::new(&awslc::ML_KEM_768, ek.as_bytes()).expect("ek");
+    let aws_dk = awslc::DecapsulationKey::generate(&awslc::ML_KEM_768).expect("keygen");
+    let (aws_ct, _) = aws_dk
+        .encapsulation_key()
+        .expect("ek")
+        .encapsulate()
+        .expect("encaps");
+    assert_eq!(
+        ml_dk.encapsulation_key().to_bytes().as_slice(),
+        &ek.as_bytes()[..]
+    );
+
+    let mut g = c.benchmark_group("hybrid");
+    g.bench_function("hybrid_decaps", |b| {
+        b.iter(|| black_box(server.agree(black_box(&e.ct_x), black_box(&e.ct_m[..]))))
+    });
+    g.bench_function("hybrid_encaps", |b| {
+        b.iter(|| black_box(Encapsulation::new(&cert, &ek, &client, &mut r)))
+    });
+    g.bench_function("kem_keygen", |b| {
+        b.iter(|| black_box(KemSecret::from_seed(black_box(seed))))
+    });
+    g.bench_function("mlkem_decaps_awslc", |b| {
+        b.iter(|| black_box(kem.decapsulate(black_box(&e.ct_m[..]))))
+    });
+    g.bench_function("mlkem_decaps_rustcrypto", |b| {
+        b.iter(|| black_box(ml_dk.decapsulate(black_box(&ml_ct))))
+    });
+    g.bench_function("mlkem_encaps_rustcrypto", |b| {
+        b.iter(|| black_box(ek.encapsulate_with(black_box(&[7; 32]))))
+    });
+    g.bench_function("mlkem_encaps_awslc", |b| {
+        b.iter(|| black_box(aws_ek.encapsulate()))
+    });
+    g.bench_function("mlkem_keygen_rustcrypto", |b| {
+        b.iter(|| {
+            black_box(ml_kem::ml_kem_768::DecapsulationKey::from_seed(
+                black_box(seed).into(),
+            ))
+        })
+    });
+    g.bench_function("mlkem_keygen_awslc", |b| {
+        b.iter(|| black_box(awslc::DecapsulationKey::generate(&awslc::ML_KEM_768)))
+    });
+    g.bench_function("mlkem_decaps_awslc_own_ct", |b| {
+        b.iter(|| black_box(aws_dk.decapsulate(black_box(aws_ct.as_ref()).into())))
+    });
+    g.finish();
+}
+
 fn config() -> Criterion {
     criterion::Criterion::default()
         .with_measurement(Clock::from_env())
@@ -923,6 +1009,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = x25519, server, kdf, seal, open, inner_parse, resumption, strikes
+    targets = x25519, server, kdf, seal, open, inner_parse, resumption, strikes, hybrid
 }
 criterion_main!(benches);

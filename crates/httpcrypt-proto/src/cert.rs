@@ -10,7 +10,8 @@ use crate::profile::Profile;
 /// Encoded length of a certificate.
 pub const CERT_LEN: usize = 118;
 const SIGNED_LEN: usize = 54;
-const CONTEXT: &[u8] = b"httpcrypt-cert-v1";
+/// The label before the signed bytes of a certificate of either suite.
+pub(crate) const CONTEXT: &[u8] = b"httpcrypt-cert-v1";
 /// Prefix of the text form.
 pub const TEXT_PREFIX: &str = "hc1 ";
 /// Length of the text form.

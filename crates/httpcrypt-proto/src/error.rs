@@ -132,6 +132,22 @@ pub enum Error {
     /// A provenance certificate names another server (spec/asap.md §3).
     #[error("provenance certificate for another server")]
     WrongServer,
+    /// A hybrid request's body (or decoded query) is shorter than the
+    /// ML-KEM ciphertext (spec/hybrid.md H3).
+    #[error("missing or short ML-KEM ciphertext")]
+    BadCiphertext,
+    /// A classical fresh-key request to a server that takes hybrid
+    /// requests only (spec/hybrid.md H4).
+    #[error("this server requires the hybrid key agreement")]
+    HybridRequired,
+    /// An ML-KEM encapsulation key whose SHA3-256 is not the hash its
+    /// certificate signs (spec/hybrid.md H2).
+    #[error("encapsulation key does not match its certificate")]
+    KemMismatch,
+    /// The origin is pinned to (or configured to require) the hybrid suite
+    /// and discovery offered none (spec/hybrid.md H5).
+    #[error("hybrid key agreement required for this origin but not offered")]
+    HybridDowngrade,
 }
 
 /// Where a problem is reported (spec §4.4).
@@ -176,6 +192,8 @@ pub mod problem_type {
     pub const ADMISSION: &str = "urn:httpcrypt:admission";
     /// Source budget spent, retry later (project addition, spec §14).
     pub const BUSY: &str = "urn:httpcrypt:busy";
+    /// Only hybrid requests are taken (project addition, spec/hybrid.md H4).
+    pub const HYBRID_REQUIRED: &str = "urn:httpcrypt:hybrid-required";
 }
 
 impl Error {
@@ -221,6 +239,10 @@ impl Error {
             Error::BadAdmission => "bad_admission",
             Error::WrongAddress => "wrong_address",
             Error::WrongServer => "wrong_server",
+            Error::BadCiphertext => "bad_ciphertext",
+            Error::HybridRequired => "hybrid_required",
+            Error::KemMismatch => "kem_mismatch",
+            Error::HybridDowngrade => "hybrid_downgrade",
         }
     }
 
@@ -238,7 +260,9 @@ impl Error {
             | Error::BadQuery
             | Error::NoCookie
             | Error::BadCookie
-            | Error::SmallOrder => (400, t::MALFORMED, Scope::Outer),
+            | Error::SmallOrder
+            | Error::BadCiphertext => (400, t::MALFORMED, Scope::Outer),
+            Error::HybridRequired => (400, t::HYBRID_REQUIRED, Scope::Outer),
             Error::UnknownKey => (400, t::UNKNOWN_KEY, Scope::Outer),
             Error::BodyTooLarge => (413, t::TOO_LARGE, Scope::Outer),
             Error::RecordTooLarge => (413, t::TOO_LARGE, Scope::Inner),
@@ -270,7 +294,9 @@ impl Error {
             | Error::ContentMismatch
             | Error::BadAdmission
             | Error::WrongAddress
-            | Error::WrongServer => return None,
+            | Error::WrongServer
+            | Error::KemMismatch
+            | Error::HybridDowngrade => return None,
         };
         Some(Problem {
             status,
@@ -320,6 +346,10 @@ impl Error {
         Error::BadAdmission,
         Error::WrongAddress,
         Error::WrongServer,
+        Error::BadCiphertext,
+        Error::HybridRequired,
+        Error::KemMismatch,
+        Error::HybridDowngrade,
     ];
 
     /// Looks an error up by its code.

@@ -18,6 +18,8 @@
 //! - [`split`]: split serving through untrusted caches (stubs, splicing, content batches);
 //! - [`admission`]: the load-aware defence in front of the key agreement;
 //! - [`provenance`]: provenance certificates for data sent with the TCP SYN (spec/asap.md);
+//! - [`hybrid`]: suite 2, the hybrid X25519 + ML-KEM-768 key agreement
+//!   (spec/hybrid.md): its keys, certificates and requests;
 //! - [`rspamd`]: the rspamd compatibility profile.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -29,6 +31,7 @@ pub mod cert;
 pub mod client;
 pub mod dns;
 pub mod error;
+pub mod hybrid;
 pub mod inner;
 pub mod keys;
 pub mod limits;

@@ -44,6 +44,13 @@ impl ServerKeys {
         self.keys.push(ServerKey { secret, cert, kid });
     }
 
+    /// Adds a kex key under `kid` instead of its certificate's key ID: the
+    /// suite-2 key ID (spec/hybrid.md H2), which names the kex key together
+    /// with an ML-KEM key.
+    pub fn add_key_as(&mut self, kid: KeyId, secret: KexSecret, cert: KeyCert) {
+        self.keys.push(ServerKey { secret, cert, kid });
+    }
+
     /// Adds a ticket key valid through `expires` (unix seconds).
     pub fn add_ticket_key(&mut self, key: TicketKey, expires: u64) {
         self.tickets.push((key, expires));

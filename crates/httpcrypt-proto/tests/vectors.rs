@@ -826,3 +826,86 @@ fn provenance_vectors() {
     }
     assert!(pos >= 3 && neg > pos, "{pos} positive, {neg} negative");
 }
+
+fn hybrid_cases() -> Vec<Value> {
+    let dir = vectors_dir().join("hybrid");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("vectors/hybrid/ exists")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|f| {
+            serde_json::from_str(&std::fs::read_to_string(f).expect("readable"))
+                .expect("valid JSON")
+        })
+        .collect()
+}
+
+/// `vectors/hybrid/`: suite 2 (spec/hybrid.md), a project extension kept
+/// apart from the v1 vectors until every implementation runs it.
+#[test]
+fn hybrid_vectors() {
+    let cases = hybrid_cases();
+    let pos = cases.iter().filter(|c| c["expect"] == "ok").count();
+    let neg = cases.len() - pos;
+    assert!(pos >= 10 && neg > pos, "{pos} positive, {neg} negative");
+    for kind in [
+        "xwing",
+        "hybrid_exchange",
+        "hybrid_server_request",
+        "hybrid_cert_verify",
+    ] {
+        assert!(cases.iter().any(|c| c["kind"] == kind), "no {kind} case");
+    }
+    for case in &cases {
+        if let Err(e) = common::hybrid::check(case) {
+            panic!("{e}");
+        }
+    }
+}
+
+/// The hybrid runner notices a changed file: every positive case with one
+/// output character changed, and every negative case expecting another
+/// code, fails.
+#[test]
+fn hybrid_vectors_catch_corruption() {
+    for case in hybrid_cases() {
+        let mut bad = case.clone();
+        if case["expect"] == "ok" {
+            assert!(
+                change_one_character(&mut bad["output"]),
+                "{}: nothing to change",
+                case["name"]
+            );
+        } else {
+            let other = if case["expect"] == "integrity" {
+                "truncated"
+            } else {
+                "integrity"
+            };
+            bad["expect"] = json!(other);
+        }
+        assert!(
+            common::hybrid::check(&bad).is_err(),
+            "{}: a corrupted copy passed",
+            case["name"]
+        );
+    }
+}
+
+/// Changes the last character of the first non-empty string in `v`.
+fn change_one_character(v: &mut Value) -> bool {
+    match v {
+        Value::String(t) if !t.is_empty() => {
+            let last = t.pop().expect("non-empty");
+            t.push(if last == '0' { '1' } else { '0' });
+            true
+        }
+        Value::Array(a) => a.iter_mut().any(change_one_character),
+        Value::Object(o) => o.values_mut().any(change_one_character),
+        _ => false,
+    }
+}

@@ -17,6 +17,7 @@ pub(crate) mod certs;
 mod compact;
 mod dns;
 pub(crate) mod exchange;
+pub mod hybrid;
 mod messages;
 pub mod provenance;
 mod resumption;
@@ -156,11 +157,13 @@ pub fn generate() -> Vec<Case> {
     all
 }
 
-/// Rewrites `dir` with the generated cases, and `dir/provenance` with
-/// [`provenance::cases`]; removes stale `.json` files.
+/// Rewrites `dir` with the generated cases, `dir/provenance` with
+/// [`provenance::cases`] and `dir/hybrid` with [`hybrid::cases`]; removes
+/// stale `.json` files.
 pub fn write_all(dir: &Path) -> std::io::Result<usize> {
     let n = write_dir(dir, generate())?;
-    Ok(n + write_dir(&dir.join("provenance"), provenance::cases())?)
+    let n = n + write_dir(&dir.join("provenance"), provenance::cases())?;
+    Ok(n + write_dir(&dir.join("hybrid"), hybrid::cases())?)
 }
 
 fn write_dir(dir: &Path, cases: Vec<Case>) -> std::io::Result<usize> {

@@ -2,6 +2,7 @@
 //! input at every split.
 #![allow(dead_code)]
 
+pub mod hybrid;
 pub mod rspamd;
 
 use serde_json::Value;
