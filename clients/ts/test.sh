@@ -28,6 +28,6 @@ if [ ! -x /usr/bin/chromium ]; then
   timeout 600 $SUDO apt-get update
   timeout 900 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium
 fi
-timeout 600 node --test --test-timeout=240000 test/browser.test.mjs test/browser-admission.test.mjs test/browser-page.test.mjs
+timeout 600 node --test --test-timeout=240000 test/browser.test.mjs test/browser-admission.test.mjs test/browser-page.test.mjs test/browser-hybrid.test.mjs
 
 step "all TypeScript client checks passed"
