@@ -4,11 +4,11 @@
 // (built before suite 2) skips these tests and says so.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { HttpCryptError, createClient, exchangeInfo } from '../dist/index.js';
-import { cleanup, httpcryptBin, keygen, startServe, tempDir } from './harness.mjs';
+import { cleanup, httpcryptBin, keygen, pkgDir, startServe, tempDir } from './harness.mjs';
 
 /** Why the tests cannot run with this binary, or null. */
 function pqUnsupported() {
@@ -103,4 +103,14 @@ test('pinned: an origin that served suite 2 and then answers as a v1-only server
   // a client state that never saw suite 2 there uses v1
   c.clear();
   assert.equal(exchangeInfo(await c.fetch(`${origin}/hello.txt`)).suite, 1);
+});
+
+test('hcfetch --pq require against --pq on: a hybrid request, then its ticket (suite 2 both)', opts, async () => {
+  const out = await new Promise((resolve) => {
+    const args = [path.join(pkgDir, 'bin/hcfetch.mjs'), '--mount', '/hc', '--identity', identity, '--pq', 'require', '--repeat', '2', `http://${serveOn.addr}/hello.txt`];
+    execFile(process.execPath, args, { encoding: 'utf8', timeout: 60_000 }, (err, stdout, stderr) => resolve({ code: err ? (err.code ?? 1) : 0, stdout, stderr }));
+  });
+  assert.equal(out.code, 0, out.stderr);
+  assert.equal(out.stdout, 'hello from httpcrypt\n');
+  assert.match(out.stderr, /request 1: status 200, credential key, suite 2\nrequest 2: status 200, credential ticket, suite 2\n/);
 });
