@@ -30,6 +30,7 @@ import { MAX_ATTEMPTS, type Retry, Retries } from './retry.js';
 
 export { DEFAULT_MOUNTS, type ExchangeInfo } from './engine.js';
 export { MAX_LIVE_COOKIES } from './cookies.js';
+export { type HybridKey, type PqMode } from './pq.js';
 
 /** Options of `createClient`: the engine's settings and the driver's. */
 export interface ClientOptions extends EngineOptions {

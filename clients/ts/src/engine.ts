@@ -516,6 +516,12 @@ export class Engine {
       if (a.prepared.credential === 'ticket') h.ticket = null;
       return { kind: 'retry_admission', problem: info };
     }
+    // A suite-2-only server refused v1: a client that may use suite 2 asks OPTIONS {mount}/pq and goes again.
+    if (problem?.type === PROBLEM.hybridRequired && this.pq !== 'off' && a.suite === 1) {
+      this.hybrid.rediscover(a.origin);
+      if (a.prepared.credential === 'ticket') h.ticket = null;
+      return { kind: 'retry_key' };
+    }
     if (status === 429 && problem?.type === PROBLEM.busy) {
       const header = Number(retryAfter ?? '');
       const s = problem.retryAfter ?? (Number.isFinite(header) ? header : 1);

@@ -8,11 +8,10 @@
  * nothing more. Failures: `hybrid_downgrade` (pinned or required, and no
  * suite 2 offered), `kem_mismatch` (no key text matches the certificate).
  */
-import { chooseCert } from './cert.js';
+import { type KeyCert, chooseCert } from './cert.js';
 import { HttpCryptError, fail } from './errors.js';
 import { kemHash } from './hybrid.js';
 import { type HybridCert, anyCertFromText, isHybridCert, parseHybridCertList, verifyHybridCert } from './hybridcert.js';
-import { type KeyCert } from './cert.js';
 import { toHex } from './suite.js';
 
 /** The `pq` option: `off` (v1 only), `prefer` (suite 2 when offered, pinned once seen), `require` (suite 2 or nothing). */
@@ -114,11 +113,11 @@ export class HybridState {
     });
   }
 
-  /** The best of `certs` at `t` whose ML-KEM key is known, or null. */
+  /** The best of `certs` (already checked) at `t` whose ML-KEM key is known, or null. */
   #choose(certs: HybridCert[], t: number): HybridKey | null {
     const usable = certs.filter((c) => this.kemKey(c.kemHash) !== undefined);
     try {
-      const cert = chooseCert(usable, t, this.#identity, verifyHybridCert);
+      const cert = chooseCert(usable, t);
       const ek = this.kemKey(cert.kemHash);
       return ek === undefined ? null : { cert, ek };
     } catch {
@@ -151,16 +150,23 @@ export class HybridState {
    * the list offers no valid suite-2 certificate (then `absent` decides).
    * Suite-1 certificates of the list are returned apart for the v1 path.
    * A valid certificate whose key text is in neither the list nor the
-   * cache is `kem_mismatch` when the list holds other key texts.
+   * cache is `kem_mismatch` when the list holds other key texts. In
+   * authenticated mode, valid suite-2 certificates none of which the
+   * identity signed are `bad_signature`, as in v1.
    */
   store(origin: string, text: Uint8Array, cacheControl: string | null, t: number): { key: HybridKey | null; suite1: KeyCert[] } {
     const list = parseHybridCertList(text);
     for (const ek of list.kemKeys) this.#keepKem(ek);
-    const certs = this.#checked(list.certs.filter(isHybridCert));
+    const offered = list.certs.filter(isHybridCert);
+    const certs = this.#checked(offered);
     const suite1 = list.certs.filter((c): c is KeyCert => !isHybridCert(c));
     const o = this.#origin(origin);
-    const valid = certs.filter((c) => c.notBefore <= t && t <= c.notAfter);
-    if (valid.length === 0) return { key: null, suite1 };
+    const isValid = (c: HybridCert): boolean => c.notBefore <= t && t <= c.notAfter;
+    const valid = certs.filter(isValid);
+    if (valid.length === 0) {
+      if (offered.some(isValid)) fail('bad_signature', 'the suite-2 certificates are not signed by the pinned identity');
+      return { key: null, suite1 };
+    }
     o.certs = certs;
     o.fetched = t;
     o.maxAge = maxAgeOf(cacheControl, 0);
@@ -185,6 +191,11 @@ export class HybridState {
     this.refuseClassical(origin, t);
     o.certs = [];
     o.absentUntil = t + maxAgeOf(cacheControl, PQ_ABSENT_SECONDS);
+  }
+
+  /** Asks `OPTIONS {mount}/pq` again on the next call (the server said it takes suite 2 only). */
+  rediscover(origin: string): void {
+    this.#origin(origin).absentUntil = 0;
   }
 
   /** Throws `hybrid_downgrade` when `origin` must use suite 2 at `t` (about to use v1). */

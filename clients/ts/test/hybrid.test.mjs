@@ -153,11 +153,26 @@ test('a key text that does not match the certificate is kem_mismatch', async () 
   await rejectsWith(c.fetch(`${ORIGIN}/x`), 'kem_mismatch');
 });
 
-test('authenticated mode: a suite-2 certificate by another identity is not used (bad_signature under require)', async () => {
+test('authenticated mode: suite-2 certificates by another identity are bad_signature, and pin nothing', async () => {
   const srv = makeServer({ pq: 'on' });
   const stranger = makeServer();
-  const c = hc.createClient({ mount: '/hc', pq: 'require', identity: stranger.identity, fetch: fakeFetch(srv) });
-  await rejectsWith(c.fetch(`${ORIGIN}/x`), 'hybrid_downgrade');
+  for (const pq of ['prefer', 'require']) {
+    const c = hc.createClient({ mount: '/hc', pq, identity: stranger.identity, fetch: fakeFetch(srv) });
+    await rejectsWith(c.fetch(`${ORIGIN}/x`), 'bad_signature');
+  }
+});
+
+test('prefer: a server that became suite-2-only answers hybrid_required; the client asks /pq again and retries in suite 2', async () => {
+  const srv = makeServer();
+  const log = [];
+  const c = hc.createClient({ mount: '/hc', pq: 'prefer', tickets: false, fetch: fakeFetch(srv, { log }) });
+  assert.equal(hc.exchangeInfo(await c.fetch(`${ORIGIN}/1`)).suite, 1);
+  // the same kex key now serves suite 2 only
+  addHybridKey(srv);
+  srv.cfg.keys = [];
+  const r = await c.fetch(`${ORIGIN}/2`);
+  assert.deepEqual([hc.exchangeInfo(r).suite, hc.exchangeInfo(r).attempts], [2, 2]);
+  assert.deepEqual(optionsOf(log), ['/hc/pq', '/hc/pq']);
 });
 
 test('engine: a hybrid attempt carries ct_M before the stream, names the suite-2 kid, and the server agrees on the key', async () => {
