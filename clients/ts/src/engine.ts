@@ -330,41 +330,32 @@ export class Engine {
     return h.certs;
   }
 
-  // ---- suite 2 ----
+  // ---- suite 2 (spec/hybrid.md H4, H5) ----
 
   /** The suite-2 key to use at `t` if the cached one is fresh and usable, else null. */
   cachedHybrid(origin: string, t: number): HybridKey | null {
     return this.hybrid.cached(origin, t);
   }
 
-  /** Whether a call to `origin` should ask `OPTIONS {mount}/pq` now (`pq` on, and no recent answer that there is none). */
+  /** Whether a call should ask `OPTIONS {mount}/pq` now (`pq` on, no recent answer that there is none). */
   wantsHybrid(origin: string, t: number): boolean {
     return this.pq !== 'off' && this.hybrid.shouldDiscover(origin, t);
   }
 
-  /** Whether the answer to `OPTIONS {m}/pq` is a certificate list to read (else this mount offers no suite 2). */
+  /** Whether an answer to `OPTIONS {m}/pq` is a certificate list to read (else this mount offers no suite 2). */
   isHybridList(status: number, contentType: string | null): boolean {
     const ctype = mediaType(contentType);
     return status === 200 && (ctype === undefined || ctype === CERTS_TYPE);
   }
 
-  /**
-   * Takes the list `OPTIONS {m}/pq` answered: keeps the key texts, the
-   * suite-2 certificates and the mount, pins the origin; returns the key to
-   * use, or null when the list holds no valid suite-2 certificate.
-   */
+  /** Takes the list `OPTIONS {m}/pq` answered (`HybridState.store`) and keeps the mount; null: no valid suite-2 certificate. */
   storeHybrid(origin: string, m: string, cacheControl: string | null, text: Uint8Array): HybridKey | null {
     const { key } = this.hybrid.store(origin, text, cacheControl, this.now());
     if (key !== null) this.host(origin).mount = m;
     return key;
   }
 
-  /**
-   * Discovery found no suite 2 (every mount tried answered 404, or a list
-   * without one): `hybrid_downgrade` when the origin is pinned or `pq` is
-   * `require`; else v1 is used and `OPTIONS {mount}/pq` is not asked again
-   * for a while.
-   */
+  /** No mount offered suite 2: `hybrid_downgrade` when pinned or required, else v1 for a while. */
   noHybrid(origin: string, cacheControl: string | null = null): void {
     this.hybrid.absent(origin, this.now(), cacheControl);
   }
