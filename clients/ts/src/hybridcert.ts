@@ -3,7 +3,9 @@
  * certificate whose signed part holds `kem_hash`, its `hc1 ` text, the
  * `hck1 ` encapsulation key text, lists that hold both suites and key
  * texts (`OPTIONS {mount}/pq`, the `hybrid_certs` of an `unknown-key`
- * problem), and the eleven-address AAAA form.
+ * problem), and the DNS forms: TXT at `_httpcrypt-pq.{host}` (a
+ * certificate) and `_httpcrypt-kem.{host}` (the key text), and eleven AAAA
+ * addresses at `_httpcrypt-pq.{host}`.
  */
 import { b64uDecode, b64uEncode } from './b64u.js';
 import { type CertVersion, type KeyCert, CERT_LEN, TEXT_PREFIX, certToText, decodeCert } from './cert.js';
@@ -236,4 +238,42 @@ export function parseHybridAaaa(addrs: readonly Uint8Array[]): HybridCert {
   }
   for (let i = HYBRID_CERT_LEN; i < PADDED; i++) if (padded[i] !== 0) fail('bad_record', 'AAAA padding');
   return decodeHybridCert(padded.subarray(0, HYBRID_CERT_LEN));
+}
+
+/** `_httpcrypt-pq.{host}`: owner of the suite-2 TXT and AAAA records (H4). */
+export function hybridCertName(host: string): string {
+  return `_httpcrypt-pq.${host.replace(/\.+$/, '')}`;
+}
+
+/** `_httpcrypt-kem.{host}`: owner of the key text TXT record (H4). */
+export function kemName(host: string): string {
+  return `_httpcrypt-kem.${host.replace(/\.+$/, '')}`;
+}
+
+function txtText(strings: readonly Uint8Array[]): string {
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(concat(...strings));
+  } catch {
+    fail('bad_record', 'TXT is not UTF-8');
+  }
+}
+
+/** A suite-2 certificate from one TXT record at `_httpcrypt-pq.{host}` (its character-strings joined, as spec §6.1). */
+export function parseHybridTxt(strings: readonly Uint8Array[]): HybridCert {
+  const c = anyCertFromText(txtText(strings));
+  if (!isHybridCert(c)) fail('bad_certificate', 'a suite-1 certificate where a suite-2 one belongs');
+  return c;
+}
+
+/** The key text from its TXT record at `_httpcrypt-kem.{host}` (seven character-strings of at most 255), checked against `kem_hash` when given. */
+export function parseKemTxt(strings: readonly Uint8Array[], expectedHash?: Uint8Array): Uint8Array {
+  return parseKemText(txtText(strings), expectedHash);
+}
+
+/** The character-strings of the key text's TXT record (at most 255 bytes each). */
+export function formatKemTxt(ek: Uint8Array): Uint8Array[] {
+  const text = utf8(formatKemText(ek));
+  const out: Uint8Array[] = [];
+  for (let i = 0; i < text.length; i += 255) out.push(text.slice(i, i + 255));
+  return out;
 }

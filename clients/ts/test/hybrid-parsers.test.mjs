@@ -148,3 +148,18 @@ test('fuzz: AAAA sets (dropped, duplicated, altered addresses) reassemble exactl
     if (res.ok) assert.deepEqual(hc.formatHybridAaaa(res.ok).map(hc.toHex).sort(), set.map(hc.toHex).sort());
   }
 });
+
+test('DNS: the suite-2 TXT record and the key text TXT record (seven character-strings) round trip', () => {
+  const c = randomCert(rng(8));
+  const text = hc.utf8(hc.hybridCertToText(c));
+  assert.deepEqual(hc.parseHybridTxt([text.subarray(0, 100), text.subarray(100)]), c);
+  assert.equal(total(hc.parseHybridTxt, [hc.utf8(hc.certToText(hc.signCert(identitySeed, 1, 0, 10, rng(9).bytes(32))))]).err, 'bad_certificate');
+  assert.equal(total(hc.parseHybridTxt, [Uint8Array.of(0xff)]).err, 'bad_record');
+  const strings = hc.formatKemTxt(kem.ek);
+  assert.equal(strings.length, 7);
+  assert.ok(strings.every((x) => x.length <= 255));
+  assert.deepEqual(hc.parseKemTxt(strings, hc.kemHash(kem.ek)), kem.ek);
+  assert.equal(total((x) => hc.parseKemTxt(x, new Uint8Array(32)), strings).err, 'kem_mismatch');
+  assert.equal(hc.hybridCertName('example.com.'), '_httpcrypt-pq.example.com');
+  assert.equal(hc.kemName('example.com'), '_httpcrypt-kem.example.com');
+});
