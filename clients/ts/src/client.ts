@@ -181,15 +181,17 @@ export function createClient(options: ClientOptions = {}): HcClient {
       watchdog.arm(`fetching the suite-2 certificates (OPTIONS ${path})`);
       try {
         rsp = await transport(`${origin}${path}`, { method: 'OPTIONS', cache: 'no-store', redirect: 'manual', signal: watchdog.signal });
+        if (!engine.isHybridList(rsp.status, rsp.headers.get('content-type'))) {
+          // Not a list (a 404 page, of any size): read within a bound and let go, as for v1's refusals.
+          await readLimited(rsp.body, PROBLEM_LIMIT).catch(() => undefined);
+          cacheControl ??= rsp.headers.get('cache-control');
+          continue;
+        }
         text = await readLimited(rsp.body, PROBLEM_LIMIT);
       } catch (e) {
         throw transportError(watchdog.explain(e), origin, `OPTIONS ${origin}${path}`);
       } finally {
         watchdog.disarm();
-      }
-      if (!engine.isHybridList(rsp.status, rsp.headers.get('content-type'))) {
-        cacheControl ??= rsp.headers.get('cache-control');
-        continue;
       }
       const key = engine.storeHybrid(origin, m, rsp.headers.get('cache-control'), text);
       if (key !== null) return key;

@@ -81,6 +81,15 @@ test('prefer against a v1-only server: OPTIONS {mount}/pq answers 404, v1 is use
   assert.ok(sealedOf(log).every((l) => l.suite === 1));
 });
 
+test('prefer: a large 404 page at /pq (above the list bound) still means "no suite 2"', async () => {
+  const srv = makeServer();
+  const base = fakeFetch(srv);
+  const big = async (url, init = {}) =>
+    init.method === 'OPTIONS' && new URL(url).pathname === '/hc/pq' ? new Response(new Uint8Array(200_000), { status: 404, headers: { 'content-type': 'text/html' } }) : base(url, init);
+  const r = await hc.createClient({ mount: '/hc', pq: 'prefer', fetch: big }).fetch(`${ORIGIN}/x`);
+  assert.equal(hc.exchangeInfo(r).suite, 1);
+});
+
 test('require against a v1-only server: hybrid_downgrade, and nothing is sent sealed', async () => {
   const srv = makeServer();
   const log = [];
