@@ -204,3 +204,15 @@ test('engine: a hybrid attempt carries ct_M before the stream, names the suite-2
   // a truncated ciphertext is bad_ciphertext at the server
   assert.throws(() => hc.server.accept(srv.cfg, { ...req, body: body.subarray(0, 1000), contentLength: 1000 }, NOW), (err) => err.code === 'bad_ciphertext');
 });
+
+test('a version-2 suite-2 certificate: hybrid requests in profile 2 (time in n0, bound Host), GET and POST', async () => {
+  const srv = makeServer({ version: 2, pq: 'on' });
+  const log = [];
+  const c = hc.createClient({ mount: '/hc', identity: srv.identity, pq: 'require', tickets: false, fetch: fakeFetch(srv, { log, freshness: true }) });
+  const g = await c.fetch(`${ORIGIN}/g`);
+  assert.equal((await g.json()).target, '/g');
+  const p = await c.fetch(`${ORIGIN}/p`, { method: 'POST', body: new Uint8Array(4000) });
+  assert.equal((await p.json()).length, 4000);
+  for (const r of [g, p]) assert.deepEqual([hc.exchangeInfo(r).suite, hc.exchangeInfo(r).profile], [2, 2]);
+  assert.deepEqual(sealedOf(log).map((l) => [l.suite, l.profile]), [[2, 2], [2, 2]]);
+});
