@@ -193,7 +193,7 @@ export function createClient(options: ClientOptions = {}): HcClient {
       } finally {
         watchdog.disarm();
       }
-      const key = engine.storeHybrid(origin, m, rsp.headers.get('cache-control'), text);
+      const key = engine.storeHybrid(origin, m, rsp.headers.get('content-type'), rsp.headers.get('cache-control'), text);
       if (key !== null) return key;
     }
     engine.noHybrid(origin, cacheControl);

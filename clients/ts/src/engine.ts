@@ -348,9 +348,18 @@ export class Engine {
     return status === 200 && (ctype === undefined || ctype === CERTS_TYPE);
   }
 
-  /** Takes the list `OPTIONS {m}/pq` answered (`HybridState.store`) and keeps the mount; null: no valid suite-2 certificate. */
-  storeHybrid(origin: string, m: string, cacheControl: string | null, text: Uint8Array): HybridKey | null {
-    const { key } = this.hybrid.store(origin, text, cacheControl, this.now());
+  /**
+   * Takes the list `OPTIONS {m}/pq` answered (`HybridState.store`) and keeps the mount; null: no valid
+   * suite-2 certificate. Without the list's type, a body that is no list is some other service's answer.
+   */
+  storeHybrid(origin: string, m: string, contentType: string | null, cacheControl: string | null, text: Uint8Array): HybridKey | null {
+    let key: HybridKey | null;
+    try {
+      key = this.hybrid.store(origin, text, cacheControl, this.now()).key;
+    } catch (e) {
+      if (mediaType(contentType) === undefined && e instanceof HttpCryptError && e.code === 'bad_certificate') return null;
+      throw e;
+    }
     if (key !== null) this.host(origin).mount = m;
     return key;
   }

@@ -90,6 +90,18 @@ test('prefer: a large 404 page at /pq (above the list bound) still means "no sui
   assert.equal(hc.exchangeInfo(r).suite, 1);
 });
 
+test('prefer: a 200 without a type at /pq that is no list (another service) means "no suite 2"; with the list type it is an error', async () => {
+  const srv = makeServer();
+  const base = fakeFetch(srv);
+  const page = (type) => async (url, init = {}) =>
+    init.method === 'OPTIONS' && new URL(url).pathname === '/hc/pq' ? new Response(hc.utf8('<html>hi</html>'), { status: 200, headers: type ? { 'content-type': type } : {} }) : base(url, init);
+  const untyped = page(null);
+  assert.equal((await untyped(`${ORIGIN}/hc/pq`, { method: 'OPTIONS' })).headers.get('content-type'), null);
+  const r = await hc.createClient({ mount: '/hc', pq: 'prefer', fetch: untyped }).fetch(`${ORIGIN}/x`);
+  assert.equal(hc.exchangeInfo(r).suite, 1);
+  await rejectsWith(hc.createClient({ mount: '/hc', pq: 'prefer', fetch: page('application/httpcrypt-certs') }).fetch(`${ORIGIN}/x`), 'bad_certificate');
+});
+
 test('require against a v1-only server: hybrid_downgrade, and nothing is sent sealed', async () => {
   const srv = makeServer();
   const log = [];
@@ -187,7 +199,7 @@ test('prefer: a server that became suite-2-only answers hybrid_required; the cli
 test('engine: a hybrid attempt carries ct_M before the stream, names the suite-2 kid, and the server agrees on the key', async () => {
   const srv = makeServer({ pq: 'on' });
   const e = new Engine({ mount: '/hc', now: () => NOW, pq: 'prefer', tickets: false });
-  const key = e.storeHybrid(ORIGIN, '/hc', 'max-age=60', hc.utf8(pqListBody(srv)));
+  const key = e.storeHybrid(ORIGIN, '/hc', 'application/httpcrypt-certs', 'max-age=60', hc.utf8(pqListBody(srv)));
   assert.ok(key !== null);
   assert.equal(e.hybrid.pinnedUntil(ORIGIN), srv.hybridCert.notAfter);
   const bytes = hc.randomBytes(3000);
