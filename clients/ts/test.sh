@@ -19,7 +19,7 @@ step "lint (eslint)"
 timeout 300 npx eslint .
 
 step "vectors + live Node tests (node --test)"
-timeout 1500 node --test --test-timeout=900000 test/vectors.test.mjs test/engine.test.mjs test/client.test.mjs test/compact.test.mjs test/admission.test.mjs test/live.test.mjs test/hcfetch.test.mjs test/admission-live.test.mjs test/diagnose.test.mjs
+timeout 1500 node --test --test-timeout=900000 test/vectors.test.mjs test/hybrid-vectors.test.mjs test/hybrid.test.mjs test/hybrid-parsers.test.mjs test/engine.test.mjs test/client.test.mjs test/compact.test.mjs test/admission.test.mjs test/live.test.mjs test/hybrid-live.test.mjs test/hcfetch.test.mjs test/admission-live.test.mjs test/diagnose.test.mjs
 
 step "Chromium"
 if [ ! -x /usr/bin/chromium ]; then
@@ -28,6 +28,6 @@ if [ ! -x /usr/bin/chromium ]; then
   timeout 600 $SUDO apt-get update
   timeout 900 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium
 fi
-timeout 600 node --test --test-timeout=240000 test/browser.test.mjs test/browser-admission.test.mjs test/browser-page.test.mjs
+timeout 600 node --test --test-timeout=240000 test/browser.test.mjs test/browser-admission.test.mjs test/browser-page.test.mjs test/browser-hybrid.test.mjs
 
 step "all TypeScript client checks passed"

@@ -1,11 +1,12 @@
 #!/usr/bin/env node
 // hcfetch: the interop driver of the TypeScript client.
 //
-//   hcfetch [--mount PATH] [--identity B64U] [-X METHOD] [-H 'Name: value']...
-//           [-d DATA | --data-file FILE] [--repeat N] URL
+//   hcfetch [--mount PATH] [--identity B64U] [--pq off|prefer|require] [-X METHOD]
+//           [-H 'Name: value']... [-d DATA | --data-file FILE] [--repeat N] URL
 //
 // Sends the request N times through one client; per request one stderr
-// line `request I: status S, credential key|ticket`; the last body raw to
+// line `request I: status S, credential key|ticket` (with `--pq prefer` or
+// `require`, followed by `, suite 1|2`: spec/hybrid.md); the last body raw to
 // stdout. Exit 0 when every request got an authenticated inner response,
 // 1 on any protocol error (`error: CODE` on stderr), 2 on bad usage.
 import { createReadStream } from 'node:fs';
@@ -13,7 +14,7 @@ import { Readable } from 'node:stream';
 import { createClient, exchangeInfo, HttpCryptError } from '../dist/index.js';
 
 function usage(msg) {
-  process.stderr.write(`hcfetch: ${msg}\nusage: hcfetch [--mount PATH] [--identity B64U] [-X METHOD] [-H 'Name: value']... [-d DATA | --data-file FILE] [--repeat N] URL\n`);
+  process.stderr.write(`hcfetch: ${msg}\nusage: hcfetch [--mount PATH] [--identity B64U] [--pq off|prefer|require] [-X METHOD] [-H 'Name: value']... [-d DATA | --data-file FILE] [--repeat N] URL\n`);
   process.exit(2);
 }
 
@@ -32,6 +33,10 @@ for (let i = 0; i < args.length; i++) {
   switch (a) {
     case '--mount': opt.mount = next(); break;
     case '--identity': opt.identity = next(); break;
+    case '--pq':
+      opt.pq = next();
+      if (!['off', 'prefer', 'require'].includes(opt.pq)) usage('--pq takes off, prefer or require');
+      break;
     case '-X': case '--request': opt.method = next(); break;
     case '-H': case '--header': opt.headers.push(next()); break;
     case '-d': case '--data': opt.data = next(); break;
@@ -70,14 +75,19 @@ function errorCode(e) {
 }
 
 try {
-  const client = createClient({ ...(opt.mount !== undefined ? { mount: opt.mount } : {}), ...(opt.identity !== undefined ? { identity: opt.identity } : {}) });
+  const client = createClient({
+    ...(opt.mount !== undefined ? { mount: opt.mount } : {}),
+    ...(opt.identity !== undefined ? { identity: opt.identity } : {}),
+    ...(opt.pq !== undefined ? { pq: opt.pq } : {}),
+  });
   for (let i = 1; i <= opt.repeat; i++) {
     const init = { method, headers };
     if (opt.data !== undefined) init.body = new TextEncoder().encode(opt.data);
     else if (opt.dataFile !== undefined) init.body = Readable.toWeb(createReadStream(opt.dataFile));
     const rsp = await client.fetch(opt.url, init);
     const info = exchangeInfo(rsp);
-    process.stderr.write(`request ${i}: status ${rsp.status}, credential ${info?.credential ?? 'key'}\n`);
+    const suite = opt.pq !== undefined && opt.pq !== 'off' ? `, suite ${info?.suite ?? 1}` : '';
+    process.stderr.write(`request ${i}: status ${rsp.status}, credential ${info?.credential ?? 'key'}${suite}\n`);
     if (i < opt.repeat) {
       await rsp.arrayBuffer(); // verified to the end
       continue;

@@ -86,14 +86,21 @@ export function outerBody(rsp: Response): ReadableStream<Uint8Array> | null {
   });
 }
 
-/** Seals `head` then the caller's body stream, as records of `recordSize`, the last FINAL. */
+/** Seals `head` then the caller's body stream, as records of `recordSize`, the last FINAL; in suite 2 after `ct_M`. */
 export function sealStream(p: PreparedRequest, head: Uint8Array, input: ReadableStream<Uint8Array>, recordSize: number, watchdog: Watchdog): ReadableStream<Uint8Array> {
   const sealer = requestSealer(p);
   const reader = input.getReader();
   let pending: Uint8Array = head;
   let ended = false;
+  // Suite 2: the ML-KEM ciphertext goes first (spec/hybrid.md H3).
+  let prefix = p.kemCiphertext;
   return new ReadableStream<Uint8Array>({
     async pull(controller) {
+      if (prefix !== null) {
+        controller.enqueue(prefix);
+        prefix = null;
+        return;
+      }
       // Fill one record (or reach the end), then emit it.
       while (!ended && pending.length <= recordSize) {
         const { done, value } = await reader.read();

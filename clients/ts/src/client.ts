@@ -12,13 +12,16 @@
  * waited out, at most three such retries per call. The answer to HEAD and
  * a 304 have no body (erratum E2). Failures to reach or recognise a server
  * are the shared diagnoses of spec §12 (`connect_failed`, `timeout`,
- * `not_httpcrypt`, `no_endpoint`).
+ * `not_httpcrypt`, `no_endpoint`). With `pq` on, discovery asks
+ * `OPTIONS {mount}/pq` first (spec/hybrid.md H4) and falls back to v1 only
+ * where the engine allows it.
  */
 import { own, normalizeBody, openBody, outerBody, readLimited, sealStream } from './body.js';
 import { type KeyCert } from './cert.js';
 import { attachCookie, cookieSlots } from './cookies.js';
 import { Watchdog, sleep, transportError } from './diagnose.js';
 import { type Attempt, type CallerBody, type EngineOptions, type ExchangeInfo, Engine, PROBLEM_LIMIT } from './engine.js';
+import { type HybridKey } from './pq.js';
 import { HttpCryptError, fail } from './errors.js';
 import { responseOpener } from './exchange.js';
 import { InnerDecoder } from './inner.js';
@@ -27,6 +30,7 @@ import { MAX_ATTEMPTS, type Retry, Retries } from './retry.js';
 
 export { DEFAULT_MOUNTS, type ExchangeInfo } from './engine.js';
 export { MAX_LIVE_COOKIES } from './cookies.js';
+export { type HybridKey, type PqMode } from './pq.js';
 
 /** Options of `createClient`: the engine's settings and the driver's. */
 export interface ClientOptions extends EngineOptions {
@@ -149,8 +153,64 @@ export function createClient(options: ClientOptions = {}): HcClient {
     return engine.storeCerts(origin, m, rsp.status, contentType, rsp.headers.get('cache-control'), text);
   }
 
-  async function currentCert(origin: string): Promise<KeyCert> {
+  /** Suite-2 discoveries in flight, one per origin. */
+  const discoveringHybrid = new Map<string, Promise<HybridKey | null>>();
+
+  function refreshHybrid(origin: string): Promise<HybridKey | null> {
+    let p = discoveringHybrid.get(origin);
+    if (p === undefined) {
+      p = discoverHybrid(origin).finally(() => discoveringHybrid.delete(origin));
+      discoveringHybrid.set(origin, p);
+    }
+    return p;
+  }
+
+  /**
+   * `OPTIONS {mount}/pq` at each candidate mount until one answers a list
+   * with a suite-2 certificate (spec/hybrid.md H4). Any other answer means
+   * "no suite 2 here"; none anywhere is the engine's to judge (v1, or
+   * `hybrid_downgrade`). Transport failures are thrown as for v1.
+   */
+  async function discoverHybrid(origin: string): Promise<HybridKey | null> {
+    let cacheControl: string | null = null;
+    for (const m of engine.mounts(origin)) {
+      const path = `${m}/pq`;
+      const watchdog = new Watchdog(timeout, undefined);
+      let rsp: Response;
+      let text: Uint8Array;
+      watchdog.arm(`fetching the suite-2 certificates (OPTIONS ${path})`);
+      try {
+        rsp = await transport(`${origin}${path}`, { method: 'OPTIONS', cache: 'no-store', redirect: 'manual', signal: watchdog.signal });
+        if (!engine.isHybridList(rsp.status, rsp.headers.get('content-type'))) {
+          // Not a list (a 404 page, of any size): read within a bound and let go, as for v1's refusals.
+          await readLimited(rsp.body, PROBLEM_LIMIT).catch(() => undefined);
+          cacheControl ??= rsp.headers.get('cache-control');
+          continue;
+        }
+        text = await readLimited(rsp.body, PROBLEM_LIMIT);
+      } catch (e) {
+        throw transportError(watchdog.explain(e), origin, `OPTIONS ${origin}${path}`);
+      } finally {
+        watchdog.disarm();
+      }
+      const key = engine.storeHybrid(origin, m, rsp.headers.get('content-type'), rsp.headers.get('cache-control'), text);
+      if (key !== null) return key;
+    }
+    engine.noHybrid(origin, cacheControl);
+    return null;
+  }
+
+  async function currentCert(origin: string): Promise<KeyCert | HybridKey> {
     const t = engine.now();
+    if (engine.pq !== 'off') {
+      const cached = engine.cachedHybrid(origin, t);
+      if (cached !== null) return cached;
+      if (engine.wantsHybrid(origin, t)) {
+        const found = await refreshHybrid(origin);
+        if (found !== null) return found;
+      }
+      engine.allowClassical(origin);
+    }
     return engine.cachedCert(origin, t) ?? engine.chooseFetched(await refreshCerts(origin), t);
   }
 

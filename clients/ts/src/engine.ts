@@ -12,15 +12,22 @@
  * (`URL.host`, what fetch puts on the wire), the inner head has no `Host`
  * or `Date`, pads are 0–7 characters. Every field the caller sets travels
  * inside (erratum E1).
+ *
+ * Suite 2 (spec/hybrid.md) with the `pq` option: the attempt is planned on
+ * a `HybridKey` (X25519 + ML-KEM-768, `ct_M` before the stream); the
+ * suite-2 state, pins and `hybrid_downgrade` are `HybridState`'s (`pq.ts`).
  */
 import { ADMIT_COOKIE_LEN, ADMIT_ECHO_SECONDS, MAX_CLIENT_DIFFICULTY, cookieDifficulty, formatEcho, solvePuzzle } from './admission.js';
 import { b64uDecodeExact } from './b64u.js';
 import { type KeyCert, certFromText, certVersion, chooseCert, parseCertList, verifyCert } from './cert.js';
+import { KEM_CIPHERTEXT_LEN } from './hybrid.js';
+import { hybridCertKid } from './hybridcert.js';
+import { type HybridKey, type PqMode, HybridState } from './pq.js';
 import { COMPACT_MAX_PAD, type Profile, compactNonce } from './compact.js';
 import { checkDate, formatHttpDate } from './date.js';
 import { hostPort } from './diagnose.js';
 import { HttpCryptError, PROBLEM, type ProblemInfo, codeForProblem, fail } from './errors.js';
-import { type ClientCredential, type PreparedRequest, prepareRequest, requestSealer } from './exchange.js';
+import { type ClientCredential, type PreparedRequest, outerPayload, prepareRequest, requestSealer } from './exchange.js';
 import { DEFAULT_INNER_LIMITS, FORBIDDEN, type Field, type InnerLimits, type ResponseHead, fieldValue, formatRequestHead } from './inner.js';
 import { CERTS_TYPE, MAX_PAD, PROBLEM_TYPE, fitsGetForm, getTarget, noncePath, normalizeMount, parseProblem, randomPad } from './outer.js';
 import { type CallStats, MAX_BUSY_WAIT, type Retry } from './retry.js';
@@ -65,6 +72,15 @@ export interface EngineOptions {
   now?: () => number;
   /** Certificate lines (`hc1 …`) known in advance, e.g. from DNS; checked like `OPTIONS` answers. */
   certs?: string[];
+  /**
+   * Suite 2, the hybrid X25519 + ML-KEM-768 agreement (spec/hybrid.md H5).
+   * `off` (default): v1 only. `prefer`: ask `OPTIONS {mount}/pq` first and
+   * use suite 2 when offered, else v1; once a suite-2 certificate was seen
+   * the origin is pinned to suite 2 until its `not_after` (a later
+   * discovery offering none is `hybrid_downgrade`). `require`: suite 2 or
+   * `hybrid_downgrade`.
+   */
+  pq?: PqMode;
 }
 
 /** What happened on the wire for one `hcFetch` call. */
@@ -82,6 +98,11 @@ export interface ExchangeInfo {
    * certificate used has version 2, else 1.
    */
   profile: Profile;
+  /**
+   * Key agreement suite of the last attempt's session: 2 for a hybrid
+   * fresh-key request or a ticket of a hybrid session, else 1.
+   */
+  suite: 1 | 2;
   /** Admission (spec §14): challenges and `busy` answers met in this call, and the echo of the last attempt. */
   admission: {
     /** Outer 429 `urn:httpcrypt:admission` answers this call got (each one solved and retried). */
@@ -108,7 +129,8 @@ export interface HostState {
   fetched: number;
   maxAge: number;
   key: Uint8Array | null;
-  ticket: { ticket: Uint8Array; sessionKey: Uint8Array } | null;
+  /** The last ticket, with its session key and the suite of the session it resumes. */
+  ticket: { ticket: Uint8Array; sessionKey: Uint8Array; suite: 1 | 2 } | null;
   token: { value: string; sessionKey: Uint8Array } | null;
   clockOffset: number;
   /** The admission cookie to echo on fresh-key requests until `until` (clock seconds), spec §14.5. */
@@ -136,6 +158,8 @@ export interface Attempt {
   readonly head: Uint8Array;
   readonly form: 'get' | 'post';
   readonly outerUrl: string;
+  /** 2 for a hybrid fresh-key request or a ticket of a hybrid session. */
+  readonly suite: 1 | 2;
   /** The `hc1-admit` echo value this attempt carries (spec §14.5), or null. */
   readonly echo: string | null;
   readonly echoDifficulty: number | null;
@@ -160,6 +184,8 @@ export class Engine {
   readonly recordSize: number;
   readonly maxRecord: number;
   readonly innerLimits: InnerLimits;
+  /** Suite-2 state: the `pq` mode, suite-2 certificates, pins, ML-KEM keys by hash. */
+  readonly hybrid: HybridState;
   readonly #configuredMount: string | null;
   readonly #clock: () => number;
   readonly #certs: string[] | undefined;
@@ -181,6 +207,12 @@ export class Engine {
     this.innerLimits = options.innerLimits ?? DEFAULT_INNER_LIMITS;
     this.#clock = options.now ?? (() => Date.now() / 1000);
     this.#certs = options.certs;
+    this.hybrid = new HybridState(options.pq ?? 'off', this.identity);
+  }
+
+  /** The `pq` mode. */
+  get pq(): PqMode {
+    return this.hybrid.mode;
   }
 
   /** The clock, in (fractional) unix seconds. */
@@ -211,6 +243,7 @@ export class Engine {
   /** Forgets every origin's keys, tickets and clock offset. */
   clear(): void {
     this.#hosts.clear();
+    this.hybrid.clear();
   }
 
   /** Authenticated mode keeps only certificates the identity signed. */
@@ -297,6 +330,50 @@ export class Engine {
     return h.certs;
   }
 
+  // ---- suite 2 (spec/hybrid.md H4, H5) ----
+
+  /** The suite-2 key to use at `t` if the cached one is fresh and usable, else null. */
+  cachedHybrid(origin: string, t: number): HybridKey | null {
+    return this.hybrid.cached(origin, t);
+  }
+
+  /** Whether a call should ask `OPTIONS {mount}/pq` now (`pq` on, no recent answer that there is none). */
+  wantsHybrid(origin: string, t: number): boolean {
+    return this.pq !== 'off' && this.hybrid.shouldDiscover(origin, t);
+  }
+
+  /** Whether an answer to `OPTIONS {m}/pq` is a certificate list to read (else this mount offers no suite 2). */
+  isHybridList(status: number, contentType: string | null): boolean {
+    const ctype = mediaType(contentType);
+    return status === 200 && (ctype === undefined || ctype === CERTS_TYPE);
+  }
+
+  /**
+   * Takes the list `OPTIONS {m}/pq` answered (`HybridState.store`) and keeps the mount; null: no valid
+   * suite-2 certificate. Without the list's type, a body that is no list is some other service's answer.
+   */
+  storeHybrid(origin: string, m: string, contentType: string | null, cacheControl: string | null, text: Uint8Array): HybridKey | null {
+    let key: HybridKey | null;
+    try {
+      key = this.hybrid.store(origin, text, cacheControl, this.now()).key;
+    } catch (e) {
+      if (mediaType(contentType) === undefined && e instanceof HttpCryptError && e.code === 'bad_certificate') return null;
+      throw e;
+    }
+    if (key !== null) this.host(origin).mount = m;
+    return key;
+  }
+
+  /** No mount offered suite 2: `hybrid_downgrade` when pinned or required, else v1 for a while. */
+  noHybrid(origin: string, cacheControl: string | null = null): void {
+    this.hybrid.absent(origin, this.now(), cacheControl);
+  }
+
+  /** Throws `hybrid_downgrade` if `origin` may not use v1 now (pinned, or `pq: 'require'`). */
+  allowClassical(origin: string): void {
+    if (this.pq !== 'off') this.hybrid.refuseClassical(origin, this.now());
+  }
+
   // ---- requests ----
 
   /**
@@ -307,14 +384,24 @@ export class Engine {
    * body is sealed by the driver (`sealWhole` or record by record).
    * `ownDate`: after a `stale` answer the corrected clock writes `Date`.
    */
-  async plan(url: URL, method: string, callerHeaders: Headers, body: CallerBody, ownDate: boolean, cert: KeyCert, signal?: AbortSignal): Promise<Attempt> {
+  async plan(url: URL, method: string, callerHeaders: Headers, body: CallerBody, ownDate: boolean, key: KeyCert | HybridKey, signal?: AbortSignal): Promise<Attempt> {
     const origin = url.origin;
     const authority = url.host;
     const h = this.host(origin);
     const mount = h.mount ?? DEFAULT_MOUNTS[0]!;
+    const hybrid = 'ek' in key ? key : null;
+    const cert = hybrid !== null ? hybrid.cert : (key as KeyCert);
     if (this.keyReuse && h.key === null) h.key = randomBytes(32);
+    // A ticket of a v1 session is a downgrade where suite 2 is required or pinned (spec/hybrid.md H5).
+    const ticket = this.tickets && h.ticket !== null && (h.ticket.suite === 2 || !this.hybrid.hybridOnly(origin, this.now())) ? h.ticket : null;
+    const secret = h.key ?? randomBytes(32);
     const cred: ClientCredential =
-      this.tickets && h.ticket !== null ? { kind: 'ticket', ...h.ticket } : { kind: 'key', secret: h.key ?? randomBytes(32) };
+      ticket !== null
+        ? { kind: 'ticket', ticket: ticket.ticket, sessionKey: ticket.sessionKey }
+        : hybrid !== null
+          ? { kind: 'hybrid', secret, ek: hybrid.ek, kid: hybridCertKid(hybrid.cert) }
+          : { kind: 'key', secret };
+    const suite: 1 | 2 = ticket !== null ? ticket.suite : hybrid !== null ? 2 : 1;
     // Profile 2 exactly when the chosen certificate announces it (spec §4.5). Its n0 carries the
     // corrected clock; record 0 binds the outer Host as fetch writes it on the wire: URL.host.
     const profile: Profile = this.compact && certVersion(cert) === 2 ? 2 : 1;
@@ -335,12 +422,14 @@ export class Engine {
 
     const len = body.bytes?.length ?? (body.stream === null ? 0 : null);
     const head = this.innerHead(url, method, callerHeaders, len, ownDate, profile, h, p);
-    const fits = len !== null && fitsGetForm(mount, head.length + len + 64, profile);
+    // Suite 2: the ML-KEM ciphertext counts against the request line too (spec/hybrid.md H3).
+    const ctLen = p.kemCiphertext === null ? 0 : KEM_CIPHERTEXT_LEN;
+    const fits = len !== null && fitsGetForm(mount, ctLen + head.length + len + 64, profile);
     if (this.form === 'get' && !fits) fail('config', 'the request does not fit the GET form (2000-byte request line, body in memory)');
-    const base = { origin, host: h, prepared: p, profile, method, head, echo, echoDifficulty };
+    const base = { origin, host: h, prepared: p, profile, method, head, echo, echoDifficulty, suite };
     if (this.form !== 'post' && fits) {
       const stream = sealAll(requestSealer(p), concat(head, body.bytes ?? new Uint8Array(0)), this.recordSize);
-      return { ...base, form: 'get', outerUrl: origin + getTarget(mount, p.n0, stream, profile) };
+      return { ...base, form: 'get', outerUrl: origin + getTarget(mount, p.n0, outerPayload(p, stream), profile) };
     }
     return { ...base, form: 'post', outerUrl: origin + noncePath(mount, p.n0, profile) };
   }
@@ -368,9 +457,9 @@ export class Engine {
     return formatRequestHead({ method, target: url.pathname + url.search, fields });
   }
 
-  /** The sealed request stream of a POST attempt whose body is in memory. */
+  /** The outer body of a POST attempt whose body is in memory: the sealed stream (after `ct_M` in suite 2). */
   sealWhole(a: Attempt, bytes: Uint8Array): Uint8Array {
-    return sealAll(requestSealer(a.prepared), concat(a.head, bytes), this.recordSize);
+    return outerPayload(a.prepared, sealAll(requestSealer(a.prepared), concat(a.head, bytes), this.recordSize));
   }
 
   // ---- answers ----
@@ -400,6 +489,8 @@ export class Engine {
       h.certs = usable;
       h.fetched = this.now();
       h.maxAge = usable.length > 0 ? Math.max(h.maxAge, 1) : 0;
+      // Suite 2: the problem's `hybrid_certs` (spec/hybrid.md H3); the retry asks OPTIONS {mount}/pq when none is usable.
+      if (this.pq !== 'off') this.hybrid.fromProblem(a.origin, problem.hybridCerts, this.now());
       return { kind: 'retry_key' };
     }
     const info: ProblemInfo = {
@@ -425,6 +516,12 @@ export class Engine {
       if (a.prepared.credential === 'ticket') h.ticket = null;
       return { kind: 'retry_admission', problem: info };
     }
+    // A suite-2-only server refused v1: a client that may use suite 2 asks OPTIONS {mount}/pq and goes again.
+    if (problem?.type === PROBLEM.hybridRequired && this.pq !== 'off' && a.suite === 1) {
+      this.hybrid.rediscover(a.origin);
+      if (a.prepared.credential === 'ticket') h.ticket = null;
+      return { kind: 'retry_key' };
+    }
     if (status === 429 && problem?.type === PROBLEM.busy) {
       const header = Number(retryAfter ?? '');
       const s = problem.retryAfter ?? (Number.isFinite(header) ? header : 1);
@@ -441,7 +538,7 @@ export class Engine {
     const ticketField = fieldValue(inner.fields, TICKET_FIELD);
     if (ticketField !== undefined && this.tickets) {
       try {
-        h.ticket = { ticket: parseTicketField(ticketField), sessionKey: p.sessionKey };
+        h.ticket = { ticket: parseTicketField(ticketField), sessionKey: p.sessionKey, suite: a.suite };
       } catch {
         // a malformed ticket is ignored; the key pair keeps working
       }
@@ -501,6 +598,7 @@ export class Engine {
       form: a.form,
       outerUrl: a.outerUrl,
       profile: a.profile,
+      suite: a.suite,
       admission: { challenges: stats.challenges, busy: stats.busy, echoDifficulty: a.echoDifficulty },
     };
   }

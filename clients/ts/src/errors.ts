@@ -44,6 +44,14 @@ export type ErrorCode =
   | 'admission_required'
   /** The server's budget for this source prefix stayed empty after the retries (spec §14.5). */
   | 'busy'
+  /** A hybrid request's body (or decoded query) is shorter than the ML-KEM ciphertext (spec/hybrid.md H6). */
+  | 'bad_ciphertext'
+  /** A v1 fresh-key request to a server that takes suite 2 only (spec/hybrid.md H6). */
+  | 'hybrid_required'
+  /** An encapsulation key text whose SHA3-256 is not the certificate's `kem_hash` (spec/hybrid.md H2). */
+  | 'kem_mismatch'
+  /** The origin is pinned to (or the client requires) suite 2 and discovery offered none (spec/hybrid.md H5). */
+  | 'hybrid_downgrade'
   // Client diagnoses (spec §12), the same in every client:
   /** The host could not be reached: `cannot connect to HOST:PORT: REASON`. */
   | 'connect_failed'
@@ -73,6 +81,7 @@ export const PROBLEM = {
   overloaded: 'urn:httpcrypt:overloaded',
   admission: 'urn:httpcrypt:admission',
   busy: 'urn:httpcrypt:busy',
+  hybridRequired: 'urn:httpcrypt:hybrid-required',
 } as const;
 
 /** Where a server-reported problem came from. */
@@ -113,6 +122,8 @@ export function codeForProblem(type: string, scope: ProblemScope): ErrorCode {
       return 'admission_required';
     case PROBLEM.busy:
       return 'busy';
+    case PROBLEM.hybridRequired:
+      return 'hybrid_required';
     case PROBLEM.tooLarge:
       return scope === 'outer' ? 'body_too_large' : 'record_too_large';
     case PROBLEM.malformed:

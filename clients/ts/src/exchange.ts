@@ -12,9 +12,18 @@ import { formatCookie, formatOuterRequestHead, getTarget, noncePath } from './ou
 import { DEFAULT_MAX_RECORD, Opener, Sealer, openAll, sealAll } from './stream.js';
 import { concat, keyId, sessionKey, x25519Public } from './suite.js';
 import { ticketId, ticketSealed } from './ticket.js';
+import { hybridEncapsulate } from './hybrid.js';
 
-/** What the cookie presents: a key pair (secret) or a ticket with its session key. */
-export type ClientCredential = { kind: 'key'; secret: Uint8Array } | { kind: 'ticket'; ticket: Uint8Array; sessionKey: Uint8Array };
+/**
+ * What the cookie presents: a key pair (secret), a ticket with its session
+ * key, or a suite-2 agreement (spec/hybrid.md H3): the client's X25519
+ * secret, the server's ML-KEM key `ek`, the suite-2 key ID, and for
+ * deterministic tests the encapsulation randomness `m`.
+ */
+export type ClientCredential =
+  | { kind: 'key'; secret: Uint8Array }
+  | { kind: 'ticket'; ticket: Uint8Array; sessionKey: Uint8Array }
+  | { kind: 'hybrid'; secret: Uint8Array; ek: Uint8Array; kid: Uint8Array; m?: Uint8Array };
 
 /** The request profile and, for profile 2, the outer `Host` value record 0 binds (exactly as it will be sent). */
 export type RequestProfile = { profile: 1 } | { profile: 2; host: string };
@@ -29,6 +38,8 @@ export interface PreparedRequest {
   profile: Profile;
   /** Profile 2: the bound outer `Host` value; v1: null. */
   host: string | null;
+  /** Suite 2 (spec/hybrid.md H3): the ML-KEM ciphertext that precedes the sealed stream; else null. */
+  kemCiphertext: Uint8Array | null;
 }
 
 /**
@@ -48,10 +59,15 @@ export function prepareRequest(
   if (cred.kind === 'key') {
     const k = sessionKey(cred.secret, serverKexPublic);
     const cookie = formatCookie(keyId(serverKexPublic), x25519Public(cred.secret), namePad, valuePad);
-    return { n0, sessionKey: k, cookie, credential: 'key', ...binding };
+    return { n0, sessionKey: k, cookie, credential: 'key', ...binding, kemCiphertext: null };
+  }
+  if (cred.kind === 'hybrid') {
+    const h = hybridEncapsulate(cred.secret, serverKexPublic, cred.ek, cred.m);
+    const cookie = formatCookie(cred.kid, h.ctX, namePad, valuePad);
+    return { n0, sessionKey: h.sessionKey, cookie, credential: 'key', ...binding, kemCiphertext: h.ctM };
   }
   const cookie = formatCookie(ticketId(cred.ticket), ticketSealed(cred.ticket), namePad, valuePad);
-  return { n0, sessionKey: cred.sessionKey, cookie, credential: 'ticket', ...binding };
+  return { n0, sessionKey: cred.sessionKey, cookie, credential: 'ticket', ...binding, kemCiphertext: null };
 }
 
 /** A sealer for the request stream (profile 2: record 0 bound to the Host). */
@@ -71,9 +87,18 @@ export function sealMessage(p: PreparedRequest, inner: Uint8Array, recordSize: n
   return sealAll(requestSealer(p), inner, recordSize);
 }
 
-/** The complete outer request bytes in the canonical layout (spec D9). Profile 2 sends the Host it bound. */
-export function encodeOuterRequest(p: PreparedRequest, form: 'post' | 'get', mount: string, host: string, stream: Uint8Array): Uint8Array {
+/** The outer body (POST) or query bytes (GET) of a request: the sealed stream, after `ct_M` in suite 2. */
+export function outerPayload(p: PreparedRequest, stream: Uint8Array): Uint8Array {
+  return p.kemCiphertext === null ? stream : concat(p.kemCiphertext, stream);
+}
+
+/**
+ * The complete outer request bytes in the canonical layout (spec D9). Profile 2 sends the Host it bound;
+ * suite 2 puts `ct_M` before the stream (spec/hybrid.md H3).
+ */
+export function encodeOuterRequest(p: PreparedRequest, form: 'post' | 'get', mount: string, host: string, sealedStream: Uint8Array): Uint8Array {
   if (p.profile === 2 && host !== p.host) fail('config', 'the outer Host differs from the one record 0 binds');
+  const stream = outerPayload(p, sealedStream);
   if (form === 'post') {
     return concat(latin1(formatOuterRequestHead('post', noncePath(mount, p.n0, p.profile), host, p.cookie, stream.length)), stream);
   }

@@ -11,6 +11,8 @@ export * from './stream.js';
 export * from './inner.js';
 export * from './date.js';
 export * from './cert.js';
+export * from './hybrid.js';
+export * from './hybridcert.js';
 export * from './dns.js';
 export * from './ticket.js';
 export * from './token.js';

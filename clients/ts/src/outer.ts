@@ -202,6 +202,8 @@ export interface ProblemDoc {
   status: number;
   title?: string;
   certs: string[];
+  /** `urn:httpcrypt:unknown-key` of a server with suite 2: its suite-2 certificates (spec/hybrid.md H3). */
+  hybridCerts: string[];
   /** `urn:httpcrypt:admission`: the cookie (base64url) and the puzzle difficulty (spec §14.4). */
   admit?: string;
   difficulty?: number;
@@ -218,7 +220,8 @@ export function parseProblem(body: Uint8Array | string): ProblemDoc | null {
     const o = v as Record<string, unknown>;
     if (typeof o['type'] !== 'string') return null;
     const certs = Array.isArray(o['certs']) ? o['certs'].filter((x): x is string => typeof x === 'string') : [];
-    const doc: ProblemDoc = { type: o['type'], status: typeof o['status'] === 'number' ? o['status'] : 0, certs };
+    const hybridCerts = Array.isArray(o['hybrid_certs']) ? o['hybrid_certs'].filter((x): x is string => typeof x === 'string') : [];
+    const doc: ProblemDoc = { type: o['type'], status: typeof o['status'] === 'number' ? o['status'] : 0, certs, hybridCerts };
     if (typeof o['title'] === 'string') doc.title = o['title'];
     if (typeof o['admit'] === 'string') doc.admit = o['admit'];
     if (typeof o['difficulty'] === 'number') doc.difficulty = o['difficulty'];

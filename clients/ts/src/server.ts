@@ -6,7 +6,9 @@
  * `exchange`) and for tests that play both ends in memory; it is not a
  * production server. Both profiles: a `2…` nonce segment is profile 2
  * (spec §4.5), whose record 0 is bound to the outer `Host` parsed here and
- * whose response body is `r || stream`.
+ * whose response body is `r || stream`. Suite 2 (spec/hybrid.md H3): a
+ * cookie naming a suite-2 key ID reads `ct_M` from the head of the body or
+ * query and agrees the X-Wing key; its tickets resume like v1 ones.
  */
 import { type KeyCert, isValidAt } from './cert.js';
 import { MAX_BOUND_HOST, type Profile, RESPONSE_RANDOM_LEN } from './compact.js';
@@ -16,11 +18,23 @@ import { decodeQuery, parseNonceSegment, route, scanCookies, type Credential, ty
 import { Opener, Sealer, openAll, sealAll, DEFAULT_MAX_RECORD } from './stream.js';
 import { NONCE_LEN, bytesEqual, keyId, sessionKey } from './suite.js';
 import { openTicket } from './ticket.js';
+import { KEM_CIPHERTEXT_LEN, type KemKeyPair, hybridDecapsulate, kemHash, kemKeyPair } from './hybrid.js';
+import { type HybridCert, hybridCertKid } from './hybridcert.js';
 
 export interface ServerKey {
   secret: Uint8Array;
   cert: KeyCert;
   kid: Uint8Array;
+}
+/** A suite-2 key (spec/hybrid.md H3): the kex key, the ML-KEM key pair, their certificate and key IDs. */
+export interface ServerHybridKey {
+  secret: Uint8Array;
+  kem: KemKeyPair;
+  cert: HybridCert;
+  /** The suite-2 key ID, `SHA3-256(kex_public || kem_hash)[0..10]`. */
+  kid: Uint8Array;
+  /** The v1 key ID of the same kex key: a fresh-key cookie naming it, with no v1 key held, is `hybrid_required`. */
+  v1Kid: Uint8Array;
 }
 export interface ServerTicketKey {
   tid: Uint8Array;
@@ -29,6 +43,8 @@ export interface ServerTicketKey {
 }
 export interface ServerConfig {
   keys: ServerKey[];
+  /** Suite-2 keys (absent: none, a v1-only server). */
+  hybridKeys?: ServerHybridKey[];
   ticketKeys: ServerTicketKey[];
   mount: string;
   maxBody: number;
@@ -84,12 +100,23 @@ export interface Accepted {
   profile: Profile;
   /** The outer `Host` value as parsed (profile 2 binds it). */
   host: string;
+  /** 2 for a hybrid fresh-key request or a ticket of a hybrid session, else 1. */
+  suite: 1 | 2;
+  /** Where the sealed stream starts in a POST body: after `ct_M` (1,088) in a hybrid fresh-key request, else 0. */
+  streamOffset: number;
 }
 
 export type AcceptResult = { kind: 'outside' | 'options' | 'method_not_allowed' | 'not_found' } | { kind: 'request'; accepted: Accepted };
 
 function findKey(cfg: ServerConfig, id: Uint8Array, now: number): ServerKey | undefined {
   return cfg.keys.find((k) => now <= k.cert.notAfter && bytesEqual(k.kid, id));
+}
+function findHybridKey(cfg: ServerConfig, id: Uint8Array, now: number): ServerHybridKey | undefined {
+  return (cfg.hybridKeys ?? []).find((k) => now <= k.cert.notAfter && bytesEqual(k.kid, id));
+}
+/** A held suite-2 kex key named by its v1 key ID (no v1 key has that ID). */
+function classicalOfHybrid(cfg: ServerConfig, id: Uint8Array, now: number): ServerHybridKey | undefined {
+  return (cfg.hybridKeys ?? []).find((k) => now <= k.cert.notAfter && bytesEqual(k.v1Kid, id));
 }
 function findTicketKey(cfg: ServerConfig, id: Uint8Array, now: number): ServerTicketKey | undefined {
   return cfg.ticketKeys.find((k) => now <= k.expires && bytesEqual(k.tid, id));
@@ -130,29 +157,48 @@ export function accept(cfg: ServerConfig, req: OuterRequest, now: number): Accep
   const n0 = r.route === 'post' || r.route === 'get' ? r.n0 : fail('bad_nonce_path');
   const profile = r.route === 'post' || r.route === 'get' ? r.profile : 1;
   const credential = scanCookies(req.cookies, (id): IdKind | null =>
-    findKey(cfg, id, now) ? 'key' : findTicketKey(cfg, id, now) ? 'ticket' : null,
+    findKey(cfg, id, now) || findHybridKey(cfg, id, now) || classicalOfHybrid(cfg, id, now) ? 'key' : findTicketKey(cfg, id, now) ? 'ticket' : null,
   );
   let kid: Uint8Array;
   let k: Uint8Array;
+  let suite: 1 | 2 = 1;
+  let streamOffset = 0;
   if (credential.kind === 'key') {
-    const sk = findKey(cfg, credential.id, now) ?? fail('unknown_key');
-    kid = sk.kid;
-    k = sessionKey(sk.secret, credential.value);
+    const sk = findKey(cfg, credential.id, now);
+    const hk = sk ? undefined : findHybridKey(cfg, credential.id, now);
+    if (sk) {
+      kid = sk.kid;
+      k = sessionKey(sk.secret, credential.value);
+    } else if (hk) {
+      // spec/hybrid.md H3: the first 1,088 bytes of the body (or decoded query) are ct_M.
+      const payload = queryStream ?? req.body;
+      if (payload.length < KEM_CIPHERTEXT_LEN) fail('bad_ciphertext');
+      k = hybridDecapsulate(hk.secret, hk.cert.kexPublic, hk.kem.dk, credential.value, payload.subarray(0, KEM_CIPHERTEXT_LEN));
+      kid = hk.kid;
+      suite = 2;
+      if (queryStream !== null) queryStream = queryStream.subarray(KEM_CIPHERTEXT_LEN);
+      else streamOffset = KEM_CIPHERTEXT_LEN;
+    } else if (classicalOfHybrid(cfg, credential.id, now)) {
+      fail('hybrid_required');
+    } else {
+      fail('unknown_key');
+    }
   } else {
     const tk = findTicketKey(cfg, credential.id, now) ?? fail('unknown_key');
     const c = openTicket(tk.tid, tk.key, credential.value, now);
-    if (!findKey(cfg, c.kid, now)) fail('unknown_key', 'ticket names a kid no longer held');
+    if (findHybridKey(cfg, c.kid, now)) suite = 2;
+    else if (!findKey(cfg, c.kid, now)) fail('unknown_key', 'ticket names a kid no longer held');
     kid = c.kid;
     k = c.sessionKey;
   }
-  return { kind: 'request', accepted: { kid, n0, sessionKey: k, queryStream, credential, profile, host } };
+  return { kind: 'request', accepted: { kid, n0, sessionKey: k, queryStream, credential, profile, host, suite, streamOffset } };
 }
 
 /** Opens the request stream (body or GET query) and parses the inner request. */
 export function openRequest(a: Accepted, body: Uint8Array): { head: RequestHead; body: Uint8Array } {
   const opener =
     a.profile === 2 ? Opener.compactRequest(a.sessionKey, a.n0, a.host, DEFAULT_MAX_RECORD) : Opener.request(a.sessionKey, a.n0, DEFAULT_MAX_RECORD);
-  const plaintext = openAll(opener, a.queryStream ?? body);
+  const plaintext = openAll(opener, a.queryStream ?? body.subarray(a.streamOffset));
   return decodeAll(InnerDecoder.request(DEFAULT_INNER_LIMITS), plaintext);
 }
 
@@ -228,6 +274,30 @@ export function validCerts(cfg: ServerConfig, now: number): KeyCert[] {
     .map((k) => k.cert)
     .filter((c) => isValidAt(c, now))
     .sort((a, b) => b.serial - a.serial || b.notBefore - a.notBefore);
+}
+
+/** Suite-2 certificates valid at `now`, highest serial first (for `OPTIONS {mount}/pq` and `hybrid_certs`). */
+export function validHybridCerts(cfg: ServerConfig, now: number): HybridCert[] {
+  return (cfg.hybridKeys ?? [])
+    .map((k) => k.cert)
+    .filter((c) => isValidAt(c, now))
+    .sort((a, b) => b.serial - a.serial || b.notBefore - a.notBefore);
+}
+
+/** The distinct encapsulation keys of the valid suite-2 certificates (the `hck1 ` lines of `OPTIONS {mount}/pq`). */
+export function validKemKeys(cfg: ServerConfig, now: number): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  for (const k of cfg.hybridKeys ?? []) {
+    if (isValidAt(k.cert, now) && !out.some((e) => bytesEqual(e, k.kem.ek))) out.push(k.kem.ek);
+  }
+  return out;
+}
+
+/** A suite-2 server key from the kex secret, the ML-KEM seed and the certificate. */
+export function serverHybridKey(secret: Uint8Array, kemSeed: Uint8Array, cert: HybridCert): ServerHybridKey {
+  const kem = kemKeyPair(kemSeed);
+  if (!bytesEqual(kemHash(kem.ek), cert.kemHash)) fail('kem_mismatch', 'the certificate names another ML-KEM key');
+  return { secret, kem, cert, kid: hybridCertKid(cert), v1Kid: keyId(cert.kexPublic) };
 }
 
 /** A server key from its secret and certificate. */

@@ -5,19 +5,42 @@ import * as hc from '../dist/index.js';
 export const ORIGIN = 'http://app.test:8080';
 export const NOW = Math.floor(Date.now() / 1000);
 
-/** `version: 2` issues a certificate that announces profile 2 (spec §4.5). */
-export function makeServer({ version = 1 } = {}) {
+/**
+ * `version: 2` issues a certificate that announces profile 2 (spec §4.5).
+ * `pq`: `off` (v1 only), `on` (a suite-1 and a suite-2 certificate for the
+ * same kex key) or `only` (suite 2 only), as `httpcrypt serve --pq`.
+ */
+export function makeServer({ version = 1, pq = 'off' } = {}) {
   const identitySeed = hc.randomBytes(32);
   const secret = hc.randomBytes(32);
   const cert = hc.signCert(identitySeed, 7, NOW - 60, NOW + 7200, hc.x25519Public(secret), version);
   const cfg = {
-    keys: [hc.server.serverKey(secret, cert)],
+    keys: pq === 'only' ? [] : [hc.server.serverKey(secret, cert)],
+    hybridKeys: [],
     ticketKeys: [{ tid: hc.randomBytes(10), key: hc.randomBytes(32), expires: NOW + 7200 }],
     mount: '/hc',
     maxBody: 16 << 20,
   };
-  return { cfg, cert, identity: hc.ed25519Public(identitySeed) };
+  const srv = { cfg, cert, identity: hc.ed25519Public(identitySeed), identitySeed, secret };
+  if (pq !== 'off') addHybridKey(srv, { version });
+  return srv;
 }
+
+/** Gives `srv` a suite-2 certificate for its kex key and a new ML-KEM key (returned), valid until `notAfter`. */
+export function addHybridKey(srv, { version = 1, serial = 7, notAfter = NOW + 7200, kemSeed = hc.randomBytes(64) } = {}) {
+  const kem = hc.kemKeyPair(kemSeed);
+  const hcert = hc.signHybridCert(srv.identitySeed, serial, NOW - 60, notAfter, hc.x25519Public(srv.secret), kem.ek, version);
+  srv.cfg.hybridKeys.push(hc.server.serverHybridKey(srv.secret, kemSeed, hcert));
+  srv.hybridCert = hcert;
+  return hcert;
+}
+
+/** The body of `OPTIONS {mount}/pq`: suite-2 certificates, then each key text. */
+export function pqListBody(srv) {
+  return hc.formatHybridCertList(hc.server.validHybridCerts(srv.cfg, NOW), hc.server.validKemKeys(srv.cfg, NOW));
+}
+
+const PROBLEM_OF = { unknown_key: 'urn:httpcrypt:unknown-key', hybrid_required: 'urn:httpcrypt:hybrid-required' };
 
 /** Seals a whole inner response for `accepted` (v1: 24-byte n0; profile 2: 16-byte r). */
 function sealed(accepted, head, payload = new Uint8Array(0), recordSize = 64) {
@@ -43,7 +66,13 @@ export function fakeFetch(srv, { cookiesFor = null, tamper = (b) => b, log = [],
     const u = new URL(url);
     const method = init.method ?? 'GET';
     const headers = new Headers(init.headers);
+    if (method === 'OPTIONS' && u.pathname === `${srv.cfg.mount}/pq`) {
+      log.push({ method, path: u.pathname });
+      if ((srv.cfg.hybridKeys ?? []).length === 0) return new Response('not found', { status: 404 });
+      return new Response(pqListBody(srv), { status: 200, headers: { 'content-type': 'application/httpcrypt-certs', 'cache-control': 'max-age=3600' } });
+    }
     if (method === 'OPTIONS') {
+      if (srv.cfg.keys.length === 0) return new Response('not found', { status: 404 });
       return new Response(hc.formatCertList(hc.server.validCerts(srv.cfg, NOW)), {
         status: 200,
         headers: { 'content-type': 'application/httpcrypt-certs', 'cache-control': 'max-age=3600' },
@@ -61,11 +90,14 @@ export function fakeFetch(srv, { cookiesFor = null, tamper = (b) => b, log = [],
       if (r.kind !== 'request') return new Response('not found', { status: 404 });
       accepted = r.accepted;
     } catch (e) {
-      const type = e.code === 'unknown_key' ? 'urn:httpcrypt:unknown-key' : 'urn:httpcrypt:malformed';
-      const doc = { type, status: 400, title: e.message, ...(e.code === 'unknown_key' ? { certs: hc.server.validCerts(srv.cfg, NOW).map(hc.certToText) } : {}) };
+      const type = PROBLEM_OF[e.code] ?? 'urn:httpcrypt:malformed';
+      const certs = e.code === 'unknown_key' ? { certs: hc.server.validCerts(srv.cfg, NOW).map(hc.certToText), hybrid_certs: hc.server.validHybridCerts(srv.cfg, NOW).map(hc.hybridCertToText) } : {};
+      const doc = { type, status: 400, title: e.message, ...certs };
       return new Response(JSON.stringify(doc), { status: 400, headers: { 'content-type': 'application/problem+json' } });
     }
     log[log.length - 1].profile = accepted.profile;
+    log[log.length - 1].suite = accepted.suite;
+    log[log.length - 1].credential = accepted.credential.kind;
     let inner;
     try {
       inner = hc.server.openRequest(accepted, req.body);

@@ -77,3 +77,14 @@ test('a protocol error: exit 1 and `error: CODE`', async () => {
   assert.equal(refused.code, 1);
   assert.match(refused.stderr, /^error: \S+\n$/);
 });
+
+test('--pq: require against a v1 server is error: hybrid_downgrade (exit 1); prefer falls back and prints the suite', async () => {
+  const req = await hcfetch(['--mount', '/hc', '--identity', identity, '--pq', 'require', `http://${serve.addr}/hello.txt`]);
+  assert.equal(req.code, 1);
+  assert.match(req.stderr, /error: hybrid_downgrade/);
+  const pref = await hcfetch(['--mount', '/hc', '--identity', identity, '--pq', 'prefer', `http://${serve.addr}/hello.txt`]);
+  assert.equal(pref.code, 0, pref.stderr);
+  assert.match(pref.stderr, /request 1: status 200, credential key, suite 1\n/);
+  const bad = await hcfetch(['--pq', 'maybe', `http://${serve.addr}/hello.txt`]);
+  assert.equal(bad.code, 2);
+});
