@@ -24,7 +24,7 @@ from .suite import (
 )
 
 if TYPE_CHECKING:
-    from .hybrid import KemPublic
+    from .kem import KemPublic
 
 CERT_LEN = 118
 SIGNED_LEN = 54
