@@ -392,6 +392,12 @@ impl HybridRequest {
         out
     }
 
+    /// Whether the GET form's request line stays within its limit for a
+    /// stream of `stream_len` bytes, the ciphertext counted (spec §4.1).
+    pub fn fits_get_form(mount: &Mount, stream_len: usize) -> bool {
+        crate::client::fits_get_form(mount, CIPHERTEXT_LEN + stream_len)
+    }
+
     /// Opens a whole response body and parses the inner response to a
     /// request with inner method `request_method`.
     pub fn open_response_to(
