@@ -16,7 +16,9 @@
 
 #![no_main]
 
-use httpcrypt_fuzz::{assert_errors, hybrid_fixture, hybrid_keys, Input, INNER_ERRORS, NOW, STREAM_ERRORS};
+use httpcrypt_fuzz::{
+    assert_errors, hybrid_fixture, hybrid_keys, Input, INNER_ERRORS, NOW, STREAM_ERRORS,
+};
 use httpcrypt_proto::b64;
 use httpcrypt_proto::error::Scope;
 use httpcrypt_proto::hybrid::exchange;
@@ -88,7 +90,10 @@ fuzz_target!(|data: &[u8]| {
             .expect("the agreement succeeded once");
         assert_eq!(&k, accepted.session_key());
         if get {
-            assert_eq!(accepted.query_stream.as_deref(), Some(&body[CIPHERTEXT_LEN..]));
+            assert_eq!(
+                accepted.query_stream.as_deref(),
+                Some(&body[CIPHERTEXT_LEN..])
+            );
         }
     }
     let opened = exchange::open_request(&accepted, post_body, &limits);

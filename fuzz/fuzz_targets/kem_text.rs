@@ -9,8 +9,8 @@
 
 #![no_main]
 
-use httpcrypt_fuzz::hybrid_fixture;
 use httpcrypt_fuzz::assert_errors;
+use httpcrypt_fuzz::hybrid_fixture;
 use httpcrypt_proto::hybrid::{Encapsulation, KemPublic, ENCAPSULATION_KEY_LEN};
 use httpcrypt_proto::keys::KexSecret;
 use httpcrypt_proto::Error;
@@ -36,7 +36,11 @@ fuzz_target!(|data: &[u8]| {
         let client = KexSecret::from_bytes([9; 32]);
         let (ct, ss) = k.encapsulate_with(&[3; 32]);
         let (ct2, ss2) = k.encapsulate_with(&[3; 32]);
-        assert_eq!((ct.clone(), *ss), (ct2, *ss2), "encapsulation is deterministic");
+        assert_eq!(
+            (ct.clone(), *ss),
+            (ct2, *ss2),
+            "encapsulation is deterministic"
+        );
         let e = Encapsulation::from_parts(&cert.kex_public, &client, ct, &ss);
         assert!(e.is_ok(), "the fixture kex key has no small order");
     }

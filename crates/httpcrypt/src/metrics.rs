@@ -130,6 +130,8 @@ pub const REASONS: &[&str] = &[
     "overloaded",
     "admission_required",
     "busy",
+    "bad_ciphertext",
+    "hybrid_required",
     "request_line_too_long",
     "header_section_too_large",
     "transfer_coding_not_implemented",

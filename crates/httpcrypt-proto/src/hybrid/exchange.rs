@@ -412,6 +412,12 @@ impl HybridRequest {
         out
     }
 
+    /// Whether the GET form's request line stays within its limit for a
+    /// stream of `stream_len` bytes, the ciphertext counted (spec §4.1).
+    pub fn fits_get_form(mount: &Mount, stream_len: usize) -> bool {
+        crate::client::fits_get_form(mount, CIPHERTEXT_LEN + stream_len)
+    }
+
     /// Opens a whole response body and parses the inner response to a
     /// request with inner method `request_method`.
     pub fn open_response_to(
@@ -422,5 +428,62 @@ impl HybridRequest {
     ) -> Result<(ResponseHead, Vec<u8>)> {
         let plaintext = stream::open_all(self.response_opener(limits), body)?;
         inner::decode_response(&plaintext, request_method, limits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::IdentityKey;
+
+    /// A server reading a streamed body agrees on the key from the
+    /// ciphertext alone, then opens the stream that follows it.
+    #[test]
+    fn accept_needs_only_the_ciphertext() {
+        let kem = Arc::new(KemSecret::from_seed([1; 64]));
+        let kex = KexSecret::from_bytes([2; 32]);
+        let cert = HybridCert::sign(
+            &IdentityKey::from_seed([3; 32]),
+            Profile::V1,
+            1,
+            0,
+            100,
+            *kex.public(),
+            kem.public().hash(),
+        );
+        let mut keys = HybridKeys::new();
+        keys.add_key(HybridServerKey::new(kex, kem.clone(), cert.clone()).unwrap());
+        let client = KexSecret::from_bytes([4; 32]);
+        let (ct_m, ss_m) = kem.public().encapsulate_with(&[5; 32]);
+        let e = Encapsulation::from_parts(&cert.kex_public, &client, ct_m, &ss_m).unwrap();
+        let req = HybridRequest::from_encapsulation(&cert, e, [6; 24], "", "").unwrap();
+        let mut sealed = Vec::new();
+        stream::seal_all(req.sealer(), b"GET / HTTP/1.1\r\n\r\n", 100, &mut sealed).unwrap();
+        let mount = Mount::new("").unwrap();
+        let outer_bytes = req.encode_outer(Form::Post, &mount, "h", &sealed);
+        let o = ParsedOuter::parse(&outer_bytes).unwrap();
+        let limits = Limits::default();
+        let prefix = &o.body[..CIPHERTEXT_LEN];
+        let Ok(Accept::Request(a)) = accept(&keys, &mount, &o.as_request(), prefix, &limits, 50)
+        else {
+            panic!("accepted");
+        };
+        assert_eq!(a.session_key(), req.session_key());
+        assert_eq!(stream_offset(&a), CIPHERTEXT_LEN);
+        let (head, _) = open_request(&a, &o.body, &limits).unwrap();
+        assert_eq!(head.target, "/");
+        // One byte short of the ciphertext.
+        assert_eq!(
+            accept(&keys, &mount, &o.as_request(), &prefix[1..], &limits, 50).err(),
+            Some(Error::BadCiphertext)
+        );
+        // The key expires with its certificate.
+        assert_eq!(
+            accept(&keys, &mount, &o.as_request(), prefix, &limits, 101).err(),
+            Some(Error::UnknownKey)
+        );
+        keys.remove_expired(101);
+        assert!(keys.keys().is_empty());
+        assert!(!format!("{keys:?}").contains("0202"));
     }
 }

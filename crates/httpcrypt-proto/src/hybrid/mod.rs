@@ -349,6 +349,14 @@ mod tests {
     }
 
     #[test]
+    fn get_form_counts_the_ciphertext() {
+        let m = crate::outer::Mount::new("/hc").unwrap();
+        assert!(HybridRequest::fits_get_form(&m, 200));
+        assert!(!HybridRequest::fits_get_form(&m, 400));
+        assert!(crate::client::fits_get_form(&m, 400));
+    }
+
+    #[test]
     fn key_text_round_trip() {
         let kem = KemSecret::from_seed([3; 64]);
         let t = kem.public().to_text();
