@@ -180,6 +180,30 @@ impl HostState {
         usable
     }
 
+    /// Takes the suite-2 lines (`hybrid_certs`) of an `unknown-key`
+    /// refusal in mode `pq` (see [`PqState::took_unknown_key`]); when they
+    /// settle the retry the ticket is dropped as for v1. `false`: take the
+    /// refusal's v1 certificates with [`HostState::took_unknown_key`].
+    pub fn took_unknown_key_hybrid(
+        &mut self,
+        pq: Pq,
+        lines: &[String],
+        identity: Option<&IdentityPublic>,
+        require_identity: bool,
+        now: u64,
+    ) -> bool {
+        if pq == Pq::Off {
+            return false;
+        }
+        let settled = self
+            .pq
+            .took_unknown_key(pq, lines, identity, require_identity, now);
+        if settled {
+            self.ticket = None;
+        }
+        settled
+    }
+
     /// Takes an admission challenge's cookie, received at `now`.
     pub fn took_admission(&mut self, cookie: AdmitCookie, now: u64) {
         self.admit = Some((cookie, now));
