@@ -331,9 +331,11 @@ impl PqState {
 
     /// Takes the answer to `OPTIONS {mount}/pq` (spec/hybrid.md H4): a 200
     /// with a list holding usable suite-2 certificates gives the key to
-    /// use; anything else (a 404, another status, a list without suite 2)
-    /// means the server offers none, judged by [`PqState::took_none`].
-    /// A 200 whose body is no list at all is its parse error.
+    /// use; anything else (a 404, another status, a list without suite 2,
+    /// a body that is no list, as from a server that answers every path
+    /// alike) means the server offers none, judged by
+    /// [`PqState::took_none`]. Nothing an attacker gains: it could as well
+    /// answer 404, and a pinned origin refuses either.
     #[allow(clippy::too_many_arguments)]
     pub fn took_answer(
         &mut self,
@@ -345,8 +347,7 @@ impl PqState {
         max_age: u64,
         now: u64,
     ) -> Result<Option<HybridKey>> {
-        if status == 200 {
-            let list = cert::parse_cert_list(body)?;
+        if let (200, Ok(list)) = (status, cert::parse_cert_list(body)) {
             let certs: Vec<HybridCert> = list.hybrid().cloned().collect();
             if let Some(k) =
                 self.took_certs(certs, list.kems, identity, require_identity, max_age, now)?
@@ -501,10 +502,10 @@ mod tests {
             s.took_answer(Pq::Require, 200, body.as_bytes(), None, false, 0, NOW),
             Err(Error::HybridDowngrade)
         );
-        // A 200 that is no list is its own error.
+        // A 200 that is no list offers no suite 2 either.
         assert_eq!(
             s.took_answer(Pq::Prefer, 200, b"<html>", None, false, 0, NOW),
-            Err(Error::BadCertificate)
+            Ok(None)
         );
     }
 
