@@ -92,9 +92,8 @@ impl State {
             *kex.public(),
             self.kem.public().hash(),
         );
-        self.hybrid.add_key(
-            HybridServerKey::new(kex, self.kem.clone(), cert.clone()).unwrap(),
-        );
+        self.hybrid
+            .add_key(HybridServerKey::new(kex, self.kem.clone(), cert.clone()).unwrap());
         cert
     }
 }
@@ -264,7 +263,11 @@ fn client(pq: Pq, tickets: bool) -> Client {
     })
 }
 
-async fn get(c: &Client, addr: SocketAddr, path: &str) -> Result<(String, OuterExchange), httpcrypt::Error> {
+async fn get(
+    c: &Client,
+    addr: SocketAddr,
+    path: &str,
+) -> Result<(String, OuterExchange), httpcrypt::Error> {
     let req = Request::get(format!("http://{addr}{path}"))
         .body(Bytes::new())
         .unwrap();
@@ -290,7 +293,11 @@ async fn hybrid_get_post_and_streaming_post() {
     let (body, x) = get(&c, addr, "/a").await.unwrap();
     assert_eq!(body, "hybrid key GET /a 0");
     assert_eq!(x.suite, Suite::Hybrid);
-    assert_eq!(x.method, http::Method::GET, "a small hybrid request fits the GET form");
+    assert_eq!(
+        x.method,
+        http::Method::GET,
+        "a small hybrid request fits the GET form"
+    );
     assert_eq!(c.key_source(&addr.to_string()), Some(KeySource::PqOptions));
 
     let big = Bytes::from(vec![b'x'; 3000]);
@@ -312,7 +319,11 @@ async fn hybrid_get_post_and_streaming_post() {
         (0..4).map(|_| Ok::<_, Infallible>(http_body::Frame::data(Bytes::from(vec![b'y'; 500])))),
     ));
     let rsp = c
-        .send_streaming(Request::post(format!("http://{addr}/c")).body(stream).unwrap())
+        .send_streaming(
+            Request::post(format!("http://{addr}/c"))
+                .body(stream)
+                .unwrap(),
+        )
         .await
         .unwrap();
     let x = rsp.extensions().get::<OuterExchange>().unwrap().clone();
@@ -334,7 +345,11 @@ async fn a_hybrid_session_resumes_with_its_ticket() {
     assert_eq!(x.suite, Suite::Hybrid);
     let (body, x) = get(&c, addr, "/2").await.unwrap();
     assert_eq!(body, "hybrid ticket GET /2 0");
-    assert_eq!(x.suite, Suite::Hybrid, "a ticket of a hybrid session is hybrid");
+    assert_eq!(
+        x.suite,
+        Suite::Hybrid,
+        "a ticket of a hybrid session is hybrid"
+    );
     assert_eq!(log(&state), ["OPTIONS /pq", "hybrid-key", "hybrid-ticket"]);
 }
 

@@ -538,7 +538,10 @@ mod tests {
 
         // A v1 session's ticket is not presented to a suite-2 key.
         let k = session_key(&mut rng);
-        let ticket = Field::new(TICKET_FIELD, Ticket([7; crate::ticket::TICKET_LEN]).to_field());
+        let ticket = Field::new(
+            TICKET_FIELD,
+            Ticket([7; crate::ticket::TICKET_LEN]).to_field(),
+        );
         h.took_head(std::slice::from_ref(&ticket), &k);
         let body = format_cert_list(std::slice::from_ref(&hc), &[kem.public()]);
         let hk = h

@@ -517,10 +517,7 @@ mod tests {
         let c = hybrid(&id, 4, &kem, NOW + 3600);
         let mut s = PqState::default();
         // No key text known: nothing usable, no pin.
-        assert_eq!(
-            s.took_certs([c.clone()], [], None, false, 0, NOW),
-            Ok(None)
-        );
+        assert_eq!(s.took_certs([c.clone()], [], None, false, 0, NOW), Ok(None));
         assert_eq!(s.pin_until(), 0);
         // The key text from elsewhere (DNS) completes it.
         assert!(s
@@ -592,6 +589,9 @@ mod tests {
             cache.add(KemSecret::from_seed([i; 64]).public().clone());
         }
         assert_eq!(cache.len(), KEM_CACHE_LIMIT);
-        assert!(cache.get(&first.public().hash()).is_none(), "oldest forgotten");
+        assert!(
+            cache.get(&first.public().hash()).is_none(),
+            "oldest forgotten"
+        );
     }
 }

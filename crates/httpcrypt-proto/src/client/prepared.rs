@@ -168,7 +168,11 @@ impl PreparedRequest {
     pub fn fits_get_form(&self, mount: &Mount, plaintext_len: usize) -> bool {
         let prefix = self.stream_prefix().len();
         plaintext_len < outer::GET_FORM_LIMIT
-            && fits_get_form_for(self.profile, mount, prefix + plaintext_len + GET_FORM_MARGIN)
+            && fits_get_form_for(
+                self.profile,
+                mount,
+                prefix + plaintext_len + GET_FORM_MARGIN,
+            )
     }
 
     /// The GET form's target for `stream` (after the

@@ -55,8 +55,12 @@ impl Client {
                     });
                     match took {
                         Ok(Some(k)) => return Ok(Some(k)),
-                        Ok(None) => tracing::debug!(%authority, "DNS suite-2 certificates unusable or without a known key text"),
-                        Err(e) => tracing::debug!(%authority, error = %e, "DNS suite-2 certificates refused"),
+                        Ok(None) => {
+                            tracing::debug!(%authority, "DNS suite-2 certificates unusable or without a known key text")
+                        }
+                        Err(e) => {
+                            tracing::debug!(%authority, error = %e, "DNS suite-2 certificates refused")
+                        }
                     }
                 }
                 Ok(found) => {

@@ -17,7 +17,7 @@ use httpcrypt_proto::admission::{self, AdmitCookie};
 use httpcrypt_proto::client::pq::parse_hybrid_certs;
 use httpcrypt_proto::client::{
     is_own_field, judge_refusal, needs_problem_body, request_head, Attempts, ClientCredential,
-    HeadPlan, PreparedRequest, Pq, Refusal, Retry, ServerKey, Suite, PROBLEM_LIMIT,
+    HeadPlan, Pq, PreparedRequest, Refusal, Retry, ServerKey, Suite, PROBLEM_LIMIT,
 };
 use httpcrypt_proto::hybrid::HybridRequest;
 use httpcrypt_proto::inner::{self, ResponseHead};

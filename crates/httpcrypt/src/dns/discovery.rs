@@ -50,11 +50,11 @@ use httpcrypt_proto::{dns, tlsa, IdentityPublic};
 
 use super::records::Publication;
 use crate::client::{BoxFuture, Discovered, Discovery, HybridDiscovered, KeySource};
-use httpcrypt_proto::hybrid::cert::{self as hybrid_cert, HybridCert};
-use httpcrypt_proto::hybrid::KemPublic;
 use crate::clock::unix_now;
 use crate::connect::Resolve;
 use crate::error::{BoxError, Error};
+use httpcrypt_proto::hybrid::cert::{self as hybrid_cert, HybridCert};
+use httpcrypt_proto::hybrid::KemPublic;
 
 /// DNS discovery of HTTPCrypt keys; also resolves host addresses for
 /// connections through the same server ([`Resolve`]).
@@ -188,9 +188,8 @@ impl DnsDiscovery {
     /// cache: hickory's record cache serves repeats).
     pub async fn lookup_hybrid(&self, authority: &str) -> Result<HybridDiscovered, Error> {
         let (host, _) = split_authority(authority)?;
-        let name = |s: String| {
-            Name::from_ascii(&s).map_err(|e| Error::Dns(format!("bad name {s}: {e}")))
-        };
+        let name =
+            |s: String| Name::from_ascii(&s).map_err(|e| Error::Dns(format!("bad name {s}: {e}")));
         let cert_name = name(hybrid_cert::hybrid_cert_name(host))?;
         let kem_name = name(hybrid_cert::kem_name(host))?;
         let (txt, aaaa, kem) = tokio::join!(
