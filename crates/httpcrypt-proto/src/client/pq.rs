@@ -281,7 +281,6 @@ impl PqState {
     ///
     /// Returns the key to use, or `None`; `bad_signature` when valid
     /// certificates were offered and none verified.
-    #[allow(clippy::too_many_arguments)]
     pub fn took_certs(
         &mut self,
         certs: impl IntoIterator<Item = HybridCert>,
