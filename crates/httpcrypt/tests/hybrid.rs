@@ -456,3 +456,77 @@ async fn unknown_key_brings_hybrid_certs() {
         "the key text came from the cache, not from another OPTIONS"
     );
 }
+
+/// A discovery hook standing in for DNS: suite-2 certificates, and key
+/// texts when `with_kem`; no v1 keys.
+#[derive(Debug)]
+struct FakeDns {
+    certs: Vec<HybridCert>,
+    kem: Option<httpcrypt_proto::hybrid::KemPublic>,
+}
+
+impl httpcrypt::client::Discovery for FakeDns {
+    fn discover<'a>(
+        &'a self,
+        _authority: &'a str,
+        _pinned: Option<&'a httpcrypt_proto::IdentityPublic>,
+    ) -> httpcrypt::client::BoxFuture<'a, Result<httpcrypt::client::Discovered, httpcrypt::Error>>
+    {
+        Box::pin(async { Ok(httpcrypt::client::Discovered::default()) })
+    }
+
+    fn discover_hybrid<'a>(
+        &'a self,
+        _authority: &'a str,
+    ) -> httpcrypt::client::BoxFuture<
+        'a,
+        Result<httpcrypt::client::HybridDiscovered, httpcrypt::Error>,
+    > {
+        Box::pin(async {
+            Ok(httpcrypt::client::HybridDiscovered {
+                certs: self.certs.clone(),
+                kems: self.kem.iter().cloned().collect(),
+                source: Some(KeySource::DnsPqTxt),
+                ttl: 60,
+                detail: String::new(),
+            })
+        })
+    }
+}
+
+#[tokio::test]
+async fn suite_2_from_the_discovery_hook() {
+    let state = server_state(18, Mode::On);
+    let addr = serve(state.clone()).await;
+    let (certs, kem) = {
+        let s = state.lock().unwrap();
+        let now = unix_now();
+        let certs: Vec<HybridCert> = s.hybrid.certs(now).into_iter().cloned().collect();
+        (certs, s.kem.public().clone())
+    };
+    // Certificate and key text in DNS: no OPTIONS at all.
+    let c = Client::new(ClientConfig {
+        pq: Pq::Require,
+        tickets: false,
+        discovery: Some(Arc::new(FakeDns {
+            certs: certs.clone(),
+            kem: Some(kem),
+        })),
+        options_fallback: false,
+        ..Default::default()
+    });
+    let (body, x) = get(&c, addr, "/1").await.unwrap();
+    assert_eq!(body, "hybrid key GET /1 0");
+    assert_eq!(x.suite, Suite::Hybrid);
+    assert_eq!(c.key_source(&addr.to_string()), Some(KeySource::DnsPqTxt));
+    assert_eq!(log(&state), ["hybrid-key"]);
+    // Certificates without the key text: the text comes from OPTIONS /pq.
+    let c = Client::new(ClientConfig {
+        pq: Pq::Require,
+        tickets: false,
+        discovery: Some(Arc::new(FakeDns { certs, kem: None })),
+        ..Default::default()
+    });
+    get(&c, addr, "/2").await.unwrap();
+    assert_eq!(log(&state), ["hybrid-key", "OPTIONS /pq", "hybrid-key"]);
+}
