@@ -202,14 +202,6 @@ impl Client {
             let admit = h.state.admit_cookie(now, ticket.is_some());
             (ticket, h.key.clone(), h.state.corrected(now), admit)
         });
-        let fresh;
-        let key: &KexSecret = match &reused {
-            Some(k) => k,
-            None => {
-                fresh = KexSecret::generate(&mut OsRng);
-                &fresh
-            }
-        };
         // Profile 2 (spec §4.5) when the key announces it: the corrected
         // time goes into the nonce, the Host into record 0's associated data.
         // Hybrid sessions, fresh or resumed, keep the v1 layout.
@@ -240,16 +232,24 @@ impl Client {
                 let h = HybridRequest::from_encapsulation(&hk.cert, e, n0, &name_pad, &value_pad)?;
                 (PreparedRequest::from(h), Suite::Hybrid)
             }
-            (None, ServerKey::Classical(k)) => (
-                PreparedRequest::for_key(
+            (None, ServerKey::Classical(k)) => {
+                let fresh;
+                let key: &KexSecret = match &reused {
+                    Some(r) => r,
+                    None => {
+                        fresh = KexSecret::generate(&mut OsRng);
+                        &fresh
+                    }
+                };
+                let p = PreparedRequest::for_key(
                     &k.kex_public,
                     ClientCredential::Key(key),
                     n0,
                     &name_pad,
                     &value_pad,
-                )?,
-                Suite::Classical,
-            ),
+                )?;
+                (p, Suite::Classical)
+            }
         };
         if profile == Profile::Compact {
             prepared = prepared.compact(authority)?;
