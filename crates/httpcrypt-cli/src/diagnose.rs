@@ -16,7 +16,9 @@ Exit codes (curl's numbers):
   23  cannot write the output
   26  cannot read a local file (-d @FILE, --data-file)
   28  timed out (--connect-timeout, --max-time) (timeout)
-  35  not an HTTPCrypt server, or no endpoint at --mount (not_httpcrypt, no_endpoint)
+  35  not an HTTPCrypt server, or no endpoint at --mount (not_httpcrypt, no_endpoint);
+      --pq require, or an origin pinned to suite 2, and no suite 2 offered (hybrid_downgrade);
+      a server that takes suite 2 only, asked in v1 (hybrid_required)
   47  more redirects than --max-redirs
   60  the certificates are not signed by the pinned identity (bad_signature)
 Errors name their diagnosis code (spec §12, client diagnoses), e.g.
@@ -101,6 +103,23 @@ pub(crate) fn diagnose(
             Some("not_httpcrypt"),
             format!("{hp} is not an HTTPCrypt server (OPTIONS {options_path} answered {status})"),
         ),
+        httpcrypt::Error::Protocol(p) if p.code() == "hybrid_downgrade" => Failure::new(
+            35,
+            Some("hybrid_downgrade"),
+            format!(
+                "{hp} offered no suite-2 (hybrid) key, but suite 2 is required or pinned for it (--pq {})",
+                httpcrypt::client::Pq::from(a.pq).as_str()
+            ),
+        ),
+        httpcrypt::Error::Refused { type_uri, .. }
+            if type_uri == httpcrypt::proto::error::problem_type::HYBRID_REQUIRED =>
+        {
+            Failure::new(
+                35,
+                Some("hybrid_required"),
+                format!("{hp} takes hybrid (suite 2) requests only: use --pq prefer or --pq require"),
+            )
+        }
         httpcrypt::Error::Protocol(p) if p.code() == "bad_signature" => Failure::new(
             60,
             Some("bad_signature"),

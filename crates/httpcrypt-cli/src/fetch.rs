@@ -35,6 +35,7 @@ pub fn client_for(a: &FetchArgs) -> Result<httpcrypt::Client> {
         proxy,
         get_form: !a.no_get_form,
         compact: !a.no_compact,
+        pq: a.pq.into(),
         key_policy: if a.reuse_key {
             httpcrypt::KeyPolicy::ReusePerHost
         } else {
@@ -151,10 +152,22 @@ async fn run_phases(
         // request (not an HTTPCrypt server, a wrong mount, another identity).
         let authority = a.url.authority().map_or("", |au| au.as_str());
         phase.set("fetching the certificates");
-        client
-            .refresh_certs("http", authority)
-            .await
-            .map_err(|e| diagnose(e, a, &a.url, true))?;
+        // Suite 2 first when wanted (spec/hybrid.md H4): `OPTIONS {mount}/pq`;
+        // v1's `OPTIONS {mount}/` only when the server offers no suite 2.
+        let hybrid = if a.pq == crate::request::PqMode::Off {
+            None
+        } else {
+            client
+                .refresh_pq("http", authority)
+                .await
+                .map_err(|e| diagnose(e, a, &a.url, false))?
+        };
+        if hybrid.is_none() {
+            client
+                .refresh_certs("http", authority)
+                .await
+                .map_err(|e| diagnose(e, a, &a.url, true))?;
+        }
     }
     let times = a.repeat.unwrap_or(1);
     for i in 1..times {
@@ -392,6 +405,9 @@ async fn exchange(
         }
         if let Some(x) = rsp.extensions().get::<OuterExchange>() {
             show_outer(x);
+            if x.suite == httpcrypt::client::Suite::Hybrid {
+                eprintln!("* suite 2 (X25519 + ML-KEM-768, spec/hybrid.md)");
+            }
         }
         eprintln!("* decrypted response:");
         eprintln!("< HTTP/1.1 {}", rsp.status());

@@ -52,6 +52,12 @@ pub struct FetchArgs {
     /// (spec §4.5).
     #[arg(long)]
     pub no_compact: bool,
+    /// Suite 2, the hybrid X25519 + ML-KEM-768 agreement (spec/hybrid.md):
+    /// off (v1 only), prefer (suite 2 when the server offers it, asked at
+    /// `OPTIONS {mount}/pq` or in DNS first), require (suite 2 or fail with
+    /// hybrid_downgrade, exit code 35).
+    #[arg(long, value_enum, default_value = "off")]
+    pub pq: PqMode,
     /// Reuse one key pair per host (the server's session cache applies).
     #[arg(long)]
     pub reuse_key: bool,
@@ -107,6 +113,27 @@ pub struct FetchArgs {
     pub discovery: crate::dns::DiscoveryOpts,
     #[command(flatten)]
     pub asap: crate::asap::FetchOpts,
+}
+
+/// `--pq`: which suites `fetch` uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PqMode {
+    /// v1 only.
+    Off,
+    /// Suite 2 when offered, else v1.
+    Prefer,
+    /// Suite 2 or nothing.
+    Require,
+}
+
+impl From<PqMode> for httpcrypt::client::Pq {
+    fn from(m: PqMode) -> Self {
+        match m {
+            PqMode::Off => httpcrypt::client::Pq::Off,
+            PqMode::Prefer => httpcrypt::client::Pq::Prefer,
+            PqMode::Require => httpcrypt::client::Pq::Require,
+        }
+    }
 }
 
 pub fn build_request(a: &FetchArgs) -> Result<http::request::Builder> {

@@ -72,8 +72,12 @@ pub async fn fetch(a: &FetchArgs) -> Result<i32> {
     if a.url.scheme_str() != Some("http") {
         bail!("fetch takes an http:// URL");
     }
-    if a.identity.is_some() || a.reuse_key || !a.mount.is_empty() {
-        bail!("--identity, --reuse-key and --mount belong to the v1 profile");
+    if a.identity.is_some()
+        || a.reuse_key
+        || !a.mount.is_empty()
+        || a.pq != crate::request::PqMode::Off
+    {
+        bail!("--identity, --reuse-key, --mount and --pq belong to the v1 profile");
     }
     let text = a.server_key.as_deref().context(
         "--profile rspamd needs --server-key: the pubkey of the rspamd worker's keypair \

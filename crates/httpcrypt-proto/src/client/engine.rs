@@ -13,6 +13,7 @@ use crate::replay;
 use crate::ticket::{Ticket, TICKET_FIELD};
 use crate::token::RANDOM_FIELD;
 
+use super::pq::{Pq, PqState, ServerKey, Suite};
 use super::retry::Retry;
 
 /// How long a client keeps echoing an admission cookie: the server accepts
@@ -38,6 +39,10 @@ pub struct HostState {
     /// Seconds the keys may be reused; 0: until none is valid.
     max_age: u64,
     ticket: Option<(Ticket, SessionKey)>,
+    /// The suite of the session the ticket resumes.
+    ticket_suite: Suite,
+    /// Suite 2: keys, pin, and whether the last discovery found none.
+    pq: PqState,
     /// The last `Random` token the server gave, and the session key it is bound to.
     token: Option<(Vec<u8>, SessionKey)>,
     /// Server time minus local time, learnt from a `stale` answer.
@@ -55,6 +60,32 @@ impl HostState {
             return None;
         }
         cert::choose_key(&self.keys, now).ok().copied()
+    }
+
+    /// The key for the next request at `now` in mode `pq`, if what is held
+    /// settles it; `None`: discover first. With suite 2 wanted, a fresh
+    /// suite-2 key goes first; v1 keys serve only while the origin is not
+    /// pinned and the last discovery found no suite 2 (spec/hybrid.md H5).
+    pub fn next_key(&self, pq: Pq, now: u64) -> Option<ServerKey> {
+        if pq != Pq::Off {
+            if let Some(k) = self.pq.fresh_key(now) {
+                return Some(ServerKey::Hybrid(k.clone()));
+            }
+            if self.pq.pinned(pq, now) || !self.pq.absent() {
+                return None;
+            }
+        }
+        self.fresh_key(now).map(ServerKey::Classical)
+    }
+
+    /// What the client keeps for suite 2.
+    pub fn pq(&self) -> &PqState {
+        &self.pq
+    }
+
+    /// What the client keeps for suite 2, to update it.
+    pub fn pq_mut(&mut self) -> &mut PqState {
+        &mut self.pq
     }
 
     /// The cached keys.
@@ -88,6 +119,18 @@ impl HostState {
     /// The last ticket and the session key it carries.
     pub fn ticket(&self) -> Option<&(Ticket, SessionKey)> {
         self.ticket.as_ref()
+    }
+
+    /// The ticket to present with a request to `key`: a ticket of a v1
+    /// session is never presented to a suite-2 key, which would make the
+    /// request classical (spec/hybrid.md H3); a hybrid session's ticket may
+    /// go anywhere, since it carries the hybrid key.
+    pub fn ticket_for(&self, key: &ServerKey) -> Option<(&(Ticket, SessionKey), Suite)> {
+        let t = self.ticket.as_ref()?;
+        match (key.suite(), self.ticket_suite) {
+            (Suite::Hybrid, Suite::Classical) => None,
+            _ => Some((t, self.ticket_suite)),
+        }
     }
 
     /// The token to present under session key `k`: only one the server
@@ -137,6 +180,30 @@ impl HostState {
         usable
     }
 
+    /// Takes the suite-2 lines (`hybrid_certs`) of an `unknown-key`
+    /// refusal in mode `pq` (see [`PqState::took_unknown_key`]); when they
+    /// settle the retry the ticket is dropped as for v1. `false`: take the
+    /// refusal's v1 certificates with [`HostState::took_unknown_key`].
+    pub fn took_unknown_key_hybrid(
+        &mut self,
+        pq: Pq,
+        lines: &[String],
+        identity: Option<&IdentityPublic>,
+        require_identity: bool,
+        now: u64,
+    ) -> bool {
+        if pq == Pq::Off {
+            return false;
+        }
+        let settled = self
+            .pq
+            .took_unknown_key(pq, lines, identity, require_identity, now);
+        if settled {
+            self.ticket = None;
+        }
+        settled
+    }
+
     /// Takes an admission challenge's cookie, received at `now`.
     pub fn took_admission(&mut self, cookie: AdmitCookie, now: u64) {
         self.admit = Some((cookie, now));
@@ -145,9 +212,16 @@ impl HostState {
     /// Keeps the ticket and the token an authenticated inner response head
     /// carries, bound to the session key `k` they were sent under.
     pub fn took_head(&mut self, fields: &[Field], k: &SessionKey) {
+        self.took_head_in(fields, k, Suite::Classical);
+    }
+
+    /// [`HostState::took_head`] for an exchange in `suite` (a ticket of a
+    /// hybrid session resumes it as hybrid, spec/hybrid.md H3).
+    pub fn took_head_in(&mut self, fields: &[Field], k: &SessionKey, suite: Suite) {
         if let Some(t) = inner::field(fields, TICKET_FIELD) {
             if let Ok(t) = Ticket::from_field(t) {
                 self.ticket = Some((t, k.clone()));
+                self.ticket_suite = suite;
             }
         }
         if let Some(r) = inner::field(fields, RANDOM_FIELD) {
@@ -435,5 +509,55 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(matches!(judge_refusal(500, b"oops"), Refusal::Other(t) if t.is_empty()));
+    }
+
+    #[test]
+    fn suite_2_goes_first_and_v1_only_when_found_absent_and_unpinned() {
+        use crate::hybrid::cert::{format_cert_list, HybridCert};
+        use crate::hybrid::KemSecret;
+        let mut rng = ChaCha20Rng::seed_from_u64(5);
+        let id = IdentityKey::generate(&mut rng);
+        let v1 = DiscoveredKey::from(&cert(&id, 1, &mut rng));
+        let kem = KemSecret::from_seed([2; 64]);
+        let hc = HybridCert::sign(
+            &id,
+            crate::profile::Profile::V1,
+            2,
+            (NOW - 60) as u32,
+            (NOW + 3600) as u32,
+            *KexSecret::generate(&mut rng).public(),
+            kem.public().hash(),
+        );
+        let mut h = HostState::default();
+        h.set_keys(vec![v1], NOW, 0);
+        assert_eq!(h.next_key(Pq::Off, NOW), Some(ServerKey::Classical(v1)));
+        assert_eq!(h.next_key(Pq::Prefer, NOW), None, "discover suite 2 first");
+        h.pq_mut().took_none(Pq::Prefer, NOW).unwrap();
+        assert_eq!(h.next_key(Pq::Prefer, NOW), Some(ServerKey::Classical(v1)));
+        assert_eq!(h.next_key(Pq::Require, NOW), None);
+
+        // A v1 session's ticket is not presented to a suite-2 key.
+        let k = session_key(&mut rng);
+        let ticket = Field::new(
+            TICKET_FIELD,
+            Ticket([7; crate::ticket::TICKET_LEN]).to_field(),
+        );
+        h.took_head(std::slice::from_ref(&ticket), &k);
+        let body = format_cert_list(std::slice::from_ref(&hc), &[kem.public()]);
+        let hk = h
+            .pq_mut()
+            .took_answer(Pq::Prefer, 200, body.as_bytes(), None, false, 0, NOW)
+            .unwrap()
+            .unwrap();
+        let key = ServerKey::Hybrid(hk);
+        assert_eq!(h.next_key(Pq::Prefer, NOW), Some(key.clone()));
+        assert_eq!(h.next_key(Pq::Off, NOW), Some(ServerKey::Classical(v1)));
+        assert!(h.ticket_for(&key).is_none());
+        assert!(h.ticket_for(&ServerKey::Classical(v1)).is_some());
+        // A hybrid session's ticket goes to the suite-2 key, as hybrid.
+        h.took_head_in(std::slice::from_ref(&ticket), &k, Suite::Hybrid);
+        assert_eq!(h.ticket_for(&key).map(|(_, s)| s), Some(Suite::Hybrid));
+        // Pinned: past the keys' life, nothing settles it without discovery.
+        assert_eq!(h.next_key(Pq::Prefer, NOW + 3601), None);
     }
 }

@@ -6,7 +6,9 @@
 //! - [`engine`]: what the client keeps per server ([`HostState`]: keys,
 //!   ticket, token, clock offset, admission cookie) and what each refusal
 //!   or problem answer means for it;
-//! - [`retry`]: when a call sends again ([`Attempts`]).
+//! - [`retry`]: when a call sends again ([`Attempts`]);
+//! - [`pq`]: suite 2 (spec/hybrid.md H4, H5): the mode ([`Pq`]), the
+//!   suite-2 keys, the pin and the encapsulation keys learnt ([`PqState`]).
 //!
 //! An IO driver (the `httpcrypt` crate's `Client`) finds keys, sends the
 //! outer request and reads the answer; every decision about what goes on
@@ -14,6 +16,7 @@
 
 pub mod engine;
 pub mod head;
+pub mod pq;
 pub mod prepared;
 pub mod retry;
 
@@ -22,5 +25,6 @@ pub use engine::{
     PROBLEM_LIMIT,
 };
 pub use head::{request_head, HeadPlan};
+pub use pq::{HybridKey, KemCache, Pq, PqState, ServerKey, Suite};
 pub use prepared::{fits_get_form, fits_get_form_for, ClientCredential, PreparedRequest};
 pub use retry::{is_idempotent, Attempts, Retry};

@@ -1,9 +1,11 @@
 //! One exchange from the client's side: derive `k` from the credential,
 //! build the cookie and path, seal the request, open the response
-//! (spec §4, §7.2).
+//! (spec §4, §7.2). A fresh hybrid request (spec/hybrid.md H3) is the same
+//! exchange with the ML-KEM ciphertext in front of the stream.
 
 use crate::cert::KeyCert;
 use crate::error::Result;
+use crate::hybrid::{HybridRequest, CIPHERTEXT_LEN};
 use crate::inner::{self, RequestHead, ResponseHead};
 use crate::keys::{KexPublic, KexSecret, SessionKey};
 use crate::limits::Limits;
@@ -35,6 +37,23 @@ pub struct PreparedRequest {
     profile: Profile,
     /// Profile 2: the outer `Host` as bound, `u16(len) || host`.
     bound_host: Vec<u8>,
+    /// A fresh hybrid request's ML-KEM ciphertext, sent before the stream.
+    ciphertext: Option<Box<[u8; CIPHERTEXT_LEN]>>,
+}
+
+impl From<HybridRequest> for PreparedRequest {
+    /// A fresh hybrid request (v1 layout, spec/hybrid.md H3): the outer
+    /// body or decoded query is `ct_M || stream`.
+    fn from(h: HybridRequest) -> Self {
+        PreparedRequest {
+            n0: *h.n0(),
+            key: h.session_key().clone(),
+            cookie: h.cookie().to_string(),
+            profile: Profile::V1,
+            bound_host: Vec::new(),
+            ciphertext: Some(Box::new(*h.ciphertext())),
+        }
+    }
 }
 
 impl PreparedRequest {
@@ -78,6 +97,7 @@ impl PreparedRequest {
             cookie,
             profile: Profile::V1,
             bound_host: Vec::new(),
+            ciphertext: None,
         })
     }
 
@@ -95,6 +115,17 @@ impl PreparedRequest {
     /// The request profile.
     pub fn profile(&self) -> Profile {
         self.profile
+    }
+
+    /// What precedes the sealed stream in the outer body or decoded query:
+    /// a fresh hybrid request's ML-KEM ciphertext, else nothing.
+    pub fn stream_prefix(&self) -> &[u8] {
+        self.ciphertext.as_deref().map_or(&[], |c| &c[..])
+    }
+
+    /// Whether this is a fresh hybrid request (spec/hybrid.md H3).
+    pub fn is_hybrid(&self) -> bool {
+        self.ciphertext.is_some()
     }
 
     /// The request nonce.
@@ -135,13 +166,25 @@ impl PreparedRequest {
     /// goes in the GET form: sealed as one record, with room to spare, its
     /// request line stays within the limit.
     pub fn fits_get_form(&self, mount: &Mount, plaintext_len: usize) -> bool {
+        let prefix = self.stream_prefix().len();
         plaintext_len < outer::GET_FORM_LIMIT
-            && fits_get_form_for(self.profile, mount, plaintext_len + GET_FORM_MARGIN)
+            && fits_get_form_for(
+                self.profile,
+                mount,
+                prefix + plaintext_len + GET_FORM_MARGIN,
+            )
     }
 
-    /// The GET form's target for `stream`.
+    /// The GET form's target for `stream` (after the
+    /// [`PreparedRequest::stream_prefix`] in the query).
     pub fn get_target(&self, mount: &Mount, stream: &[u8]) -> String {
-        mount.get_target_for(self.profile, &self.n0, stream)
+        match &self.ciphertext {
+            None => mount.get_target_for(self.profile, &self.n0, stream),
+            Some(ct) => {
+                let payload = [&ct[..], stream].concat();
+                mount.get_target_for(self.profile, &self.n0, &payload)
+            }
+        }
     }
 
     /// Seals a complete inner request as one stream.
@@ -168,14 +211,16 @@ impl PreparedRequest {
         let mut out = Vec::with_capacity(512 + stream.len() * 2);
         match form {
             Form::Post => {
+                let prefix = self.stream_prefix();
                 outer::encode_request_head(
                     form,
                     &self.nonce_path(mount),
                     host,
                     &self.cookie,
-                    stream.len(),
+                    prefix.len() + stream.len(),
                     &mut out,
                 );
+                out.extend_from_slice(prefix);
                 out.extend_from_slice(stream);
             }
             Form::Get => {
@@ -230,4 +275,98 @@ pub fn fits_get_form_for(profile: Profile, mount: &Mount, stream_len: usize) -> 
         + crate::b64::encoded_len(stream_len)
         + 9;
     line < outer::GET_FORM_LIMIT
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::hybrid::cert::HybridCert;
+    use crate::hybrid::{exchange, Encapsulation, HybridKeys, HybridServerKey, KemSecret};
+    use crate::inner::Field;
+    use crate::keys::IdentityKey;
+
+    const NOW: u64 = 1_700_000_000;
+
+    fn server() -> (HybridKeys, HybridCert, KemSecret) {
+        let id = IdentityKey::from_seed([1; 32]);
+        let kex = KexSecret::from_bytes([2; 32]);
+        let kem = KemSecret::from_seed([3; 64]);
+        let cert = HybridCert::sign(
+            &id,
+            Profile::V1,
+            1,
+            (NOW - 60) as u32,
+            (NOW + 3600) as u32,
+            *kex.public(),
+            kem.public().hash(),
+        );
+        let mut keys = HybridKeys::new();
+        let kem2 = KemSecret::from_seed([3; 64]);
+        keys.add_key(HybridServerKey::new(kex, Arc::new(kem2), cert.clone()).unwrap());
+        (keys, cert, kem)
+    }
+
+    /// A hybrid request made through `PreparedRequest` opens at the
+    /// proto-level hybrid server, in both forms.
+    #[test]
+    fn hybrid_requests_open_at_the_server() {
+        let (keys, cert, kem) = server();
+        let mount = Mount::default();
+        let limits = Limits::default();
+        for form in [Form::Post, Form::Get] {
+            let client = KexSecret::from_bytes([4; 32]);
+            let (ct_m, ss_m) = kem.public().encapsulate_with(&[5; 32]);
+            let e = Encapsulation::from_parts(&cert.kex_public, &client, ct_m, &ss_m).unwrap();
+            let h = HybridRequest::from_encapsulation(&cert, e, [6; NONCE_LEN], "", "").unwrap();
+            let p = PreparedRequest::from(h);
+            assert!(p.is_hybrid());
+            assert_eq!(p.stream_prefix().len(), CIPHERTEXT_LEN);
+            let mut head = RequestHead::new("GET", "/x");
+            head.fields.push(Field::new("Host", "a.example"));
+            head.fields
+                .push(Field::new("Date", crate::replay::format_date(NOW).as_str()));
+            let stream = p.seal_message(&head, b"", 4096).unwrap();
+            let mut plain = Vec::new();
+            head.encode(&mut plain);
+            assert!(p.fits_get_form(&mount, plain.len()));
+            let outer_bytes = p.encode_outer(form, &mount, "a.example", &stream);
+            let (_, got, _) = exchange::serve_bytes(&keys, &mount, &limits, NOW, &outer_bytes)
+                .unwrap()
+                .unwrap();
+            assert_eq!(got.target, "/x");
+        }
+    }
+
+    #[test]
+    fn a_ciphertext_leaves_less_room_for_the_get_form() {
+        let (_, cert, kem) = server();
+        let mount = Mount::default();
+        let client = KexSecret::from_bytes([4; 32]);
+        let v1 = PreparedRequest::new(
+            &crate::cert::KeyCert {
+                profile: Profile::V1,
+                serial: 1,
+                not_before: 0,
+                not_after: u32::MAX,
+                kex_public: cert.kex_public,
+                signer: [0; 8],
+                signature: [0; 64],
+            },
+            ClientCredential::Key(&client),
+            [6; NONCE_LEN],
+            "",
+            "",
+        )
+        .unwrap();
+        let e = Encapsulation::new(&cert, kem.public(), &client, &mut rand_core::OsRng).unwrap();
+        let h = PreparedRequest::from(
+            HybridRequest::from_encapsulation(&cert, e, [6; NONCE_LEN], "", "").unwrap(),
+        );
+        assert!(v1.fits_get_form(&mount, 400));
+        assert!(!h.fits_get_form(&mount, 400));
+        assert!(h.fits_get_form(&mount, 100));
+        assert!(v1.stream_prefix().is_empty() && !v1.is_hybrid());
+    }
 }

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use http::{Method, StatusCode, Uri};
+use httpcrypt_proto::client::{Pq, Suite};
 use httpcrypt_proto::outer::Mount;
 use httpcrypt_proto::{IdentityPublic, Limits};
 
@@ -62,6 +63,10 @@ pub struct ClientConfig {
     /// Longest wait for a TCP connection (to the server or the proxy);
     /// `None`: the system's.
     pub connect_timeout: Option<std::time::Duration>,
+    /// Suite 2, the hybrid X25519 + ML-KEM-768 agreement (spec/hybrid.md
+    /// H5): `Off` (v1 only), `Prefer` (suite 2 when offered; an origin seen
+    /// with it stays pinned to it), `Require`.
+    pub pq: Pq,
 }
 
 impl Default for ClientConfig {
@@ -83,6 +88,7 @@ impl Default for ClientConfig {
             tfo: Tfo::Off,
             provenance: None,
             connect_timeout: None,
+            pq: Pq::Off,
         }
     }
 }
@@ -102,4 +108,7 @@ pub struct OuterExchange {
     pub response_headers: http::HeaderMap,
     /// Requests sent for this call (2 after a retry).
     pub attempts: u32,
+    /// The key agreement of the answered request: suite 2 for a fresh
+    /// hybrid request and for a ticket of a hybrid session.
+    pub suite: Suite,
 }

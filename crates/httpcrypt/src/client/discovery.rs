@@ -7,6 +7,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use httpcrypt_proto::cert::DiscoveredKey;
+use httpcrypt_proto::hybrid::{HybridCert, KemPublic};
 use httpcrypt_proto::IdentityPublic;
 
 use crate::error::Error;
@@ -25,12 +26,19 @@ pub enum KeySource {
     DnsTlsa,
     /// `OPTIONS {mount}/` (spec §6.5).
     Options,
-    /// The `certs` of an `unknown-key` problem (spec §4.4).
+    /// The `certs` (or `hybrid_certs`) of an `unknown-key` problem (spec §4.4).
     UnknownKey,
+    /// `OPTIONS {mount}/pq` (spec/hybrid.md H4).
+    PqOptions,
+    /// TXT at `_httpcrypt-pq.{host}` (spec/hybrid.md H4).
+    DnsPqTxt,
+    /// The eleven AAAA records at `_httpcrypt-pq.{host}` (spec/hybrid.md H4).
+    DnsPqAaaa,
 }
 
 impl KeySource {
-    /// A short name: `dns-txt`, `dns-aaaa`, `dns-tlsa`, `options`, `unknown-key`.
+    /// A short name: `dns-txt`, `dns-aaaa`, `dns-tlsa`, `options`,
+    /// `unknown-key`, `options-pq`, `dns-pq-txt`, `dns-pq-aaaa`.
     pub fn as_str(&self) -> &'static str {
         match self {
             KeySource::DnsTxt => "dns-txt",
@@ -38,6 +46,9 @@ impl KeySource {
             KeySource::DnsTlsa => "dns-tlsa",
             KeySource::Options => "options",
             KeySource::UnknownKey => "unknown-key",
+            KeySource::PqOptions => "options-pq",
+            KeySource::DnsPqTxt => "dns-pq-txt",
+            KeySource::DnsPqAaaa => "dns-pq-aaaa",
         }
     }
 }
@@ -68,6 +79,22 @@ pub struct Discovered {
     pub detail: String,
 }
 
+/// What a [`Discovery`] found of suite 2 for a host (spec/hybrid.md H4).
+#[derive(Debug, Clone, Default)]
+pub struct HybridDiscovered {
+    /// Suite-2 certificates as found; the client checks them (validity,
+    /// the identity in force, a known key text) before use.
+    pub certs: Vec<HybridCert>,
+    /// Encapsulation key texts found (TXT at `_httpcrypt-kem.{host}`).
+    pub kems: Vec<KemPublic>,
+    /// The form the certificates came in; `None` when `certs` is empty.
+    pub source: Option<KeySource>,
+    /// Seconds the answer may be reused (the records' remaining TTL).
+    pub ttl: u64,
+    /// Why methods failed, for logs.
+    pub detail: String,
+}
+
 /// A source of keys for an authority (`host[:port]`), used before falling
 /// back to `OPTIONS`. DNS discovery (`dns::DnsDiscovery`) plugs in here.
 pub trait Discovery: Send + Sync + std::fmt::Debug {
@@ -80,6 +107,17 @@ pub trait Discovery: Send + Sync + std::fmt::Debug {
         authority: &'a str,
         pinned: Option<&'a IdentityPublic>,
     ) -> BoxFuture<'a, Result<Discovered, Error>>;
+
+    /// Suite-2 certificates and key texts for `authority` (asked before
+    /// `OPTIONS {mount}/pq` when the client wants suite 2). Nothing by
+    /// default.
+    fn discover_hybrid<'a>(
+        &'a self,
+        authority: &'a str,
+    ) -> BoxFuture<'a, Result<HybridDiscovered, Error>> {
+        let _ = authority;
+        Box::pin(async { Ok(HybridDiscovered::default()) })
+    }
 
     /// Drops what the discovery keeps for `authority`: the server answered
     /// `unknown-key` to a key it found (spec §6.4.1). Nothing by default.

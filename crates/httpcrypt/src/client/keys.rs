@@ -7,7 +7,7 @@ use http::header;
 use http::{Method, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Empty};
 use httpcrypt_proto::cert::{self, DiscoveredKey, KeyCert};
-use httpcrypt_proto::client::{options_max_age, PROBLEM_LIMIT};
+use httpcrypt_proto::client::{options_max_age, Pq, ServerKey, PROBLEM_LIMIT};
 use httpcrypt_proto::IdentityPublic;
 
 use super::discovery::KeySource;
@@ -35,15 +35,27 @@ impl Client {
         self.hosts.with(authority, |h| h.state.keys().to_vec())
     }
 
-    /// Finds the keys of `authority`: the discovery hook first (DNS: TXT,
-    /// AAAA, TLSA), then, unless turned off, `OPTIONS {mount}/`. Checks them
-    /// in authenticated mode and caches them for the records' TTL or the
-    /// `max-age`.
+    /// `hybrid_downgrade` when `authority` is pinned to suite 2 (or suite 2
+    /// is required), so that v1 keys may not be looked for.
+    fn allows_classical(&self, authority: &str) -> Result<(), Error> {
+        let now = unix_now();
+        let pq = self.config.pq;
+        self.hosts
+            .with(authority, |h| h.state.pq().allows_classical(pq, now))?;
+        Ok(())
+    }
+
+    /// Finds the v1 keys of `authority`: the discovery hook first (DNS:
+    /// TXT, AAAA, TLSA), then, unless turned off, `OPTIONS {mount}/`.
+    /// Checks them in authenticated mode and caches them for the records'
+    /// TTL or the `max-age`. `hybrid_downgrade` when the origin is pinned
+    /// to suite 2 (spec/hybrid.md H5).
     pub async fn refresh_keys(
         &self,
         scheme: &str,
         authority: &str,
     ) -> Result<(Vec<DiscoveredKey>, KeySource), Error> {
+        self.allows_classical(authority)?;
         let now = unix_now();
         if let Some(d) = &self.config.discovery {
             // The identity in force (pinned, or validated with DNSSEC on an
@@ -96,12 +108,14 @@ impl Client {
 
     /// Fetches the certificates of `authority` by `OPTIONS {mount}/` only,
     /// checks them in authenticated mode (pinned or DNSSEC-learnt
-    /// identity), and caches them.
+    /// identity), and caches them. `hybrid_downgrade` when the origin is
+    /// pinned to suite 2.
     pub async fn refresh_certs(
         &self,
         scheme: &str,
         authority: &str,
     ) -> Result<Vec<KeyCert>, Error> {
+        self.allows_classical(authority)?;
         let now = unix_now();
         let uri: Uri = format!("{scheme}://{authority}{}", self.config.mount.options_path())
             .parse()
@@ -147,18 +161,26 @@ impl Client {
         Ok(certs)
     }
 
-    /// The key for the next request to `authority`: a cached one while
-    /// fresh, else one found afresh.
+    /// The key for the next request to `authority`: a held one while it
+    /// settles the choice (proto's `HostState::next_key`), else one found
+    /// afresh: suite 2 first when wanted, then v1 unless that is a
+    /// downgrade.
     pub(super) async fn current_key(
         &self,
         scheme: &str,
         authority: &str,
-    ) -> Result<DiscoveredKey, Error> {
+    ) -> Result<ServerKey, Error> {
         let now = unix_now();
-        if let Some(k) = self.hosts.with(authority, |h| h.state.fresh_key(now)) {
+        let pq = self.config.pq;
+        if let Some(k) = self.hosts.with(authority, |h| h.state.next_key(pq, now)) {
             return Ok(k);
         }
+        if pq != Pq::Off {
+            if let Some(k) = self.refresh_pq(scheme, authority).await? {
+                return Ok(ServerKey::Hybrid(k));
+            }
+        }
         let (keys, _) = self.refresh_keys(scheme, authority).await?;
-        Ok(*cert::choose_key(&keys, now)?)
+        Ok(ServerKey::Classical(*cert::choose_key(&keys, now)?))
     }
 }

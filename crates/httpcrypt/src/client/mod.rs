@@ -15,6 +15,8 @@
 //!   certificates ([`ProvenanceSource`]) before the server is asked;
 //! - [`config`]: the settings, and what the caller learns of the outer exchange;
 //! - `keys`: the keys of a server: cached, discovered, or from `OPTIONS`;
+//! - `pq`: suite 2: its discovery (DNS, `OPTIONS {mount}/pq`) and the
+//!   ML-KEM encapsulation of a hybrid request;
 //! - `send`: one call: its attempts, each sealed, sent and opened;
 //! - `hosts`, `read`: the per-server memory, and reading small bodies.
 
@@ -22,6 +24,7 @@ pub mod config;
 pub mod discovery;
 mod hosts;
 mod keys;
+mod pq;
 mod read;
 mod send;
 
@@ -37,7 +40,10 @@ use crate::error::BoxError;
 use hosts::Hosts;
 
 pub use config::{ClientConfig, KeyPolicy, OuterExchange};
-pub use discovery::{BoxFuture, Discovered, Discovery, KeySource, ProvenanceSource};
+pub use discovery::{
+    BoxFuture, Discovered, Discovery, HybridDiscovered, KeySource, ProvenanceSource,
+};
+pub use httpcrypt_proto::client::{Pq, ServerKey, Suite};
 
 type OuterBody = UnsyncBoxBody<Bytes, BoxError>;
 /// The body of a decrypted response.

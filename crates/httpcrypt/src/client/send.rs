@@ -14,11 +14,12 @@ use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
 use http_body_util::{BodyExt, Empty, Full};
 use httpcrypt_proto::admission::{self, AdmitCookie};
-use httpcrypt_proto::cert::DiscoveredKey;
+use httpcrypt_proto::client::pq::parse_hybrid_certs;
 use httpcrypt_proto::client::{
     is_own_field, judge_refusal, needs_problem_body, request_head, Attempts, ClientCredential,
-    HeadPlan, PreparedRequest, Refusal, Retry, PROBLEM_LIMIT,
+    HeadPlan, Pq, PreparedRequest, Refusal, Retry, ServerKey, Suite, PROBLEM_LIMIT,
 };
+use httpcrypt_proto::hybrid::HybridRequest;
 use httpcrypt_proto::inner::{self, ResponseHead};
 use httpcrypt_proto::outer;
 use httpcrypt_proto::profile::Profile;
@@ -47,6 +48,8 @@ enum Outcome {
 struct Sealed {
     outer: Request<OuterBody>,
     prepared: PreparedRequest,
+    /// The key agreement the request's session key came from.
+    suite: Suite,
 }
 
 impl Client {
@@ -119,7 +122,11 @@ impl Client {
             .map(|a| a.as_str().to_string())
             .ok_or_else(|| Error::Config("the request URI needs a host".into()))?;
         let server_key = self.current_key(&scheme, &authority).await?;
-        let Sealed { outer, prepared } = self
+        let Sealed {
+            outer,
+            prepared,
+            suite,
+        } = self
             .seal(&parts, body, &scheme, &authority, &server_key, own_date)
             .await?;
         let sent_method = outer.method().clone();
@@ -131,7 +138,10 @@ impl Client {
         if rparts.status != StatusCode::OK {
             return self.refused(&authority, rparts.status, rbody).await;
         }
-        let (inner_head, body) = match self.open(&parts, &authority, &prepared, rbody).await? {
+        let (inner_head, body) = match self
+            .open(&parts, &authority, &prepared, suite, rbody)
+            .await?
+        {
             Ok(opened) => opened,
             Err(why) => return Ok(Outcome::Again(why)),
         };
@@ -156,28 +166,33 @@ impl Client {
             status: rparts.status,
             response_headers: rparts.headers,
             attempts: attempt,
+            suite,
         });
         Ok(Outcome::Done(out))
     }
 
     /// Seals the caller's request for `authority` under `server_key`: the
-    /// credential (a ticket, or a key pair per the policy), the profile the
-    /// key announces (spec §4.5), the inner head, the admission echo, and
-    /// the outer request in the GET form when it fits, else a POST.
+    /// credential (a ticket, a fresh hybrid encapsulation for a suite-2 key,
+    /// or a key pair per the policy), the profile the key announces (spec
+    /// §4.5), the inner head, the admission echo, and the outer request in
+    /// the GET form when it fits, else a POST (a hybrid request's ML-KEM
+    /// ciphertext first in either).
     async fn seal(
         &self,
         parts: &Parts,
         body: OuterBody,
         scheme: &str,
         authority: &str,
-        server_key: &DiscoveredKey,
+        server_key: &ServerKey,
         own_date: bool,
     ) -> Result<Sealed, Error> {
         let now = unix_now();
         let config = &self.config;
         let (ticket, reused, corrected, admit) = self.hosts.with(authority, |h| {
             let ticket = if config.tickets {
-                h.state.ticket().cloned()
+                h.state
+                    .ticket_for(server_key)
+                    .map(|(t, suite)| (t.clone(), suite))
             } else {
                 None
             };
@@ -187,33 +202,55 @@ impl Client {
             let admit = h.state.admit_cookie(now, ticket.is_some());
             (ticket, h.key.clone(), h.state.corrected(now), admit)
         });
-        let fresh;
-        let key: &KexSecret = match &reused {
-            Some(k) => k,
-            None => {
-                fresh = KexSecret::generate(&mut OsRng);
-                &fresh
-            }
-        };
-        let cred = match &ticket {
-            Some((t, k)) => ClientCredential::Ticket(t, k),
-            None => ClientCredential::Key(key),
-        };
         // Profile 2 (spec §4.5) when the key announces it: the corrected
         // time goes into the nonce, the Host into record 0's associated data.
-        let profile = if config.compact {
-            server_key.profile
-        } else {
-            Profile::V1
+        // Hybrid sessions, fresh or resumed, keep the v1 layout.
+        let profile = match &ticket {
+            _ if !config.compact => Profile::V1,
+            Some((_, Suite::Hybrid)) => Profile::V1,
+            _ => server_key.profile(),
         };
         let n0 = profile.request_n0(corrected, &mut ThreadRng);
-        let mut prepared = PreparedRequest::for_key(
-            &server_key.kex_public,
-            cred,
-            n0,
-            &outer::random_pad_for(profile, &mut ThreadRng),
-            &outer::random_pad_for(profile, &mut ThreadRng),
-        )?;
+        let name_pad = outer::random_pad_for(profile, &mut ThreadRng);
+        let value_pad = outer::random_pad_for(profile, &mut ThreadRng);
+        let (mut prepared, suite) = match (&ticket, server_key) {
+            (Some(((t, k), suite)), _) => (
+                PreparedRequest::for_key(
+                    server_key.kex_public(),
+                    ClientCredential::Ticket(t, k),
+                    n0,
+                    &name_pad,
+                    &value_pad,
+                )?,
+                *suite,
+            ),
+            (None, ServerKey::Hybrid(hk)) => {
+                // spec/hybrid.md H3: a fresh X25519 key for every hybrid
+                // request, whatever the key policy.
+                let client = KexSecret::generate(&mut OsRng);
+                let e = super::pq::encapsulate(hk, &client)?;
+                let h = HybridRequest::from_encapsulation(&hk.cert, e, n0, &name_pad, &value_pad)?;
+                (PreparedRequest::from(h), Suite::Hybrid)
+            }
+            (None, ServerKey::Classical(k)) => {
+                let fresh;
+                let key: &KexSecret = match &reused {
+                    Some(r) => r,
+                    None => {
+                        fresh = KexSecret::generate(&mut OsRng);
+                        &fresh
+                    }
+                };
+                let p = PreparedRequest::for_key(
+                    &k.kex_public,
+                    ClientCredential::Key(key),
+                    n0,
+                    &name_pad,
+                    &value_pad,
+                )?;
+                (p, Suite::Classical)
+            }
+        };
         if profile == Profile::Compact {
             prepared = prepared.compact(authority)?;
         }
@@ -285,7 +322,7 @@ impl Client {
         } else {
             let sealed = SealBody::new(
                 prepared.sealer(),
-                Vec::new(),
+                prepared.stream_prefix().to_vec(),
                 head_bytes,
                 body,
                 config.record_size,
@@ -317,6 +354,7 @@ impl Client {
         Ok(Sealed {
             outer: outer_req,
             prepared,
+            suite,
         })
     }
 
@@ -334,9 +372,22 @@ impl Client {
                 let identity = self.identity_for(authority);
                 let require = self.config.require_identity;
                 let now = unix_now();
+                let pq = self.config.pq;
+                let hybrid = match pq {
+                    Pq::Off => Vec::new(),
+                    _ => parse_hybrid_certs(&body),
+                };
                 self.hosts.with(authority, |h| {
-                    if h.state
-                        .took_unknown_key(certs, identity.as_ref(), require, now)
+                    let settled = h.state.took_unknown_key_hybrid(
+                        pq,
+                        &hybrid,
+                        identity.as_ref(),
+                        require,
+                        now,
+                    );
+                    if settled
+                        || h.state
+                            .took_unknown_key(certs, identity.as_ref(), require, now)
                     {
                         h.source = Some(KeySource::UnknownKey);
                     }
@@ -369,6 +420,7 @@ impl Client {
         parts: &Parts,
         authority: &str,
         prepared: &PreparedRequest,
+        suite: Suite,
         body: Incoming,
     ) -> Result<Result<(ResponseHead, ResponseBody), Retry>, Error> {
         let method = parts.method.as_str();
@@ -383,7 +435,8 @@ impl Client {
         let head: ResponseHead = opened.head().await?;
         if head.fields.iter().any(is_own_field) {
             self.hosts.with(authority, |h| {
-                h.state.took_head(&head.fields, prepared.session_key())
+                h.state
+                    .took_head_in(&head.fields, prepared.session_key(), suite)
             });
         }
         let body: ResponseBody = opened.boxed_unsync();

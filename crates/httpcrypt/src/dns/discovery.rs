@@ -18,6 +18,13 @@
 //! channel. A record without AD is ignored, and the keys are then used
 //! opportunistically.
 //!
+//! Suite 2 (spec/hybrid.md H4), asked only by a client that wants it: TXT
+//! and AAAA at `_httpcrypt-pq.{host}` (one certificate text per TXT
+//! record; or the eleven-address form) and the key text as TXT at
+//! `_httpcrypt-kem.{host}`, three queries at once. The client checks the
+//! certificates under the identity in force, as it does for `OPTIONS
+//! {mount}/pq`; without a known key text it asks that `OPTIONS` next.
+//!
 //! Caching: hickory-resolver caches the records for their TTL; on top of
 //! that the parsed (and verified) result is kept per host until the
 //! earliest of the records' TTL and the last `not_after` among its keys.
@@ -42,10 +49,12 @@ use httpcrypt_proto::cert::{self, DiscoveredKey, KeyCert};
 use httpcrypt_proto::{dns, tlsa, IdentityPublic};
 
 use super::records::Publication;
-use crate::client::{BoxFuture, Discovered, Discovery, KeySource};
+use crate::client::{BoxFuture, Discovered, Discovery, HybridDiscovered, KeySource};
 use crate::clock::unix_now;
 use crate::connect::Resolve;
 use crate::error::{BoxError, Error};
+use httpcrypt_proto::hybrid::cert::{self as hybrid_cert, HybridCert};
+use httpcrypt_proto::hybrid::KemPublic;
 
 /// DNS discovery of HTTPCrypt keys; also resolves host addresses for
 /// connections through the same server ([`Resolve`]).
@@ -173,6 +182,82 @@ impl DnsDiscovery {
             identity,
             detail: detail.join("; "),
         })
+    }
+
+    /// Looks up the suite-2 records of `authority` (no parsed-result
+    /// cache: hickory's record cache serves repeats).
+    pub async fn lookup_hybrid(&self, authority: &str) -> Result<HybridDiscovered, Error> {
+        let (host, _) = split_authority(authority)?;
+        let name =
+            |s: String| Name::from_ascii(&s).map_err(|e| Error::Dns(format!("bad name {s}: {e}")));
+        let cert_name = name(hybrid_cert::hybrid_cert_name(host))?;
+        let kem_name = name(hybrid_cert::kem_name(host))?;
+        let (txt, aaaa, kem) = tokio::join!(
+            self.resolver.lookup(cert_name.clone(), RecordType::TXT),
+            self.resolver.lookup(cert_name, RecordType::AAAA),
+            self.resolver.lookup(kem_name, RecordType::TXT),
+        );
+        let mut found = HybridDiscovered::default();
+        let mut detail = Vec::new();
+        match records(&kem) {
+            Ok(l) => {
+                for rec in l.records() {
+                    let RData::TXT(t) = rec.data() else { continue };
+                    match std::str::from_utf8(&t.txt_data().concat())
+                        .map_err(|_| httpcrypt_proto::Error::BadCertificate)
+                        .and_then(KemPublic::from_text)
+                    {
+                        Ok(k) => found.kems.push(k),
+                        Err(e) => detail.push(format!("_httpcrypt-kem: {}", e.code())),
+                    }
+                }
+            }
+            Err(why) => detail.push(format!("_httpcrypt-kem: {why}")),
+        }
+        match records(&txt) {
+            Ok(l) => {
+                for rec in l.records() {
+                    let RData::TXT(t) = rec.data() else { continue };
+                    match std::str::from_utf8(&t.txt_data().concat())
+                        .map_err(|_| httpcrypt_proto::Error::BadCertificate)
+                        .and_then(HybridCert::from_text)
+                    {
+                        Ok(c) => found.certs.push(c),
+                        Err(e) => detail.push(format!("dns-pq-txt: {}", e.code())),
+                    }
+                }
+                if !found.certs.is_empty() {
+                    found.source = Some(KeySource::DnsPqTxt);
+                    found.ttl = ttl_of(l);
+                }
+            }
+            Err(why) => detail.push(format!("dns-pq-txt: {why}")),
+        }
+        if found.certs.is_empty() {
+            match records(&aaaa) {
+                Ok(l) => {
+                    let addrs: Vec<[u8; 16]> = l
+                        .records()
+                        .iter()
+                        .filter_map(|rec| match rec.data() {
+                            RData::AAAA(a) => Some(a.0.octets()),
+                            _ => None,
+                        })
+                        .collect();
+                    match hybrid_cert::parse_aaaa(&addrs) {
+                        Ok(c) => {
+                            found.certs.push(c);
+                            found.source = Some(KeySource::DnsPqAaaa);
+                            found.ttl = ttl_of(l);
+                        }
+                        Err(e) => detail.push(format!("dns-pq-aaaa: {}", e.code())),
+                    }
+                }
+                Err(why) => detail.push(format!("dns-pq-aaaa: {why}")),
+            }
+        }
+        found.detail = detail.join("; ");
+        Ok(found)
     }
 
     /// The identity in `_httpcrypt-id`, if the resolver vouched for it with
@@ -397,6 +482,13 @@ impl Discovery for DnsDiscovery {
             }
             Ok(found)
         })
+    }
+
+    fn discover_hybrid<'a>(
+        &'a self,
+        authority: &'a str,
+    ) -> BoxFuture<'a, Result<HybridDiscovered, Error>> {
+        Box::pin(self.lookup_hybrid(authority))
     }
 
     fn forget(&self, authority: &str) {
