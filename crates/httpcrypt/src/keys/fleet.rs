@@ -78,6 +78,8 @@ fn to_epoch(k: EpochKeys) -> Epoch {
         secret: k.secret,
         cert: k.cert,
         ticket: k.ticket,
+        hybrid: None,
+        kem: None,
     }
 }
 
