@@ -41,11 +41,10 @@ pub mod metrics;
 pub mod nonce;
 pub mod rspamd;
 pub mod server;
-pub mod sockopt;
 pub mod services;
+pub mod sockopt;
 pub mod split;
 pub mod strikes;
-
 
 pub use client::{Client, ClientConfig, KeyPolicy};
 pub use error::{BoxError, Error};

@@ -80,6 +80,22 @@ impl LiveKeys {
         f(&self.keys.read().unwrap_or_else(|p| p.into_inner()))
     }
 
+    /// The suite-2 certificates held, each with the ML-KEM key it names,
+    /// for publication.
+    pub fn hybrid_certs(
+        &self,
+    ) -> Vec<(
+        httpcrypt_proto::hybrid::HybridCert,
+        httpcrypt_proto::hybrid::KemPublic,
+    )> {
+        self.with_hybrid(|h| {
+            h.keys()
+                .iter()
+                .map(|k| (k.cert().clone(), k.kem().public().clone()))
+                .collect()
+        })
+    }
+
     /// Runs `f` with read access to the suite-2 keys.
     pub fn with_hybrid<R>(&self, f: impl FnOnce(&HybridKeys) -> R) -> R {
         f(&self.hybrid.read().unwrap_or_else(|p| p.into_inner()))

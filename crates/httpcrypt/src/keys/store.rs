@@ -274,6 +274,17 @@ impl KeyStore {
     /// Creates a key directory with a new identity key (and, in static mode,
     /// the one kex key). Refuses to overwrite an existing identity.
     pub fn create(dir: &Path, static_mode: bool) -> Result<KeyStore, Error> {
+        Self::create_with(dir, static_mode, None)
+    }
+
+    /// [`KeyStore::create`], with the hybrid suite on when `kem_every` is
+    /// given ([`KeyStore::with_hybrid`]): the first ML-KEM key is made at
+    /// once (a static key gets its suite-2 certificate with it).
+    pub fn create_with(
+        dir: &Path,
+        static_mode: bool,
+        kem_every: Option<u32>,
+    ) -> Result<KeyStore, Error> {
         create_private_dir(&dir.join("kex"))?;
         let id_path = dir.join("identity.key");
         if id_path.exists() {
@@ -302,10 +313,12 @@ impl KeyStore {
             identity,
             static_mode,
             profile: Profile::V1,
-            kem_every: None,
+            kem_every: kem_every.map(|k| k.max(1)),
         };
         if static_mode {
             store.rotate(unix_now(), DEFAULT_PERIOD)?;
+        } else if store.kem_every.is_some() {
+            store.kem_for(1)?;
         }
         Ok(store)
     }
@@ -486,7 +499,7 @@ impl KeyStore {
 
     /// Reads every stored epoch, each with the ML-KEM key its suite-2
     /// certificate names; deletes expired epochs from disk, and ML-KEM keys
-    /// no unexpired epoch names (the newest one too, once nothing names it).
+    /// no unexpired epoch names but the newest (the next kex keys may take it).
     pub fn load(&self, now: u64) -> Result<Vec<Epoch>, Error> {
         let mut out = Vec::new();
         for entry in std::fs::read_dir(self.dir.join("kex"))? {
@@ -519,10 +532,16 @@ impl KeyStore {
                 e.kem = Some(kem.key.clone());
             }
         }
+        let newest = kems.last().map(|k| k.serial);
         for k in &kems {
-            let named = out
-                .iter()
-                .any(|e| e.hybrid.as_ref().is_some_and(|h| h.kem_hash == k.key.public().hash()));
+            if Some(k.serial) == newest {
+                continue;
+            }
+            let named = out.iter().any(|e| {
+                e.hybrid
+                    .as_ref()
+                    .is_some_and(|h| h.kem_hash == k.key.public().hash())
+            });
             if !named {
                 let _ = std::fs::remove_file(
                     self.dir.join(KEM_DIR).join(format!("{:010}.key", k.serial)),

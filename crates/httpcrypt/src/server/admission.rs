@@ -18,8 +18,8 @@ use super::hybrid::{self, HybridStep};
 use super::sessions::{Held, LayerAgreement};
 use super::shared::Shared;
 use crate::body::{full, plain, HcBody};
-use crate::conn::ConnState;
 use crate::clock::unix_now;
+use crate::conn::ConnState;
 use crate::split::ContentStore;
 
 /// The outer HTTP limits of spec §11.6 that hyper leaves to us: request

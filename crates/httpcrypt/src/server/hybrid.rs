@@ -94,8 +94,15 @@ pub(super) fn judge(
         {
             return HybridStep::ReadCiphertext;
         }
-        let decision =
-            proto_hybrid::exchange::accept_with(h, &cfg.mount, req, &[], &cfg.limits, now, agreement);
+        let decision = proto_hybrid::exchange::accept_with(
+            h,
+            &cfg.mount,
+            req,
+            &[],
+            &cfg.limits,
+            now,
+            agreement,
+        );
         count(&decision);
         HybridStep::Decided(decision)
     })
