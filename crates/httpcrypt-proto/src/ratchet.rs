@@ -14,6 +14,7 @@
 //! kex_secret_e = SHA3-256("hc1-ratchet-kex"    || seed_e)
 //! ticket_key_e = SHA3-256("hc1-ratchet-ticket" || seed_e)
 //! tid_e        = SHA3-256("hc1-ratchet-tid"    || seed_e)[0..10]
+//! kem_seed_w   = SHA3-512("hc1-ratchet-kem"    || seed_w)   (hybrid suite, w = K·⌊e/K⌋)
 //! epoch e covers [origin + e·R, origin + (e+1)·R); its certificate has
 //! serial e, not_before = start − skew, not_after = start + 2R + skew.
 //! ```
@@ -163,6 +164,47 @@ impl Ratchet {
             }
         }
         *self.seed = *next;
+    }
+
+    /// `SHA3-512("hc1-ratchet-kem" || seed)` of the current epoch: the ML-KEM
+    /// seed of the hybrid suite for the `K` epochs from this one
+    /// (spec/hybrid.md H4).
+    pub fn kem_seed(&self) -> Zeroizing<[u8; 64]> {
+        use sha3::Digest as _;
+        let mut h = sha3::Sha3_512::new();
+        h.update(b"hc1-ratchet-kem");
+        h.update(&self.seed[..]);
+        Zeroizing::new(h.finalize().into())
+    }
+
+    /// [`Ratchet::advance`], also returning the ML-KEM seed of the newest
+    /// epoch passed or reached whose number is a multiple of `every` (the
+    /// start of a `K`-epoch window, spec/hybrid.md H4), with that epoch:
+    /// the seed is only derivable while the ratchet is there.
+    pub fn advance_with_kem(
+        &mut self,
+        now: u64,
+        identity: &IdentityKey,
+        every: u64,
+    ) -> (Vec<EpochKeys>, Option<(u64, Zeroizing<[u8; 64]>)>) {
+        let every = every.max(1);
+        let target = self.epoch_at(now).max(self.epoch);
+        let mut out = Vec::new();
+        let mut kem = None;
+        loop {
+            if self.epoch % every == 0 {
+                kem = Some((self.epoch, self.kem_seed()));
+            }
+            if self.epoch >= target {
+                break;
+            }
+            if self.epoch + LIVE_EPOCHS > target {
+                out.push(self.keys(identity));
+            }
+            self.step();
+        }
+        out.push(self.keys(identity));
+        (out, kem)
     }
 
     /// Advances to the epoch containing `now` (never backwards) and returns

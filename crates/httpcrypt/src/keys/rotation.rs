@@ -27,7 +27,7 @@ pub fn start(store: KeyStore, period: Duration) -> Result<LiveKeys, Error> {
             return Err(cfg("profile 2 (--compact) is not available for fleets"));
         }
         let identity = IdentityKey::from_seed(*store.identity.to_seed());
-        return super::fleet::start(fleet, identity, LiveKeys::new());
+        return super::fleet::start(fleet, identity, LiveKeys::new(), store.kem_every);
     }
     let live = LiveKeys::new();
     let now = unix_now();

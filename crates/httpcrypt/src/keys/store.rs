@@ -261,7 +261,7 @@ pub struct KeyStore {
     static_mode: bool,
     pub(super) profile: Profile,
     /// Hybrid on: a new ML-KEM key with every `K`-th kex key.
-    kem_every: Option<u32>,
+    pub(super) kem_every: Option<u32>,
 }
 
 /// An ML-KEM key as stored: the serial of the kex key it was made with.
