@@ -426,3 +426,82 @@ fn keys_show_and_dns_records_name_suite_2() {
         "{zone}"
     );
 }
+
+#[test]
+fn a_fleet_shares_its_kem_keys() {
+    let site = Site::new(&[]);
+    let out = common::run(
+        &[
+            "fleet",
+            "init",
+            "--keys",
+            site.keys().to_str().unwrap(),
+            "--period",
+            "2",
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "fleet init: {}", out.stderr_text());
+    let instance = |name: &str| {
+        let keys = site.dir.path().join(format!("keys-{name}"));
+        common::copy_dir(&site.keys(), &keys);
+        common::serve(
+            &keys,
+            &site.dir.path().join("root"),
+            &["--pq", "on", "--kem-every", "3"],
+        )
+    };
+    let (a, b) = (instance("a"), instance("b"));
+    // Both instances hold the same suite-2 keys (compared within one
+    // epoch, retried across a boundary), and each answers a hybrid request
+    // made for the other.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (ka, kb) = (
+            hybrid_keys(a.addr, &site.identity),
+            hybrid_keys(b.addr, &site.identity),
+        );
+        if ka == kb {
+            let (cert, ek) = ka.last().unwrap();
+            let h = Hybrid::new(cert, ek);
+            let (rsp, _) = exchange(b.addr, &h.outer(Form::Post, b.addr, "/hello.txt"));
+            assert_eq!(h.open(&rsp).unwrap().1, HELLO);
+            break;
+        }
+        assert!(Instant::now() < deadline, "{ka:?} != {kb:?}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // Across epochs, the ML-KEM key changes every third one.
+    std::thread::sleep(Duration::from_secs(7));
+    let pairs = hybrid_keys(a.addr, &site.identity);
+    let window = |c: &HybridCert| c.serial / 3;
+    for (c1, _) in &pairs {
+        for (c2, _) in &pairs {
+            assert_eq!(
+                window(c1) == window(c2),
+                c1.kem_hash == c2.kem_hash,
+                "serials {} and {}",
+                c1.serial,
+                c2.serial
+            );
+        }
+    }
+}
+
+#[test]
+fn a_stalled_ciphertext_times_out() {
+    let site = Site::new(&[]);
+    let server = site.serve(&["--pq", "on", "--body-timeout", "1"]);
+    let addr = server.addr;
+    let pairs = hybrid_keys(addr, &site.identity);
+    let h = Hybrid::new(&pairs[0].0, &pairs[0].1);
+    let whole = h.outer(Form::Post, addr, "/hello.txt");
+    let head_end = whole.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let mut s = common::connect(addr);
+    std::io::Write::write_all(&mut s, &whole[..head_end + 500]).unwrap();
+    let started = Instant::now();
+    let mut r = std::io::BufReader::new(s);
+    let rsp = common::read_response(&mut r).expect("an answer");
+    assert_eq!(rsp.status, 408, "{rsp:?}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
