@@ -55,6 +55,10 @@ impl core::fmt::Debug for Ratchet {
     }
 }
 
+/// The ML-KEM seed of the window of epochs starting at the given one
+/// (spec/hybrid.md H4).
+pub type WindowKem = (u64, Zeroizing<[u8; 64]>);
+
 /// The keys of one epoch.
 #[derive(Debug)]
 pub struct EpochKeys {
@@ -186,7 +190,7 @@ impl Ratchet {
         now: u64,
         identity: &IdentityKey,
         every: u64,
-    ) -> (Vec<EpochKeys>, Option<(u64, Zeroizing<[u8; 64]>)>) {
+    ) -> (Vec<EpochKeys>, Option<WindowKem>) {
         let every = every.max(1);
         let target = self.epoch_at(now).max(self.epoch);
         let mut out = Vec::new();
@@ -285,6 +289,30 @@ impl Ratchet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The ML-KEM seed of a window is its first epoch's (spec/hybrid.md
+    /// H4), reported by whichever advance passes that epoch, however far
+    /// it jumps; none when no window starts on the way.
+    #[test]
+    fn the_kem_seed_of_a_window_is_its_first_epochs() {
+        let id = IdentityKey::from_seed([1; 32]);
+        let at = |e: u64| 1000 + 60 * e + 1;
+        let mut step = Ratchet::new(1000, 60, 10, 4, [7; 32]).unwrap();
+        step.advance(at(6), &id);
+        let at_6 = step.kem_seed();
+        step.advance(at(7), &id);
+        assert_ne!(step.kem_seed(), at_6);
+
+        let mut jump = Ratchet::new(1000, 60, 10, 4, [7; 32]).unwrap();
+        let (keys, kem) = jump.advance_with_kem(at(8), &id, 3);
+        assert_eq!(keys.last().unwrap().epoch, 8);
+        let (w, seed) = kem.unwrap();
+        assert_eq!((w, seed), (6, at_6));
+        let (_, kem) = jump.advance_with_kem(at(8), &id, 3);
+        assert!(kem.is_none(), "epoch 8 starts no window");
+        let (_, kem) = jump.advance_with_kem(at(9), &id, 3);
+        assert_eq!(kem.unwrap().0, 9);
+    }
 
     #[test]
     fn instances_agree_and_old_seeds_are_gone() {
