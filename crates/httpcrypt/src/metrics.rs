@@ -24,7 +24,7 @@ use crate::body::HcBody;
 pub const REQUESTS: &str = "httpcrypt_requests_total";
 /// Refusals by reason (label `reason`).
 pub const REJECTIONS: &str = "httpcrypt_rejections_total";
-/// X25519 key agreements run.
+/// Key agreements run (label `suite`: `1` X25519, `2` the hybrid of spec/hybrid.md).
 pub const KEY_AGREEMENTS: &str = "httpcrypt_key_agreements_total";
 /// Key rotations (label `result`: `ok`, `failed`).
 pub const ROTATIONS: &str = "httpcrypt_key_rotations_total";

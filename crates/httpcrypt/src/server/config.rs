@@ -108,7 +108,8 @@ impl Default for ServerConfig {
 /// Facts about an HTTPCrypt request, put in the inner request's extensions.
 #[derive(Debug, Clone)]
 pub struct Encrypted {
-    /// The kex key the session ran under.
+    /// The key the session ran under: a kex key's ID, or for a hybrid
+    /// session its suite-2 key ID (spec/hybrid.md H2).
     pub kid: httpcrypt_proto::KeyId,
     /// The client came back with a ticket.
     pub resumed: bool,
