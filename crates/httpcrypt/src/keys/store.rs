@@ -640,6 +640,65 @@ mod tests {
         KeyStore::open(&keys).expect("a private directory opens");
     }
 
+    /// With the hybrid suite, kex keys 1..K share the ML-KEM key made with
+    /// key 1, key K+1 makes the next; each stored epoch gets its suite-2
+    /// certificate and its key back on load; a key no held certificate
+    /// names is deleted unless it is the newest.
+    #[test]
+    fn an_ml_kem_key_serves_k_kex_keys() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let keys = dir.path().join("keys");
+        let store = KeyStore::create(&keys, false)
+            .expect("create")
+            .with_hybrid(2);
+        let now = unix_now();
+        let epochs: Vec<Epoch> = (0..5)
+            .map(|_| store.rotate(now, DEFAULT_PERIOD).expect("rotate"))
+            .collect();
+        let hash = |i: usize| epochs[i].hybrid.as_ref().expect("suite 2").kem_hash;
+        assert_eq!(hash(0), hash(1));
+        assert_ne!(hash(1), hash(2));
+        assert_eq!(hash(2), hash(3));
+        assert_ne!(hash(3), hash(4));
+        for e in &epochs {
+            let h = e.hybrid.as_ref().expect("suite 2");
+            assert_eq!(h.kex_public, e.cert.kex_public);
+            h.verify(&store.identity()).expect("signed");
+        }
+        let kem_files = |n: usize| {
+            let mut v: Vec<_> = std::fs::read_dir(keys.join(KEM_DIR))
+                .expect("ls")
+                .map(|e| e.expect("entry").file_name())
+                .collect();
+            v.sort();
+            assert_eq!(v.len(), n, "{v:?}");
+            v
+        };
+        assert_eq!(
+            kem_files(3),
+            ["0000000001.key", "0000000003.key", "0000000005.key"]
+        );
+        assert_eq!(mode(&keys.join(KEM_DIR).join("0000000003.key")), 0o600);
+        let loaded = store.load(now).expect("load");
+        for (l, e) in loaded.iter().zip(&epochs) {
+            assert_eq!(l.hybrid, e.hybrid);
+            let kem = l.kem.as_ref().expect("its ML-KEM key");
+            assert_eq!(
+                Some(kem.public().hash()),
+                e.hybrid.as_ref().map(|h| h.kem_hash)
+            );
+        }
+        // Once keys 1..4 are gone, the ML-KEM keys of 1 and 3 go with them.
+        for serial in 1..=4 {
+            std::fs::remove_file(keys.join("kex").join(format!("{serial:010}.key"))).expect("rm");
+        }
+        store.load(now).expect("load");
+        kem_files(1);
+        // A store without suite 2 still reads them.
+        let plain = KeyStore::open(&keys).expect("open");
+        assert!(plain.load(now).expect("load")[0].kem.is_some());
+    }
+
     #[test]
     fn readable_secret_refuses_to_open() {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -52,13 +52,16 @@ impl Shared {
     pub(super) fn key_not_after(&self, kid: &httpcrypt_proto::KeyId, now: u64) -> Option<u32> {
         self.keys
             .with(|k| k.key(kid, now).map(|sk| sk.cert.not_after))
-            .or_else(|| {
-                if self.config.pq == super::config::Pq::Off {
-                    return None;
-                }
-                self.keys
-                    .with_hybrid(|h| h.key(kid, now).map(|hk| hk.cert().not_after))
-            })
+            .or_else(|| self.hybrid_not_after(kid, now))
+    }
+
+    /// The `not_after` of the unexpired suite-2 key `kid`, when suite 2 is on.
+    fn hybrid_not_after(&self, kid: &httpcrypt_proto::KeyId, now: u64) -> Option<u32> {
+        if self.config.pq == super::config::Pq::Off {
+            return None;
+        }
+        self.keys
+            .with_hybrid(|h| h.key(kid, now).map(|hk| hk.cert().not_after))
     }
 
     /// Drops cached keys of expired kids (at most every few seconds), so a
@@ -192,9 +195,12 @@ pub(super) fn issue_ticket(
     accepted: &Accepted,
     now: u64,
 ) -> Option<(String, httpcrypt_proto::KeyId)> {
-    let expiry = shared.key_not_after(&accepted.kid, now)?;
     shared.keys.with(|keys| {
         let tk = keys.ticket_key(now)?;
+        let expiry = match keys.key(&accepted.kid, now) {
+            Some(sk) => sk.cert.not_after,
+            None => shared.hybrid_not_after(&accepted.kid, now)?,
+        };
         let n = crate::nonce::nonce24();
         let t = tk.seal(
             &TicketContents {
