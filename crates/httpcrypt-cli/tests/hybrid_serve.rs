@@ -505,3 +505,52 @@ fn a_stalled_ciphertext_times_out() {
     assert_eq!(rsp.status, 408, "{rsp:?}");
     assert!(started.elapsed() < Duration::from_secs(10));
 }
+
+/// SIGHUP re-reads the key directory with its suite-2 certificates: a kex
+/// key copied in is served in both suites.
+#[test]
+fn sighup_reloads_suite_2_keys() {
+    let site = Site::new(&[]);
+    let server = site.serve(&["--pq", "on", "--log", "info"]);
+    assert_eq!(hybrid_keys(server.addr, &site.identity).len(), 1);
+    httpcrypt::keys::KeyStore::open(&site.keys())
+        .unwrap()
+        .with_hybrid(24)
+        .rotate(unix_now(), Duration::from_secs(3600))
+        .unwrap();
+    server.signal("HUP");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !server.log().contains("key directory reloaded") {
+        assert!(Instant::now() < deadline, "no reload: {}", server.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pairs = hybrid_keys(server.addr, &site.identity);
+    assert_eq!(pairs.len(), 2);
+    assert_eq!(
+        pairs[0].1, pairs[1].1,
+        "the copied-in key takes the same ML-KEM key"
+    );
+    for (cert, ek) in &pairs {
+        let h = Hybrid::new(cert, ek);
+        let (rsp, _) = exchange(server.addr, &h.outer(Form::Post, server.addr, "/hello.txt"));
+        assert_eq!(h.open(&rsp).unwrap().1, HELLO, "serial {}", cert.serial);
+    }
+}
+
+/// The gateway takes the same flags: `--pq only` serves hybrid requests
+/// and refuses classical ones.
+#[test]
+fn the_gateway_takes_pq_only() {
+    let site = Site::new(&[]);
+    let upstream = common::upstream();
+    let gw = common::gateway(&site.keys(), upstream.addr, &["--pq", "only"]);
+    let pairs = hybrid_keys(gw.addr, &site.identity);
+    let h = Hybrid::new(&pairs[0].0, &pairs[0].1);
+    let (rsp, _) = exchange(gw.addr, &h.outer(Form::Post, gw.addr, "/echo/pq"));
+    let (head, body) = h.open(&rsp).unwrap();
+    assert_eq!(head.status, 200);
+    let echo: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert!(echo.to_string().contains("/echo/pq"), "{echo}");
+    let rsp = options(gw.addr, "/");
+    assert_eq!((rsp.status, rsp.body.len()), (200, 0));
+}
