@@ -314,13 +314,20 @@ fn open(dir: &Path) -> Result<KeyStore> {
 
 fn current_sets(store: &KeyStore, p: &Publication) -> Result<Vec<dns::RrSet>> {
     let now = httpcrypt::clock::unix_now();
-    let certs: Vec<_> = store.load(now)?.into_iter().map(|e| e.cert).collect();
+    let epochs = store.load(now)?;
+    let hybrid: Vec<_> = epochs
+        .iter()
+        .filter_map(|e| Some((e.hybrid.clone()?, e.kem.as_ref()?.public().clone())))
+        .collect();
+    let certs: Vec<_> = epochs.into_iter().map(|e| e.cert).collect();
     if certs.is_empty() {
         bail!(
             "no unexpired key in the directory (start `httpcrypt serve` first, or keygen --static)"
         );
     }
-    Ok(dns::records::rrsets(p, store.identity_key(), &certs, now))
+    let mut sets = dns::records::rrsets(p, store.identity_key(), &certs, now);
+    sets.extend(dns::records::hybrid_rrsets(p, &hybrid, now));
+    Ok(sets)
 }
 
 fn with_addresses(mut sets: Vec<dns::RrSet>, p: &Publication, names: &Names) -> Vec<dns::RrSet> {

@@ -143,6 +143,13 @@ pub fn show(dir: &Path, rotation: u64) -> Result<i32> {
             "  ticket key      tid {}  (expires with its kex key)",
             e.ticket.tid().to_b64()
         );
+        if let Some(h) = &e.hybrid {
+            println!(
+                "  suite 2         kid {}  kem {}",
+                h.kid().to_b64(),
+                httpcrypt::proto::b64::encode(&h.kem_hash.0)
+            );
+        }
     }
     if !store.is_static() && !fleet {
         if let Some(newest) = epochs.last() {

@@ -244,6 +244,22 @@ struct KeygenArgs {
     /// One long-lived kex key, no rotation (embedded use; no forward secrecy).
     #[arg(long = "static")]
     static_key: bool,
+    /// Make the first ML-KEM-768 key now (spec/hybrid.md H4): a static key
+    /// gets its suite-2 certificate at once. Without it, `serve --pq on`
+    /// makes the key when it first starts.
+    #[arg(long)]
+    pq: bool,
+}
+
+/// `--pq`: which key agreements a server takes (spec/hybrid.md H4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum PqMode {
+    /// X25519 only (suite 1).
+    Off,
+    /// Both suites: X25519, and X25519 + ML-KEM-768 (suite 2).
+    On,
+    /// Suite 2 only: classical fresh-key requests are refused (`hybrid_required`).
+    Only,
 }
 
 /// Options shared by `serve` and `gateway`.
@@ -287,6 +303,16 @@ struct ServerOpts {
     /// A reverse proxy in front must pass `Host` through unchanged.
     #[arg(long)]
     compact: bool,
+    /// Post-quantum hybrid key agreement (spec/hybrid.md): `on` takes both
+    /// suites and publishes suite-2 certificates beside the v1 ones, `only`
+    /// refuses classical fresh-key requests.
+    #[arg(long, value_enum, default_value = "off")]
+    pub(crate) pq: PqMode,
+    /// With --pq: a new ML-KEM-768 key with every K-th kex key (K rotations
+    /// of --rotation; the post-quantum forward-secrecy window).
+    #[arg(long, value_name = "K", default_value_t = httpcrypt::keys::DEFAULT_KEM_EVERY,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    kem_every: u32,
     /// Turn off the Date freshness check and the strike register.
     #[arg(long)]
     no_replay_check: bool,
@@ -540,7 +566,11 @@ async fn run(cmd: Cmd) -> Result<i32> {
         }
         Cmd::Keygen(a) => {
             let dir = a.dir.context("--dir is required")?;
-            let store = httpcrypt::keys::KeyStore::create(&dir, a.static_key)?;
+            let store = httpcrypt::keys::KeyStore::create_with(
+                &dir,
+                a.static_key,
+                a.pq.then_some(httpcrypt::keys::DEFAULT_KEM_EVERY),
+            )?;
             println!("{}", store.identity().to_b64());
             Ok(0)
         }
@@ -791,11 +821,14 @@ async fn prepare(
         .keys
         .as_deref()
         .context("--keys is required (a key directory from `httpcrypt keygen --dir`)")?;
-    let store = open_store(dir)?.with_profile(if opts.compact {
+    let mut store = open_store(dir)?.with_profile(if opts.compact {
         httpcrypt::proto::Profile::Compact
     } else {
         httpcrypt::proto::Profile::V1
     });
+    if opts.pq != PqMode::Off {
+        store = store.with_hybrid(opts.kem_every);
+    }
     let rotates = keyops::lock(dir)?;
     let identity_key = store.identity();
     let identity = identity_key.to_b64();
@@ -837,6 +870,11 @@ async fn prepare(
         admission: opts.defence.config(),
         authority: opts.server_name.clone(),
         pass_outer: opts.pass_outer.clone(),
+        pq: match opts.pq {
+            PqMode::Off => httpcrypt::server::Pq::Off,
+            PqMode::On => httpcrypt::server::Pq::On,
+            PqMode::Only => httpcrypt::server::Pq::Only,
+        },
         ..Default::default()
     };
     let listener = httpcrypt::listen::bind(opts.listen).await?;

@@ -191,6 +191,9 @@ where
     {
         bail!("--redis, --require-token, --mount and --metrics belong to the v1 profile");
     }
+    if opts.pq != crate::PqMode::Off {
+        bail!("--pq belongs to the v1 profile (rspamd's protocol has no hybrid suite)");
+    }
     if opts.keypair.is_empty() {
         bail!(
             "--profile rspamd needs --keypair FILE (an `rspamadm keypair` block; \

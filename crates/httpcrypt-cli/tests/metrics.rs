@@ -371,7 +371,10 @@ fn serve_counts_what_it_decides_and_exposes_it_to_prometheus() {
         |name: &str, labels: &[(&str, &str)]| after.get(name, labels) - before.get(name, labels);
     let requests = |outcome| delta("httpcrypt_requests_total", &[("outcome", outcome)]);
     assert_eq!(requests("fresh_key"), 3.0, "two fetches and the kept key");
-    assert_eq!(delta("httpcrypt_key_agreements_total", &[]), 3.0);
+    assert_eq!(
+        delta("httpcrypt_key_agreements_total", &[("suite", "1")]),
+        3.0
+    );
     assert_eq!(requests("ticket"), 2.0);
     assert_eq!(
         requests("session_cache"),

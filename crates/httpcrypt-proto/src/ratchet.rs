@@ -14,6 +14,7 @@
 //! kex_secret_e = SHA3-256("hc1-ratchet-kex"    || seed_e)
 //! ticket_key_e = SHA3-256("hc1-ratchet-ticket" || seed_e)
 //! tid_e        = SHA3-256("hc1-ratchet-tid"    || seed_e)[0..10]
+//! kem_seed_w   = SHA3-512("hc1-ratchet-kem"    || seed_w)   (hybrid suite, w = K·⌊e/K⌋)
 //! epoch e covers [origin + e·R, origin + (e+1)·R); its certificate has
 //! serial e, not_before = start − skew, not_after = start + 2R + skew.
 //! ```
@@ -53,6 +54,10 @@ impl core::fmt::Debug for Ratchet {
             .finish_non_exhaustive()
     }
 }
+
+/// The ML-KEM seed of the window of epochs starting at the given one
+/// (spec/hybrid.md H4).
+pub type WindowKem = (u64, Zeroizing<[u8; 64]>);
 
 /// The keys of one epoch.
 #[derive(Debug)]
@@ -165,6 +170,47 @@ impl Ratchet {
         *self.seed = *next;
     }
 
+    /// `SHA3-512("hc1-ratchet-kem" || seed)` of the current epoch: the ML-KEM
+    /// seed of the hybrid suite for the `K` epochs from this one
+    /// (spec/hybrid.md H4).
+    pub fn kem_seed(&self) -> Zeroizing<[u8; 64]> {
+        use sha3::Digest as _;
+        let mut h = sha3::Sha3_512::new();
+        h.update(b"hc1-ratchet-kem");
+        h.update(&self.seed[..]);
+        Zeroizing::new(h.finalize().into())
+    }
+
+    /// [`Ratchet::advance`], also returning the ML-KEM seed of the newest
+    /// epoch passed or reached whose number is a multiple of `every` (the
+    /// start of a `K`-epoch window, spec/hybrid.md H4), with that epoch:
+    /// the seed is only derivable while the ratchet is there.
+    pub fn advance_with_kem(
+        &mut self,
+        now: u64,
+        identity: &IdentityKey,
+        every: u64,
+    ) -> (Vec<EpochKeys>, Option<WindowKem>) {
+        let every = every.max(1);
+        let target = self.epoch_at(now).max(self.epoch);
+        let mut out = Vec::new();
+        let mut kem = None;
+        loop {
+            if self.epoch % every == 0 {
+                kem = Some((self.epoch, self.kem_seed()));
+            }
+            if self.epoch >= target {
+                break;
+            }
+            if self.epoch + LIVE_EPOCHS > target {
+                out.push(self.keys(identity));
+            }
+            self.step();
+        }
+        out.push(self.keys(identity));
+        (out, kem)
+    }
+
     /// Advances to the epoch containing `now` (never backwards) and returns
     /// the keys of every live epoch passed or reached: at most the last
     /// [`LIVE_EPOCHS`], oldest first. Old seeds are overwritten as it goes.
@@ -243,6 +289,30 @@ impl Ratchet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The ML-KEM seed of a window is its first epoch's (spec/hybrid.md
+    /// H4), reported by whichever advance passes that epoch, however far
+    /// it jumps; none when no window starts on the way.
+    #[test]
+    fn the_kem_seed_of_a_window_is_its_first_epochs() {
+        let id = IdentityKey::from_seed([1; 32]);
+        let at = |e: u64| 1000 + 60 * e + 1;
+        let mut step = Ratchet::new(1000, 60, 10, 4, [7; 32]).unwrap();
+        step.advance(at(6), &id);
+        let at_6 = step.kem_seed();
+        step.advance(at(7), &id);
+        assert_ne!(step.kem_seed(), at_6);
+
+        let mut jump = Ratchet::new(1000, 60, 10, 4, [7; 32]).unwrap();
+        let (keys, kem) = jump.advance_with_kem(at(8), &id, 3);
+        assert_eq!(keys.last().unwrap().epoch, 8);
+        let (w, seed) = kem.unwrap();
+        assert_eq!((w, seed), (6, at_6));
+        let (_, kem) = jump.advance_with_kem(at(8), &id, 3);
+        assert!(kem.is_none(), "epoch 8 starts no window");
+        let (_, kem) = jump.advance_with_kem(at(9), &id, 3);
+        assert_eq!(kem.unwrap().0, 9);
+    }
 
     #[test]
     fn instances_agree_and_old_seeds_are_gone() {

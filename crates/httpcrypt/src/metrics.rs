@@ -24,7 +24,7 @@ use crate::body::HcBody;
 pub const REQUESTS: &str = "httpcrypt_requests_total";
 /// Refusals by reason (label `reason`).
 pub const REJECTIONS: &str = "httpcrypt_rejections_total";
-/// X25519 key agreements run.
+/// Key agreements run (label `suite`: `1` X25519, `2` the hybrid of spec/hybrid.md).
 pub const KEY_AGREEMENTS: &str = "httpcrypt_key_agreements_total";
 /// Key rotations (label `result`: `ok`, `failed`).
 pub const ROTATIONS: &str = "httpcrypt_key_rotations_total";
@@ -137,6 +137,8 @@ pub const REASONS: &[&str] = &[
     "transfer_coding_not_implemented",
     "not_found",
     "method_not_allowed",
+    "bad_ciphertext",
+    "hybrid_required",
     "other",
 ];
 
@@ -145,6 +147,7 @@ struct Handles {
     requests: [Counter; Outcome::ALL.len()],
     rejections: Vec<Counter>,
     key_agreements: Counter,
+    key_agreements_hybrid: Counter,
     rotations_ok: Counter,
     rotations_failed: Counter,
     connections_open: Gauge,
@@ -219,7 +222,8 @@ fn register() -> Handles {
             .iter()
             .map(|r| counter!(REJECTIONS, "reason" => *r))
             .collect(),
-        key_agreements: counter!(KEY_AGREEMENTS),
+        key_agreements: counter!(KEY_AGREEMENTS, "suite" => "1"),
+        key_agreements_hybrid: counter!(KEY_AGREEMENTS, "suite" => "2"),
         rotations_ok: counter!(ROTATIONS, "result" => "ok"),
         rotations_failed: counter!(ROTATIONS, "result" => "failed"),
         connections_open: gauge!(CONNECTIONS_OPEN),
@@ -266,11 +270,24 @@ pub(crate) fn refused(reason: &str) {
     rejected(reason);
 }
 
-/// One X25519 for a fresh-key request.
+/// The key agreement of a fresh-key request (label `suite` of
+/// [`KEY_AGREEMENTS`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Suite {
+    /// Suite 1: one X25519 (`suite="1"`).
+    Classical,
+    /// Suite 2: X25519 and ML-KEM-768 (`suite="2"`, spec/hybrid.md).
+    Hybrid,
+}
+
+/// One key agreement for a fresh-key request.
 #[inline]
-pub(crate) fn key_agreement() {
+pub(crate) fn key_agreement(suite: Suite) {
     on(|h| {
-        h.key_agreements.increment(1);
+        match suite {
+            Suite::Classical => h.key_agreements.increment(1),
+            Suite::Hybrid => h.key_agreements_hybrid.increment(1),
+        }
         h.requests[Outcome::FreshKey as usize].increment(1);
     });
 }

@@ -203,6 +203,23 @@ pub fn accept(
     limits: &Limits,
     now: u64,
 ) -> Result<Accept> {
+    accept_with(keys, mount, req, body, limits, now, &mut server::Plain)
+}
+
+/// [`accept`] with the caller's gate and ticket opening: `outer`'s
+/// [`server::Agreement::admit`] runs before the hybrid agreement (the
+/// load-aware defence, spec §14) and its
+/// [`server::Agreement::open_ticket`] opens tickets; its `cached` and
+/// `agree` are not asked (hybrid sessions are not cached, spec/hybrid.md H3).
+pub fn accept_with(
+    keys: &HybridKeys,
+    mount: &Mount,
+    req: &OuterRequest<'_>,
+    body: &[u8],
+    limits: &Limits,
+    now: u64,
+    outer: &mut (impl server::Agreement + ?Sized),
+) -> Result<Accept> {
     let query = match outer::route(req.method, req.target, mount) {
         Ok(Route::Get { query, .. }) => Some(query),
         _ => None,
@@ -212,6 +229,7 @@ pub fn accept(
         query,
         body,
         now,
+        outer,
     };
     let accepted = server::accept(&keys.table, mount, req, limits, now, &mut agreement);
     match accepted {
@@ -238,14 +256,28 @@ pub fn accept(
 /// the X-Wing decapsulation of the ciphertext that starts the body (POST) or
 /// the decoded query (GET). No session cache: a hit would have to compare the
 /// whole ciphertext (spec/hybrid.md H3); tickets serve instead.
-struct HybridAgreement<'a> {
+struct HybridAgreement<'a, A: ?Sized> {
     keys: &'a HybridKeys,
     query: Option<&'a str>,
     body: &'a [u8],
     now: u64,
+    outer: &'a mut A,
 }
 
-impl server::Agreement for HybridAgreement<'_> {
+impl<A: server::Agreement + ?Sized> server::Agreement for HybridAgreement<'_, A> {
+    fn admit(&mut self, req: &OuterRequest<'_>, n0: &[u8; NONCE_LEN]) -> Result<()> {
+        self.outer.admit(req, n0)
+    }
+
+    fn open_ticket(
+        &mut self,
+        tk: &TicketKey,
+        sealed: &[u8; crate::ticket::SEALED_TICKET_LEN],
+        now: u64,
+    ) -> Result<crate::ticket::TicketContents> {
+        self.outer.open_ticket(tk, sealed, now)
+    }
+
     fn agree(&mut self, sk: &server::ServerKey, ct_x: &KexPublic) -> Result<SessionKey> {
         let hk = self.keys.key(&sk.kid, self.now).ok_or(Error::UnknownKey)?;
         match self.query {
@@ -260,6 +292,24 @@ impl server::Agreement for HybridAgreement<'_> {
             None => hk.agree(ct_x, self.body),
         }
     }
+}
+
+/// The outer problem document for `err` (`httpcrypt.md` §4.4) from a
+/// server that takes suite 2: an `unknown_key` problem lists the v1
+/// certificates in `certs` and the suite-2 certificate texts in the member
+/// `hybrid_certs` (spec/hybrid.md H3), which v1 readers ignore.
+pub fn format_problem(
+    err: &Error,
+    certs: &[String],
+    hybrid_certs: &[String],
+) -> Option<(u16, String)> {
+    let (status, doc) = outer::format_problem(err, certs)?;
+    if *err != Error::UnknownKey {
+        return Some((status, doc));
+    }
+    let mut v: serde_json::Value = serde_json::from_str(&doc).ok()?;
+    v["hybrid_certs"] = serde_json::json!(hybrid_certs);
+    Some((status, v.to_string()))
 }
 
 /// Where the sealed stream starts in the POST body of an accepted hybrid

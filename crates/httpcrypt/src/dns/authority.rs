@@ -233,7 +233,13 @@ impl Authority {
             loop {
                 changes.borrow_and_update();
                 let certs = live.certs();
-                let mut sets = records::rrsets(&publication, &identity, &certs, unix_now());
+                let now = unix_now();
+                let mut sets = records::rrsets(&publication, &identity, &certs, now);
+                sets.extend(records::hybrid_rrsets(
+                    &publication,
+                    &live.hybrid_certs(),
+                    now,
+                ));
                 sets.extend(extra.iter().cloned());
                 let serial = certs.iter().map(|c| c.serial).max().unwrap_or(0);
                 // Expired keys leave the zone with the next change; the

@@ -8,7 +8,12 @@
 //!   certificate valid now (one set only: the reader needs exactly nine);
 //! - `_{port}._tcp.{host}` TLSA `3 0 0`: the X.509 form of every unexpired
 //!   certificate;
-//! - `_httpcrypt-id.{host}` TXT: `hc1-id {identity}`.
+//! - `_httpcrypt-id.{host}` TXT: `hc1-id {identity}`;
+//! - with the hybrid suite (spec/hybrid.md H4, [`hybrid_rrsets`]):
+//!   `_httpcrypt-pq.{host}` TXT, every suite-2 certificate; `_httpcrypt-pq.{host}`
+//!   AAAA, the eleven-address set of the newest one; `_httpcrypt-kem.{host}`
+//!   TXT, each ML-KEM key text those certificates name, in strings of at
+//!   most 255 characters.
 //!
 //! "Unexpired" includes certificates whose validity has not started yet,
 //! so a key made ahead of time is in caches by the time it is used.
@@ -19,6 +24,7 @@ use hickory_proto::rr::rdata::tlsa::{CertUsage, Matching, Selector};
 use hickory_proto::rr::rdata::{A, AAAA, TLSA, TXT};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use httpcrypt_proto::cert::KeyCert;
+use httpcrypt_proto::hybrid::{cert as hybrid_cert, HybridCert, KemPublic};
 use httpcrypt_proto::{dns, tlsa, IdentityKey};
 
 use crate::error::Error;
@@ -155,6 +161,78 @@ pub fn rrsets(p: &Publication, identity: &IdentityKey, certs: &[KeyCert], now: u
             name: id_name,
             rtype: RecordType::TXT,
             records: id,
+        },
+    ]
+}
+
+/// The suite-2 record sets of `p` (spec/hybrid.md H4) for the suite-2
+/// certificates held at `now`, each with the ML-KEM key it names; none at
+/// all when no suite-2 certificate is held (a server without the hybrid
+/// suite leaves these names alone).
+pub fn hybrid_rrsets(p: &Publication, certs: &[(HybridCert, KemPublic)], now: u64) -> Vec<RrSet> {
+    let mut live: Vec<&(HybridCert, KemPublic)> = certs
+        .iter()
+        .filter(|(c, _)| now <= u64::from(c.not_after))
+        .collect();
+    if live.is_empty() {
+        return Vec::new();
+    }
+    live.sort_by_key(|(c, _)| std::cmp::Reverse((c.serial, c.not_before)));
+    let record = |name: &Name, rdata: RData| Record::from_rdata(name.clone(), p.ttl, rdata);
+    let pq_name = p.owner(&hybrid_cert::hybrid_cert_name(&p.host_text()));
+    let kem_name = p.owner(&hybrid_cert::kem_name(&p.host_text()));
+    let txt = live
+        .iter()
+        .map(|(c, _)| record(&pq_name, RData::TXT(TXT::new(vec![c.to_text()]))))
+        .collect();
+    let newest = live
+        .iter()
+        .find(|(c, _)| c.is_valid_at(now))
+        .or(live.first())
+        .map(|(c, _)| c);
+    let aaaa = newest
+        .map(|c| {
+            hybrid_cert::format_aaaa(c)
+                .iter()
+                .map(|a| record(&pq_name, RData::AAAA(AAAA(Ipv6Addr::from(*a)))))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut kems: Vec<&KemPublic> = Vec::new();
+    for (_, k) in &live {
+        if !kems.iter().any(|x| x.hash() == k.hash()) {
+            kems.push(k);
+        }
+    }
+    let kem_txt = kems
+        .iter()
+        .map(|k| {
+            let text = k.to_text();
+            // base64url and `hck1 `: ASCII, so any byte offset is a
+            // character boundary.
+            let strings = text
+                .as_bytes()
+                .chunks(255)
+                .map(|c| String::from_utf8_lossy(c).into_owned())
+                .collect();
+            record(&kem_name, RData::TXT(TXT::new(strings)))
+        })
+        .collect();
+    vec![
+        RrSet {
+            name: pq_name.clone(),
+            rtype: RecordType::TXT,
+            records: txt,
+        },
+        RrSet {
+            name: pq_name,
+            rtype: RecordType::AAAA,
+            records: aaaa,
+        },
+        RrSet {
+            name: kem_name,
+            rtype: RecordType::TXT,
+            records: kem_txt,
         },
     ]
 }

@@ -180,7 +180,12 @@ pub fn spawn_publisher(
         loop {
             changes.borrow_and_update();
             let now = unix_now();
-            let sets = records::rrsets(&publication, &identity, &live.certs(), now);
+            let mut sets = records::rrsets(&publication, &identity, &live.certs(), now);
+            sets.extend(records::hybrid_rrsets(
+                &publication,
+                &live.hybrid_certs(),
+                now,
+            ));
             let serials: Vec<u32> = live.certs().iter().map(|c| c.serial).collect();
             let mut backoff = Duration::from_secs(1);
             loop {

@@ -4,16 +4,20 @@
 use std::sync::{Arc, RwLock};
 
 use httpcrypt_proto::cert::KeyCert;
+use httpcrypt_proto::hybrid::{HybridKeys, HybridServerKey};
 use httpcrypt_proto::server::ServerKeys;
+use httpcrypt_proto::ticket::TicketKey;
 
 use super::store::Epoch;
 
 /// The keys a running server uses, shared between the rotation task and
 /// the request handlers (and DNS publication, which [`LiveKeys::subscribe`]s
-/// to changes).
+/// to changes). Epochs with a suite-2 certificate are also held as
+/// [`HybridKeys`] (spec/hybrid.md), with the same ticket keys.
 #[derive(Debug, Clone, Default)]
 pub struct LiveKeys {
     keys: Arc<RwLock<ServerKeys>>,
+    hybrid: Arc<RwLock<HybridKeys>>,
     next_rotation: Arc<std::sync::atomic::AtomicU64>,
     /// Bumped whenever a key is added or removed.
     changes: Arc<tokio::sync::watch::Sender<u64>>,
@@ -27,8 +31,26 @@ impl LiveKeys {
 
     /// Adds an epoch.
     pub fn add(&self, epoch: Epoch) {
-        let mut k = self.keys.write().unwrap_or_else(|p| p.into_inner());
         let expires = u64::from(epoch.cert.not_after);
+        if let (Some(cert), Some(kem)) = (epoch.hybrid, epoch.kem) {
+            let kex = httpcrypt_proto::KexSecret::from_bytes(*epoch.secret.to_bytes());
+            match HybridServerKey::new(kex, kem, cert) {
+                Ok(key) => {
+                    let mut h = self.hybrid.write().unwrap_or_else(|p| p.into_inner());
+                    h.add_key(key);
+                    h.add_ticket_key(
+                        TicketKey::new(epoch.ticket.tid(), *epoch.ticket.to_bytes()),
+                        expires,
+                    );
+                }
+                Err(e) => tracing::error!(
+                    serial = epoch.cert.serial,
+                    code = e.code(),
+                    "a suite-2 certificate that does not match its keys; serving suite 1 only"
+                ),
+            }
+        }
+        let mut k = self.keys.write().unwrap_or_else(|p| p.into_inner());
         k.add_key(epoch.secret, epoch.cert);
         k.add_ticket_key(epoch.ticket, expires);
         drop(k);
@@ -58,8 +80,33 @@ impl LiveKeys {
         f(&self.keys.read().unwrap_or_else(|p| p.into_inner()))
     }
 
+    /// The suite-2 certificates held, each with the ML-KEM key it names,
+    /// for publication.
+    pub fn hybrid_certs(
+        &self,
+    ) -> Vec<(
+        httpcrypt_proto::hybrid::HybridCert,
+        httpcrypt_proto::hybrid::KemPublic,
+    )> {
+        self.with_hybrid(|h| {
+            h.keys()
+                .iter()
+                .map(|k| (k.cert().clone(), k.kem().public().clone()))
+                .collect()
+        })
+    }
+
+    /// Runs `f` with read access to the suite-2 keys.
+    pub fn with_hybrid<R>(&self, f: impl FnOnce(&HybridKeys) -> R) -> R {
+        f(&self.hybrid.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
     /// Drops (zeroizes) expired keys.
     pub fn remove_expired(&self, now: u64) {
+        self.hybrid
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove_expired(now);
         let mut k = self.keys.write().unwrap_or_else(|p| p.into_inner());
         let before = k.keys().len();
         k.remove_expired(now);

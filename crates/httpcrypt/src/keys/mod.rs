@@ -10,4 +10,6 @@ pub mod store;
 
 pub use live::LiveKeys;
 pub use rotation::{follow, reload, start};
-pub use store::{check_permissions, Epoch, KeyStore, DEFAULT_PERIOD, DEFAULT_SKEW};
+pub use store::{
+    check_permissions, Epoch, KeyStore, DEFAULT_KEM_EVERY, DEFAULT_PERIOD, DEFAULT_SKEW, KEM_DIR,
+};

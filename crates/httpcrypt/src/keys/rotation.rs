@@ -27,7 +27,7 @@ pub fn start(store: KeyStore, period: Duration) -> Result<LiveKeys, Error> {
             return Err(cfg("profile 2 (--compact) is not available for fleets"));
         }
         let identity = IdentityKey::from_seed(*store.identity.to_seed());
-        return super::fleet::start(fleet, identity, LiveKeys::new());
+        return super::fleet::start(fleet, identity, LiveKeys::new(), store.kem_every);
     }
     let live = LiveKeys::new();
     let now = unix_now();
@@ -36,7 +36,14 @@ pub fn start(store: KeyStore, period: Duration) -> Result<LiveKeys, Error> {
         store.is_static() || u64::from(e.cert.not_before) + DEFAULT_SKEW + period.as_secs() > now
     });
     for e in epochs {
-        live.add(store.reissue(e)?);
+        let mut e = store.reissue(e)?;
+        // A server without the hybrid suite holds no suite-2 key, and so
+        // publishes none, whatever its files still hold.
+        if !store.is_hybrid() {
+            e.hybrid = None;
+            e.kem = None;
+        }
+        live.add(e);
     }
     if !fresh_enough {
         live.add(store.rotate(now, period)?);

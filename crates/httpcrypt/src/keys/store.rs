@@ -9,7 +9,10 @@
 //! DIR/identity.pub      base64url Ed25519 public key (mode 0644)
 //! DIR/static            present in static-key mode (embedded use, no forward secrecy)
 //! DIR/kex/SERIAL.key    one rotation epoch: "secret <b64u>", "cert hc1 …",
-//!                       "ticket <b64u tid> <b64u key>" lines
+//!                       "ticket <b64u tid> <b64u key>" lines, and with the
+//!                       hybrid suite on, "hybrid hc1 …" (its suite-2 certificate)
+//! DIR/kem/SERIAL.key    an ML-KEM-768 key made with the kex key of that
+//!                       serial: "seed <b64u 64 bytes>" (spec/hybrid.md H4)
 //! DIR/fleet             a fleet's shared ratchet state (mode 0600)
 //! ```
 
@@ -17,7 +20,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use httpcrypt_proto::cert::KeyCert;
+use httpcrypt_proto::hybrid::{HybridCert, KemSecret, KEM_SEED_LEN};
 use httpcrypt_proto::ticket::TicketKey;
 use httpcrypt_proto::{b64, IdentityKey, IdentityPublic, KexSecret, KeyId, Profile};
 use rand_core::OsRng;
@@ -34,6 +40,10 @@ pub const DEFAULT_PERIOD: Duration = Duration::from_secs(3600);
 const STATIC_NOT_AFTER: u32 = u32::MAX;
 /// Name of a fleet's ratchet state file in a key directory.
 pub const FLEET_FILE: &str = "fleet";
+/// Subdirectory of a key directory holding the ML-KEM seeds.
+pub const KEM_DIR: &str = "kem";
+/// Default `K`: a new ML-KEM key with every `K`-th kex key (spec/hybrid.md H4).
+pub const DEFAULT_KEM_EVERY: u32 = 24;
 
 pub(super) fn cfg(msg: impl Into<String>) -> Error {
     Error::Config(msg.into())
@@ -89,7 +99,8 @@ pub(crate) fn write_secret(path: &Path, contents: &[u8]) -> Result<(), Error> {
 /// ssh does for its keys: the directory (and `kex/`) must not be writable
 /// by group or others, and no secret file (`identity.key`, `kex/*.key`,
 /// `fleet`) may be readable or writable by them. The error names the file
-/// and the `chmod` that fixes it.
+/// and the `chmod` that fixes it. ML-KEM seeds (`kem/*.key`) follow the
+/// same rules as kex secrets.
 pub fn check_permissions(dir: &Path) -> Result<(), Error> {
     #[cfg(unix)]
     {
@@ -101,7 +112,7 @@ pub fn check_permissions(dir: &Path) -> Result<(), Error> {
                 Err(e) => Err(cfg(format!("cannot inspect {}: {e}", p.display()))),
             }
         };
-        for d in [dir.to_path_buf(), dir.join("kex")] {
+        for d in [dir.to_path_buf(), dir.join("kex"), dir.join(KEM_DIR)] {
             if let Some(m) = mode(&d)? {
                 if m & 0o022 != 0 {
                     return Err(cfg(format!(
@@ -114,11 +125,13 @@ pub fn check_permissions(dir: &Path) -> Result<(), Error> {
             }
         }
         let mut secrets = vec![dir.join("identity.key"), dir.join(FLEET_FILE)];
-        if let Ok(entries) = std::fs::read_dir(dir.join("kex")) {
-            for e in entries {
-                let p = e?.path();
-                if p.extension().is_some_and(|x| x == "key") {
-                    secrets.push(p);
+        for sub in ["kex", KEM_DIR] {
+            if let Ok(entries) = std::fs::read_dir(dir.join(sub)) {
+                for e in entries {
+                    let p = e?.path();
+                    if p.extension().is_some_and(|x| x == "key") {
+                        secrets.push(p);
+                    }
                 }
             }
         }
@@ -152,7 +165,9 @@ fn create_private_dir(dir: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-/// One rotation epoch as stored: the kex key, its certificate, its ticket key.
+/// One rotation epoch as stored: the kex key, its certificate, its ticket
+/// key, and with the hybrid suite its suite-2 certificate and the ML-KEM key
+/// that certificate names (spec/hybrid.md H4).
 #[derive(Debug)]
 pub struct Epoch {
     /// The X25519 secret.
@@ -161,12 +176,22 @@ pub struct Epoch {
     pub cert: KeyCert,
     /// The ticket key that lives and dies with it.
     pub ticket: TicketKey,
+    /// The suite-2 certificate of the same kex key, when hybrid is on.
+    pub hybrid: Option<HybridCert>,
+    /// The ML-KEM key `hybrid` names ([`KeyStore::load`] finds it in
+    /// `kem/`; [`KeyStore::load_file`] leaves it out).
+    pub kem: Option<Arc<KemSecret>>,
 }
 
 impl Epoch {
     fn format(&self) -> Zeroizing<String> {
+        let hybrid = self
+            .hybrid
+            .as_ref()
+            .map(|h| format!("hybrid {}\n", h.to_text()))
+            .unwrap_or_default();
         Zeroizing::new(format!(
-            "secret {}\ncert {}\nticket {} {}\n",
+            "secret {}\ncert {}\nticket {} {}\n{hybrid}",
             b64::encode(&self.secret.to_bytes()[..]),
             self.cert.to_text(),
             self.ticket.tid().to_b64(),
@@ -178,6 +203,7 @@ impl Epoch {
         let mut secret = None;
         let mut cert = None;
         let mut ticket = None;
+        let mut hybrid = None;
         for line in text.lines() {
             let (k, v) = line
                 .split_once(' ')
@@ -199,6 +225,7 @@ impl Epoch {
                         *key,
                     ));
                 }
+                "hybrid" => hybrid = Some(HybridCert::from_text(v)?),
                 _ => return Err(cfg(format!("unknown key file field {k}"))),
             }
         }
@@ -208,10 +235,20 @@ impl Epoch {
             return Err(cfg("key file: certificate does not match the secret"));
         }
         let ticket = ticket.ok_or_else(|| cfg("key file without ticket key"))?;
+        if hybrid
+            .as_ref()
+            .is_some_and(|h| h.kex_public != *secret.public())
+        {
+            return Err(cfg(
+                "key file: the hybrid certificate does not match the secret",
+            ));
+        }
         Ok(Epoch {
             secret,
             cert,
             ticket,
+            hybrid,
+            kem: None,
         })
     }
 }
@@ -223,12 +260,31 @@ pub struct KeyStore {
     pub(super) identity: IdentityKey,
     static_mode: bool,
     pub(super) profile: Profile,
+    /// Hybrid on: a new ML-KEM key with every `K`-th kex key.
+    pub(super) kem_every: Option<u32>,
+}
+
+/// An ML-KEM key as stored: the serial of the kex key it was made with.
+struct StoredKem {
+    serial: u32,
+    key: Arc<KemSecret>,
 }
 
 impl KeyStore {
     /// Creates a key directory with a new identity key (and, in static mode,
     /// the one kex key). Refuses to overwrite an existing identity.
     pub fn create(dir: &Path, static_mode: bool) -> Result<KeyStore, Error> {
+        Self::create_with(dir, static_mode, None)
+    }
+
+    /// [`KeyStore::create`], with the hybrid suite on when `kem_every` is
+    /// given ([`KeyStore::with_hybrid`]): the first ML-KEM key is made at
+    /// once (a static key gets its suite-2 certificate with it).
+    pub fn create_with(
+        dir: &Path,
+        static_mode: bool,
+        kem_every: Option<u32>,
+    ) -> Result<KeyStore, Error> {
         create_private_dir(&dir.join("kex"))?;
         let id_path = dir.join("identity.key");
         if id_path.exists() {
@@ -257,9 +313,12 @@ impl KeyStore {
             identity,
             static_mode,
             profile: Profile::V1,
+            kem_every: kem_every.map(|k| k.max(1)),
         };
         if static_mode {
             store.rotate(unix_now(), DEFAULT_PERIOD)?;
+        } else if store.kem_every.is_some() {
+            store.kem_for(1)?;
         }
         Ok(store)
     }
@@ -283,6 +342,7 @@ impl KeyStore {
             identity: IdentityKey::from_seed(*seed),
             static_mode: dir.join("static").exists(),
             profile: Profile::V1,
+            kem_every: None,
         })
     }
 
@@ -295,10 +355,30 @@ impl KeyStore {
         self
     }
 
+    /// Turns the hybrid suite on (spec/hybrid.md H4): every new kex key
+    /// gets a suite-2 certificate beside its suite-1 one, naming an ML-KEM
+    /// key made anew with every `kem_every`-th kex key (at least 1).
+    /// [`super::start`] gives stored keys without one a suite-2 certificate.
+    pub fn with_hybrid(mut self, kem_every: u32) -> Self {
+        self.kem_every = Some(kem_every.max(1));
+        self
+    }
+
+    /// Whether new kex keys get suite-2 certificates.
+    pub fn is_hybrid(&self) -> bool {
+        self.kem_every.is_some()
+    }
+
     /// Re-signs `epoch`'s certificate for this store's profile (same key,
-    /// serial and validity) and stores it, if its version differs.
+    /// serial and validity) and stores it, if its version differs; with
+    /// hybrid on, signs a suite-2 certificate for an epoch without one.
     pub(super) fn reissue(&self, mut epoch: Epoch) -> Result<Epoch, Error> {
-        if epoch.cert.profile == self.profile {
+        let hybrid_due = self.kem_every.is_some()
+            && epoch
+                .hybrid
+                .as_ref()
+                .is_none_or(|h| h.profile != self.profile);
+        if epoch.cert.profile == self.profile && !hybrid_due {
             return Ok(epoch);
         }
         let c = &epoch.cert;
@@ -310,6 +390,14 @@ impl KeyStore {
             c.not_after,
             c.kex_public,
         );
+        if hybrid_due {
+            let kem = match &epoch.kem {
+                Some(k) if epoch.hybrid.is_some() => k.clone(),
+                _ => self.kem_for(epoch.cert.serial)?,
+            };
+            epoch.hybrid = Some(self.sign_hybrid(&epoch.cert, &kem));
+            epoch.kem = Some(kem);
+        }
         write_secret(
             &self
                 .dir
@@ -335,13 +423,83 @@ impl KeyStore {
         self.static_mode
     }
 
+    /// The suite-2 certificate of `cert`'s kex key for the ML-KEM key `kem`.
+    fn sign_hybrid(&self, cert: &KeyCert, kem: &KemSecret) -> HybridCert {
+        HybridCert::sign(
+            &self.identity,
+            self.profile,
+            cert.serial,
+            cert.not_before,
+            cert.not_after,
+            cert.kex_public,
+            kem.public().hash(),
+        )
+    }
+
+    /// Reads the stored ML-KEM keys, lowest serial first.
+    fn load_kems(&self) -> Result<Vec<StoredKem>, Error> {
+        let mut out = Vec::new();
+        let dir = self.dir.join(KEM_DIR);
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(e.into()),
+        };
+        for entry in entries {
+            let path = entry?.path();
+            if path.extension().is_none_or(|e| e != "key") {
+                continue;
+            }
+            let serial = path
+                .file_stem()
+                .and_then(|s| s.to_str()?.parse::<u32>().ok())
+                .ok_or_else(|| cfg(format!("{}: not SERIAL.key", path.display())))?;
+            let text = Zeroizing::new(std::fs::read_to_string(&path)?);
+            let seed = text
+                .trim()
+                .strip_prefix("seed ")
+                .ok_or_else(|| cfg(format!("{}: no seed line", path.display())))?;
+            let seed = Zeroizing::new(
+                b64::decode_array::<KEM_SEED_LEN>(seed.as_bytes())
+                    .map_err(|e| cfg(format!("{}: {e}", path.display())))?,
+            );
+            out.push(StoredKem {
+                serial,
+                key: Arc::new(KemSecret::from_seed(*seed)),
+            });
+        }
+        out.sort_by_key(|k| k.serial);
+        Ok(out)
+    }
+
+    /// The ML-KEM key for a new kex key of `serial`: the newest stored one
+    /// while it was made fewer than `K` kex keys ago, else a new one stored
+    /// as `kem/SERIAL.key` (spec/hybrid.md H4).
+    fn kem_for(&self, serial: u32) -> Result<Arc<KemSecret>, Error> {
+        let every = self.kem_every.unwrap_or(DEFAULT_KEM_EVERY);
+        if let Some(newest) = self.load_kems()?.pop() {
+            if serial >= newest.serial && serial - newest.serial < every {
+                return Ok(newest.key);
+            }
+        }
+        let kem = KemSecret::generate(&mut OsRng);
+        create_private_dir(&self.dir.join(KEM_DIR))?;
+        write_secret(
+            &self.dir.join(KEM_DIR).join(format!("{serial:010}.key")),
+            format!("seed {}\n", b64::encode(&kem.to_seed()[..])).as_bytes(),
+        )?;
+        Ok(Arc::new(kem))
+    }
+
     /// Reads one stored epoch file (expired or not), for listing.
     pub fn load_file(&self, path: &Path) -> Result<Epoch, Error> {
         let text = Zeroizing::new(std::fs::read_to_string(path)?);
         Epoch::parse(&text).map_err(|e| cfg(format!("{}: {e}", path.display())))
     }
 
-    /// Reads every stored epoch; deletes expired ones from disk.
+    /// Reads every stored epoch, each with the ML-KEM key its suite-2
+    /// certificate names; deletes expired epochs from disk, and ML-KEM keys
+    /// no unexpired epoch names but the newest (the next kex keys may take it).
     pub fn load(&self, now: u64) -> Result<Vec<Epoch>, Error> {
         let mut out = Vec::new();
         for entry in std::fs::read_dir(self.dir.join("kex"))? {
@@ -358,6 +516,38 @@ impl KeyStore {
             out.push(epoch);
         }
         out.sort_by_key(|e| e.cert.serial);
+        let kems = self.load_kems()?;
+        for e in &mut out {
+            if let Some(h) = &e.hybrid {
+                let kem = kems
+                    .iter()
+                    .find(|k| k.key.public().hash() == h.kem_hash)
+                    .ok_or_else(|| {
+                        cfg(format!(
+                            "kex key {}: its ML-KEM key is missing from {}",
+                            e.cert.serial,
+                            self.dir.join(KEM_DIR).display()
+                        ))
+                    })?;
+                e.kem = Some(kem.key.clone());
+            }
+        }
+        let newest = kems.last().map(|k| k.serial);
+        for k in &kems {
+            if Some(k.serial) == newest {
+                continue;
+            }
+            let named = out.iter().any(|e| {
+                e.hybrid
+                    .as_ref()
+                    .is_some_and(|h| h.kem_hash == k.key.public().hash())
+            });
+            if !named {
+                let _ = std::fs::remove_file(
+                    self.dir.join(KEM_DIR).join(format!("{:010}.key", k.serial)),
+                );
+            }
+        }
         Ok(out)
     }
 
@@ -383,10 +573,19 @@ impl KeyStore {
             na,
             *secret.public(),
         );
+        let (hybrid, kem) = match self.kem_every {
+            Some(_) => {
+                let kem = self.kem_for(serial)?;
+                (Some(self.sign_hybrid(&cert, &kem)), Some(kem))
+            }
+            None => (None, None),
+        };
         let epoch = Epoch {
             secret,
             cert,
             ticket: TicketKey::generate(&mut OsRng),
+            hybrid,
+            kem,
         };
         write_secret(
             &self.dir.join("kex").join(format!("{serial:010}.key")),
@@ -439,6 +638,65 @@ mod tests {
             .collect();
         assert!(leftovers.is_empty(), "{leftovers:?}");
         KeyStore::open(&keys).expect("a private directory opens");
+    }
+
+    /// With the hybrid suite, kex keys 1..K share the ML-KEM key made with
+    /// key 1, key K+1 makes the next; each stored epoch gets its suite-2
+    /// certificate and its key back on load; a key no held certificate
+    /// names is deleted unless it is the newest.
+    #[test]
+    fn an_ml_kem_key_serves_k_kex_keys() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let keys = dir.path().join("keys");
+        let store = KeyStore::create(&keys, false)
+            .expect("create")
+            .with_hybrid(2);
+        let now = unix_now();
+        let epochs: Vec<Epoch> = (0..5)
+            .map(|_| store.rotate(now, DEFAULT_PERIOD).expect("rotate"))
+            .collect();
+        let hash = |i: usize| epochs[i].hybrid.as_ref().expect("suite 2").kem_hash;
+        assert_eq!(hash(0), hash(1));
+        assert_ne!(hash(1), hash(2));
+        assert_eq!(hash(2), hash(3));
+        assert_ne!(hash(3), hash(4));
+        for e in &epochs {
+            let h = e.hybrid.as_ref().expect("suite 2");
+            assert_eq!(h.kex_public, e.cert.kex_public);
+            h.verify(&store.identity()).expect("signed");
+        }
+        let kem_files = |n: usize| {
+            let mut v: Vec<_> = std::fs::read_dir(keys.join(KEM_DIR))
+                .expect("ls")
+                .map(|e| e.expect("entry").file_name())
+                .collect();
+            v.sort();
+            assert_eq!(v.len(), n, "{v:?}");
+            v
+        };
+        assert_eq!(
+            kem_files(3),
+            ["0000000001.key", "0000000003.key", "0000000005.key"]
+        );
+        assert_eq!(mode(&keys.join(KEM_DIR).join("0000000003.key")), 0o600);
+        let loaded = store.load(now).expect("load");
+        for (l, e) in loaded.iter().zip(&epochs) {
+            assert_eq!(l.hybrid, e.hybrid);
+            let kem = l.kem.as_ref().expect("its ML-KEM key");
+            assert_eq!(
+                Some(kem.public().hash()),
+                e.hybrid.as_ref().map(|h| h.kem_hash)
+            );
+        }
+        // Once keys 1..4 are gone, the ML-KEM keys of 1 and 3 go with them.
+        for serial in 1..=4 {
+            std::fs::remove_file(keys.join("kex").join(format!("{serial:010}.key"))).expect("rm");
+        }
+        store.load(now).expect("load");
+        kem_files(1);
+        // A store without suite 2 still reads them.
+        let plain = KeyStore::open(&keys).expect("open");
+        assert!(plain.load(now).expect("load")[0].kem.is_some());
     }
 
     #[test]

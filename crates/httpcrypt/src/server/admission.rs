@@ -13,7 +13,8 @@ use httpcrypt_proto::split;
 use httpcrypt_proto::Limits;
 
 use super::answer::outer_problem;
-use super::config::Outside;
+use super::config::{Outside, Pq};
+use super::hybrid::{self, HybridStep};
 use super::sessions::{Held, LayerAgreement};
 use super::shared::Shared;
 use crate::body::{full, plain, HcBody};
@@ -91,6 +92,14 @@ pub(super) enum Admission<B> {
     /// A sealed request, admitted: it is opened, served and sealed by
     /// [`serve_sealed`].
     Sealed(Admitted<B>),
+    /// A hybrid fresh-key POST (spec/hybrid.md H3): its agreement needs the
+    /// ciphertext at the start of the body, read by
+    /// [`super::hybrid::serve_post`] before it is judged.
+    HybridPost {
+        parts: http::request::Parts,
+        body: B,
+        now: u64,
+    },
 }
 
 /// A sealed request that passed the outer checks, with what it was
@@ -129,7 +138,52 @@ pub(super) fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) ->
             };
         }
     }
-    // Borrowed views of the head: nothing is copied before the cheap checks.
+    let outer_req = outer_request(&parts);
+    if cfg.pq != Pq::Off && hybrid::is_options_pq(cfg, &parts) {
+        return Admission::Answer(hybrid::options_pq(shared, now));
+    }
+    let mut agreement = LayerAgreement {
+        shared,
+        conn: parts.extensions.get::<ConnState>(),
+        addr: crate::defence::peer_ip(&parts.extensions),
+        held: Held::default(),
+        refused: None,
+    };
+    // Suite 1 first unless the server takes suite 2 only; a key ID it does
+    // not know may be a suite-2 one (spec/hybrid.md H3).
+    let decision = match cfg.pq {
+        Pq::Only => Err(httpcrypt_proto::Error::UnknownKey),
+        _ => shared.keys.with(|keys| {
+            core::accept(
+                keys,
+                &cfg.mount,
+                &outer_req,
+                &cfg.limits,
+                now,
+                &mut agreement,
+            )
+        }),
+    };
+    let decision = match decision {
+        Err(httpcrypt_proto::Error::UnknownKey) if cfg.pq != Pq::Off => {
+            match hybrid::judge(shared, &outer_req, now, &mut agreement) {
+                HybridStep::ReadCiphertext => {
+                    drop(outer_req);
+                    return Admission::HybridPost { parts, body, now };
+                }
+                HybridStep::Decided(d) => d,
+            }
+        }
+        d => d,
+    };
+    drop(outer_req);
+    let LayerAgreement { held, refused, .. } = agreement;
+    decided(shared, parts, body, decision, held, refused, now)
+}
+
+/// The view of the outer head that proto judges, borrowed: nothing is
+/// copied before the cheap checks.
+pub(super) fn outer_request(parts: &http::request::Parts) -> OuterRequest<'_> {
     let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let host = parts
         .headers
@@ -141,7 +195,7 @@ pub(super) fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) ->
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     let chunked = parts.headers.contains_key(header::TRANSFER_ENCODING);
-    let outer_req = OuterRequest {
+    OuterRequest {
         method: parts.method.as_str(),
         target,
         host,
@@ -153,31 +207,21 @@ pub(super) fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) ->
             .collect(),
         content_length,
         has_body: chunked || content_length.is_some_and(|l| l > 0),
-    };
-    let mut agreement = LayerAgreement {
-        shared,
-        conn: parts.extensions.get::<ConnState>(),
-        addr: crate::defence::peer_ip(&parts.extensions),
-        held: Held::default(),
-        refused: None,
-    };
-    let decision = shared.keys.with(|keys| {
-        core::accept(
-            keys,
-            &cfg.mount,
-            &outer_req,
-            &cfg.limits,
-            now,
-            &mut agreement,
-        )
-    });
-    drop(outer_req);
-    let LayerAgreement {
-        conn,
-        held,
-        refused,
-        ..
-    } = agreement;
+    }
+}
+
+/// What becomes of a request once its outer checks are decided: an answer
+/// at once, or [`Admission::Sealed`].
+pub(super) fn decided<B>(
+    shared: &Shared,
+    parts: http::request::Parts,
+    body: B,
+    decision: httpcrypt_proto::Result<Accept>,
+    held: Held,
+    refused: Option<httpcrypt_proto::admission::Verdict>,
+    now: u64,
+) -> Admission<B> {
+    let cfg = &shared.config;
     shared.purge_cache(now);
     let accepted = match decision {
         Err(_) if refused.is_some() => {
@@ -187,9 +231,12 @@ pub(super) fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) ->
             ));
         }
         Err(e) => {
-            let certs = shared.keys.with(|k| k.cert_lines(now));
             tracing::debug!(code = e.code(), "refused outer request");
             crate::metrics::request(crate::metrics::Outcome::Refused);
+            if cfg.pq != Pq::Off {
+                return Admission::Answer(hybrid::outer_problem(shared, &e, now));
+            }
+            let certs = shared.keys.with(|k| k.cert_lines(now));
             return Admission::Answer(outer_problem(&e, &certs));
         }
         // `call` passes requests outside the mount on before this, by
@@ -208,22 +255,17 @@ pub(super) fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) ->
         }
         Ok(Accept::Options) => {
             crate::metrics::request(crate::metrics::Outcome::Certificates);
-            let certs = shared.keys.with(|k| {
-                httpcrypt_proto::cert::format_cert_list(
-                    &k.certs(now).into_iter().cloned().collect::<Vec<_>>(),
-                )
-            });
-            let mut r = Response::new(full(certs));
-            r.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static(outer::CERTS_TYPE),
-            );
-            let max_age = shared.keys.seconds_to_rotation(now);
-            // Digits only: always a valid field value.
-            if let Ok(v) = HeaderValue::from_str(&format!("max-age={max_age}")) {
-                r.headers_mut().insert(header::CACHE_CONTROL, v);
-            }
-            return Admission::Answer(r);
+            // A server that takes suite 2 only lists no suite-1 certificate
+            // (spec/hybrid.md H4).
+            let certs = match cfg.pq {
+                Pq::Only => String::new(),
+                _ => shared.keys.with(|k| {
+                    httpcrypt_proto::cert::format_cert_list(
+                        &k.certs(now).into_iter().cloned().collect::<Vec<_>>(),
+                    )
+                }),
+            };
+            return Admission::Answer(cert_list_response(shared, certs, now));
         }
         Ok(Accept::MethodNotAllowed) => {
             crate::metrics::refused("method_not_allowed");
@@ -243,11 +285,8 @@ pub(super) fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) ->
     if matches!(accepted.credential, outer::Credential::Ticket { .. }) {
         crate::metrics::request(crate::metrics::Outcome::Ticket);
     }
-    if let Some(conn) = conn {
-        if let Some(not_after) = shared
-            .keys
-            .with(|k| k.key(&accepted.kid, now).map(|sk| sk.cert.not_after))
-        {
+    if let Some(conn) = parts.extensions.get::<ConnState>() {
+        if let Some(not_after) = shared.key_not_after(&accepted.kid, now) {
             conn.note(u64::from(not_after));
         }
     }
@@ -258,4 +297,20 @@ pub(super) fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) ->
         held,
         now,
     })
+}
+
+/// A `200 application/httpcrypt-certs` answer with `list`, cacheable until
+/// the next rotation (`OPTIONS {mount}/`, and `{mount}/pq`).
+pub(super) fn cert_list_response(shared: &Shared, list: String, now: u64) -> Response<HcBody> {
+    let mut r = Response::new(full(list));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(outer::CERTS_TYPE),
+    );
+    let max_age = shared.keys.seconds_to_rotation(now);
+    // Digits only: always a valid field value.
+    if let Ok(v) = HeaderValue::from_str(&format!("max-age={max_age}")) {
+        r.headers_mut().insert(header::CACHE_CONTROL, v);
+    }
+    r
 }

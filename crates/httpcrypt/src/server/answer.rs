@@ -39,6 +39,11 @@ pub(super) fn failure_response(e: &BoxError) -> Response<HcBody> {
 pub(super) fn outer_problem(err: &httpcrypt_proto::Error, certs: &[String]) -> Response<HcBody> {
     crate::metrics::rejected(err.code());
     let (status, doc) = outer::format_problem(err, certs).unwrap_or((400, String::from("{}")));
+    problem_document(status, doc)
+}
+
+/// An outer problem answer with the document `doc`.
+pub(super) fn problem_document(status: u16, doc: String) -> Response<HcBody> {
     let mut r = Response::new(full(doc));
     *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
     r.headers_mut().insert(

@@ -19,6 +19,20 @@ pub enum Outside {
     Refuse,
 }
 
+/// Which key agreements the server takes (spec/hybrid.md H4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Pq {
+    /// Suite 1 (X25519) only: `OPTIONS {mount}/pq` is 404.
+    #[default]
+    Off,
+    /// Both suites: requests naming a suite-2 key ID take the hybrid
+    /// agreement, `OPTIONS {mount}/pq` lists the suite-2 certificates.
+    On,
+    /// Suite 2 only: a v1 fresh-key request is `hybrid_required`, and
+    /// `OPTIONS {mount}/` answers an empty list.
+    Only,
+}
+
 /// Server settings.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -61,6 +75,9 @@ pub struct ServerConfig {
     /// request, as the [`OuterFields`] extension, and never merged into it.
     /// Empty by default.
     pub pass_outer: Vec<HeaderName>,
+    /// The hybrid suite (spec/hybrid.md); its keys come from
+    /// [`crate::keys::KeyStore::with_hybrid`].
+    pub pq: Pq,
 }
 
 impl Default for ServerConfig {
@@ -83,6 +100,7 @@ impl Default for ServerConfig {
             admission: Some(httpcrypt_proto::admission::AdmissionConfig::default()),
             authority: None,
             pass_outer: Vec::new(),
+            pq: Pq::Off,
         }
     }
 }
@@ -90,7 +108,8 @@ impl Default for ServerConfig {
 /// Facts about an HTTPCrypt request, put in the inner request's extensions.
 #[derive(Debug, Clone)]
 pub struct Encrypted {
-    /// The kex key the session ran under.
+    /// The key the session ran under: a kex key's ID, or for a hybrid
+    /// session its suite-2 key ID (spec/hybrid.md H2).
     pub kid: httpcrypt_proto::KeyId,
     /// The client came back with a ticket.
     pub resumed: bool,

@@ -14,6 +14,7 @@ mod admission;
 mod answer;
 mod config;
 mod exchange;
+mod hybrid;
 mod service_request;
 mod sessions;
 mod shared;
@@ -38,7 +39,7 @@ use crate::error::BoxError;
 use crate::keys::LiveKeys;
 use crate::split::ContentStore;
 use crate::strikes::{LocalStrikes, StrikeStore};
-pub use config::{Encrypted, OuterFields, Outside, ServerConfig};
+pub use config::{Encrypted, OuterFields, Outside, Pq, ServerConfig};
 
 use admission::{admit, outer_http_limits, Admission};
 use answer::failure_response;
@@ -208,6 +209,17 @@ where
             // futures moves the state once more).
             Admission::Sealed(admitted) => ResponseFuture::Handled {
                 fut: Box::pin(serve_sealed(self.shared.clone(), inner, admitted)),
+            },
+            // A hybrid fresh-key POST reads its ciphertext before its
+            // agreement: a future of its own, apart from the common one.
+            Admission::HybridPost { parts, body, now } => ResponseFuture::Handled {
+                fut: Box::pin(hybrid::serve_post(
+                    self.shared.clone(),
+                    inner,
+                    parts,
+                    body,
+                    now,
+                )),
             },
         }
     }

@@ -47,6 +47,23 @@ impl Shared {
         );
     }
 
+    /// The `not_after` of the unexpired key `kid` names: a kex key, or a
+    /// suite-2 key (spec/hybrid.md H2).
+    pub(super) fn key_not_after(&self, kid: &httpcrypt_proto::KeyId, now: u64) -> Option<u32> {
+        self.keys
+            .with(|k| k.key(kid, now).map(|sk| sk.cert.not_after))
+            .or_else(|| self.hybrid_not_after(kid, now))
+    }
+
+    /// The `not_after` of the unexpired suite-2 key `kid`, when suite 2 is on.
+    fn hybrid_not_after(&self, kid: &httpcrypt_proto::KeyId, now: u64) -> Option<u32> {
+        if self.config.pq == super::config::Pq::Off {
+            return None;
+        }
+        self.keys
+            .with_hybrid(|h| h.key(kid, now).map(|hk| hk.cert().not_after))
+    }
+
     /// Drops cached keys of expired kids (at most every few seconds), so a
     /// key's cache entries are zeroized with it (spec §6).
     pub(super) fn purge_cache(&self, now: u64) {
@@ -133,7 +150,7 @@ impl Agreement for LayerAgreement<'_> {
         sk: &core::ServerKey,
         peer: &KexPublic,
     ) -> Result<SessionKey, httpcrypt_proto::Error> {
-        crate::metrics::key_agreement();
+        crate::metrics::key_agreement(crate::metrics::Suite::Classical);
         let k = sk.secret.session_key(peer)?;
         if let Some(cache) = &self.shared.cache {
             cache
@@ -180,7 +197,10 @@ pub(super) fn issue_ticket(
 ) -> Option<(String, httpcrypt_proto::KeyId)> {
     shared.keys.with(|keys| {
         let tk = keys.ticket_key(now)?;
-        let expiry = keys.key(&accepted.kid, now)?.cert.not_after;
+        let expiry = match keys.key(&accepted.kid, now) {
+            Some(sk) => sk.cert.not_after,
+            None => shared.hybrid_not_after(&accepted.kid, now)?,
+        };
         let n = crate::nonce::nonce24();
         let t = tk.seal(
             &TicketContents {

@@ -78,5 +78,7 @@ pub fn epoch(
         secret,
         cert,
         ticket: TicketKey::new(tid, [2; 32]),
+        hybrid: None,
+        kem: None,
     }
 }

@@ -177,7 +177,7 @@ async fn handle(state: Shared, req: Request<hyper::body::Incoming>) -> Response<
         }
     }
     if accepted.is_none() {
-        match server::accept(&s.v1, &mount, &req, &limits, now) {
+        match server::accept(&s.v1, &mount, &req, &limits, now, &mut server::Plain) {
             Ok(Accept::Request(a)) => accepted = Some((a, false)),
             Err(Error::UnknownKey) => return unknown_key(&s, now),
             other => return respond(400, "text/plain", format!("{other:?}")),
