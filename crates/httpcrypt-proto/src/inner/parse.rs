@@ -10,13 +10,13 @@ use super::{field, is_bodiless_answer, Field, RequestHead, ResponseHead};
 /// Inner fields that must not appear (spec §4.3): the stream does the framing.
 pub const FORBIDDEN: &[&str] = &["transfer-encoding", "connection", "keep-alive", "upgrade"];
 
-/// A message head that [`Decoder`] can parse.
+/// A message head that [`Decoder`](super::Decoder) can parse.
 pub trait Head: Sized {
     /// Parses a complete head (through the blank line) under `limits`.
     fn parse(head: &[u8], limits: &Limits) -> Result<Self>;
-    /// Whether a parsed head keeps the head's bytes (then [`Decoder`] may
-    /// hand it the bytes it holds through [`Head::parse_owned`] instead of a
-    /// view).
+    /// Whether a parsed head keeps the head's bytes (then
+    /// [`Decoder`](super::Decoder) may hand it the bytes it holds through
+    /// [`Head::parse_owned`] instead of a view).
     const OWNS_BYTES: bool = false;
     /// [`Head::parse`] of bytes the head may keep.
     fn parse_owned(head: bytes::Bytes, limits: &Limits) -> Result<Self> {
