@@ -4,7 +4,7 @@
 //! that are compared against the whole-input decoders.
 //!
 //! Every target reads its parameters with [`Input`] from the front of the
-//! input and treats the rest as the bytes under test; `examples/gen_seeds.rs`
+//! input and treats the rest as the bytes under test; `examples/gen_seeds/`
 //! writes seeds with [`SeedWriter`] in the same layout.
 
 use std::sync::OnceLock;
