@@ -2,9 +2,10 @@
 # The live interop matrix: every client (Rust `httpcrypt fetch`, Go, Python,
 # TypeScript) against a real `httpcrypt serve`, a `gateway` in front of a
 # plaintext upstream, a server and a gateway that announce request profile
-# 2 (`--compact`, spec §4.5), and a two-instance fleet behind haproxy (round robin
+# 2 (`--compact`, spec §4.5), a two-instance fleet behind haproxy (round robin
 # per request, so tickets and keys issued by one instance are used at the
-# other). Every client is driven through the same command contract
+# other), and a server and a gateway that take only suite 2, the hybrid
+# X25519 + ML-KEM-768 agreement (`--pq only`, spec/hybrid.md). Every client is driven through the same command contract
 # (clients/README.md, "the hcfetch contract"); the result is printed as a
 # table and the script exits non-zero if any cell failed.
 #
@@ -80,6 +81,13 @@ p_c=$(free_port)
 start compact "$bin" serve --compact --keys "$work/compact-keys" --root "$work/root" --mount /hc --listen "127.0.0.1:$p_c"
 p_cgw=$(free_port)
 start compact-gateway "$bin" gateway --compact --keys "$work/compact-keys" --upstream "http://127.0.0.1:$p_up" --mount /hc --listen "127.0.0.1:$p_cgw"
+# Suite 2 only (spec/hybrid.md): a v1 request to these is refused, so every
+# exchange that succeeds used the hybrid agreement or a ticket of it.
+pq_identity=$("$bin" keygen --pq --dir "$work/pq-keys")
+p_pq=$(free_port)
+start pq "$bin" serve --pq only --keys "$work/pq-keys" --root "$work/root" --mount /hc --listen "127.0.0.1:$p_pq"
+p_pqgw=$(free_port)
+start pq-gateway "$bin" gateway --pq only --keys "$work/pq-keys" --upstream "http://127.0.0.1:$p_up" --mount /hc --listen "127.0.0.1:$p_pqgw"
 
 "$bin" keygen --dir "$work/fleet" >"$work/fleet-identity"
 "$bin" fleet init --keys "$work/fleet" --period 3600 >/dev/null
@@ -110,7 +118,7 @@ backend instances
   server b 127.0.0.1:$p_b
 EOF
 start haproxy "$haproxy_bin" -db -f "$work/haproxy.cfg"
-for p in "$p_serve" "$p_gw" "$p_a" "$p_b" "$p_lb" "$p_c" "$p_cgw"; do wait_port "$p"; done
+for p in "$p_serve" "$p_gw" "$p_a" "$p_b" "$p_lb" "$p_c" "$p_cgw" "$p_pq" "$p_pqgw"; do wait_port "$p"; done
 
 # --- the drivers ----------------------------------------------------------------
 driver() { # driver CLIENT ARGS...: the hcfetch contract for each client
@@ -141,6 +149,8 @@ g="http://127.0.0.1:$p_gw"
 f="http://127.0.0.1:$p_lb"
 cs="http://127.0.0.1:$p_c"
 cg="http://127.0.0.1:$p_cgw"
+ps="http://127.0.0.1:$p_pq"
+pg="http://127.0.0.1:$p_pqgw"
 
 case_file() { driver "$1" --mount /hc "$s/hello.txt" >"$out" 2>"$err" && [ "$(cat "$out")" = "hello from httpcrypt" ]; }
 case_pinned() { driver "$1" --mount /hc --identity="$identity" "$s/hello.txt" >"$out" 2>"$err" && grep -q 'hello from httpcrypt' "$out"; }
@@ -190,6 +200,22 @@ case_c_upload() {
   driver "$1" --mount /hc -X POST --data-file "$work/upload.bin" "$cg/sink" >"$out" 2>"$err" &&
     [ "$(cat "$out")" = "$up_len $up_sha" ]
 }
+case_pq_ticket() {
+  driver "$1" --pq require --mount /hc --identity="$pq_identity" --repeat 3 "$ps/hello.txt" >"$out" 2>"$err" &&
+    grep -q '^request 1: status 200, credential key' "$err" &&
+    grep -q '^request 3: status 200, credential ticket' "$err" &&
+    [ "$(cat "$out")" = "hello from httpcrypt" ]
+}
+case_pq_big() { driver "$1" --pq prefer --mount /hc "$ps/big.bin" >"$out" 2>"$err" && [ "$(sha256sum <"$out" | cut -d' ' -f1)" = "$big_sha" ]; }
+case_pq_upload() {
+  driver "$1" --pq require --mount /hc -X POST --data-file "$work/upload.bin" "$pg/sink" >"$out" 2>"$err" &&
+    [ "$(cat "$out")" = "$up_len $up_sha" ]
+}
+case_pq_downgrade() {
+  # Required suite 2 from a v1-only server: refused, nothing on stdout.
+  ! driver "$1" --pq require --mount /hc "$s/hello.txt" >"$out" 2>"$err" && [ ! -s "$out" ] &&
+    grep -q 'hybrid_downgrade' "$err"
+}
 
 cases=(
   "serve:file:case_file"
@@ -205,6 +231,10 @@ cases=(
   "compact:tickets (3 requests):case_c_ticket"
   "compact:4 MiB download:case_c_big"
   "compact:gateway, 3 MiB upload:case_c_upload"
+  "hybrid:pinned, tickets (3 requests):case_pq_ticket"
+  "hybrid:4 MiB download:case_pq_big"
+  "hybrid:gateway, 3 MiB upload:case_pq_upload"
+  "hybrid:v1-only server refused:case_pq_downgrade"
 )
 
 # The echo upstream's JSON names: check them once, so a change there is
