@@ -137,8 +137,6 @@ pub const REASONS: &[&str] = &[
     "transfer_coding_not_implemented",
     "not_found",
     "method_not_allowed",
-    "bad_ciphertext",
-    "hybrid_required",
     "other",
 ];
 
