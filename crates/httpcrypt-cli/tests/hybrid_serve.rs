@@ -270,7 +270,11 @@ fn only_refuses_classical_fresh_keys() {
     let addr = server.addr;
     let rsp = options(addr, "/");
     assert_eq!(rsp.status, 200);
-    assert!(rsp.body.is_empty(), "no suite-1 certificate in only mode");
+    assert_eq!(
+        common::certs(addr, &mount()),
+        v1,
+        "the v1 certificates are listed, so a v1 client is told hybrid_required"
+    );
     let (_, bytes) = v1_request(addr, &v1);
     let (rsp, _) = exchange(addr, &bytes);
     assert_eq!(rsp.status, 400, "{rsp:?}");
@@ -538,7 +542,7 @@ fn sighup_reloads_suite_2_keys() {
 }
 
 /// The gateway takes the same flags: `--pq only` serves hybrid requests
-/// and refuses classical ones.
+/// and refuses classical ones by name.
 #[test]
 fn the_gateway_takes_pq_only() {
     let site = Site::new(&[]);
@@ -551,6 +555,11 @@ fn the_gateway_takes_pq_only() {
     assert_eq!(head.status, 200);
     let echo: serde_json::Value = serde_json::from_slice(&body).unwrap();
     assert!(echo.to_string().contains("/echo/pq"), "{echo}");
-    let rsp = options(gw.addr, "/");
-    assert_eq!((rsp.status, rsp.body.len()), (200, 0));
+    // The v1 certificates stay listed; a v1 request is refused by name.
+    let v1 = common::certs(gw.addr, &mount());
+    assert!(!v1.is_empty());
+    let (_, bytes) = v1_request(gw.addr, &v1);
+    let (rsp, _) = exchange(gw.addr, &bytes);
+    assert_eq!(rsp.status, 400, "{rsp:?}");
+    assert_eq!(rsp.problem().type_uri, HYBRID_REQUIRED);
 }

@@ -255,16 +255,14 @@ pub(super) fn decided<B>(
         }
         Ok(Accept::Options) => {
             crate::metrics::request(crate::metrics::Outcome::Certificates);
-            // A server that takes suite 2 only lists no suite-1 certificate
+            // Also in `--pq only` mode: a v1 client then sends a request and
+            // is refused with `hybrid_required`, which names the cause
             // (spec/hybrid.md H4).
-            let certs = match cfg.pq {
-                Pq::Only => String::new(),
-                _ => shared.keys.with(|k| {
-                    httpcrypt_proto::cert::format_cert_list(
-                        &k.certs(now).into_iter().cloned().collect::<Vec<_>>(),
-                    )
-                }),
-            };
+            let certs = shared.keys.with(|k| {
+                httpcrypt_proto::cert::format_cert_list(
+                    &k.certs(now).into_iter().cloned().collect::<Vec<_>>(),
+                )
+            });
             return Admission::Answer(cert_list_response(shared, certs, now));
         }
         Ok(Accept::MethodNotAllowed) => {

@@ -43,18 +43,16 @@ pub(super) fn options_pq(shared: &Shared, now: u64) -> Response<HcBody> {
 }
 
 /// An outer problem from a server that takes suite 2: an `unknown_key`
-/// one lists the suite-2 certificates in `hybrid_certs` beside the v1 ones
-/// (none in `--pq only` mode).
+/// one lists the suite-2 certificates in `hybrid_certs` beside the v1 ones.
+/// The v1 ones are listed in `--pq only` mode too, so that a v1 client's
+/// next request is refused with `hybrid_required`, which names the cause.
 pub(super) fn outer_problem(
     shared: &Shared,
     err: &httpcrypt_proto::Error,
     now: u64,
 ) -> Response<HcBody> {
     metrics::rejected(err.code());
-    let certs = match shared.config.pq {
-        Pq::Only => Vec::new(),
-        _ => shared.keys.with(|k| k.cert_lines(now)),
-    };
+    let certs = shared.keys.with(|k| k.cert_lines(now));
     let hybrid_certs: Vec<String> = shared
         .keys
         .with_hybrid(|h| h.certs(now).into_iter().map(|c| c.to_text()).collect());
