@@ -20,7 +20,7 @@ use httpcrypt_proto::server::{Accept, OuterRequest};
 
 use super::admission::{cert_list_response, decided, outer_request, Admission};
 use super::answer::{failure_response, problem_document};
-use super::config::{Pq, ServerConfig};
+use super::config::ServerConfig;
 use super::exchange::serve_sealed;
 use super::sessions::{Held, LayerAgreement};
 use super::shared::Shared;
