@@ -501,5 +501,25 @@ pub fn parse_problem(body: &[u8]) -> Result<ProblemDoc> {
     })
 }
 
+/// Whether a request line with this target stays within the GET-form limit.
+pub fn fits_get_form(mount: &Mount, stream_len: usize) -> bool {
+    fits_get_form_for(Profile::V1, mount, stream_len)
+}
+
+/// [`fits_get_form`] for a request in `profile` (profile 2's nonce segment
+/// is one character longer).
+pub fn fits_get_form_for(profile: Profile, mount: &Mount, stream_len: usize) -> bool {
+    // "GET " + path + "?" + query + " HTTP/1.1"
+    let line = 4
+        + mount.as_str().len()
+        + 1
+        + usize::from(profile == Profile::Compact)
+        + NONCE_B64_LEN
+        + 1
+        + crate::b64::encoded_len(stream_len)
+        + 9;
+    line < GET_FORM_LIMIT
+}
+
 #[cfg(test)]
 mod tests;
