@@ -161,7 +161,7 @@ fn answer<B>(state: &State, req: &Request<B>) -> Response<Full<Bytes>> {
     }
     match req.uri().path() {
         "/metrics" => {
-            httpcrypt::metrics::observe(&state.layer);
+            state.layer.observe_metrics();
             reply(StatusCode::OK, TEXT_FORMAT, state.handle.render())
         }
         "/healthz" if state.draining.load(Ordering::Relaxed) => reply(

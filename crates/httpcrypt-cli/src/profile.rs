@@ -1,4 +1,5 @@
-//! Which protocol a command speaks: HTTPCrypt v1, or rspamd's.
+//! Which protocol a command speaks (HTTPCrypt v1, or rspamd's), and which
+//! key format `keygen` writes for it.
 
 use clap::ValueEnum;
 
@@ -9,5 +10,16 @@ pub enum Profile {
     #[default]
     V1,
     /// rspamd's HTTPCrypt, as `rspamc --key` and rspamd 3.x speak it.
+    Rspamd,
+}
+
+/// The key formats `keygen` writes.
+#[derive(ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KeyFormat {
+    /// A v1 key directory (identity, rotating kex keys, certificates).
+    #[default]
+    Httpcrypt,
+    /// One `rspamadm keypair` block (UCL): for `--profile rspamd`, and for
+    /// an rspamd worker's `keypair { }` section.
     Rspamd,
 }

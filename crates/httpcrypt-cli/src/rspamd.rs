@@ -10,27 +10,15 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use bytes::Bytes;
-use clap::ValueEnum;
 use httpcrypt::proto::rspamd::keys::{public_from_base32, public_to_base32, ShortId};
 use httpcrypt::proto::rspamd::{keypair, Keyring};
 use httpcrypt::proto::KexPublic;
 use httpcrypt::rspamd::{RspamdClient, RspamdClientConfig, RspamdConfig, RspamdLayer};
 use httpcrypt::Error;
 
+use crate::args::ServerOpts;
 use crate::output::{refuse_inner_problem, Sink};
 use crate::request::{build_request, FetchArgs};
-use crate::ServerOpts;
-
-/// The key formats `keygen` writes.
-#[derive(ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum KeyFormat {
-    /// A v1 key directory (identity, rotating kex keys, certificates).
-    #[default]
-    Httpcrypt,
-    /// One `rspamadm keypair` block (UCL): for `--profile rspamd`, and for
-    /// an rspamd worker's `keypair { }` section.
-    Rspamd,
-}
 
 /// `keygen --format rspamd`: the block on stdout, or `DIR/keypair.ucl`
 /// with the public key (what `rspamc --key` takes) on stdout.
@@ -191,7 +179,7 @@ where
     {
         bail!("--redis, --require-token, --mount and --metrics belong to the v1 profile");
     }
-    if opts.pq != crate::PqMode::Off {
+    if opts.pq != crate::args::PqMode::Off {
         bail!("--pq belongs to the v1 profile (rspamd's protocol has no hybrid suite)");
     }
     if opts.keypair.is_empty() {

@@ -371,27 +371,32 @@ impl http_body::Body for Timed {
     }
 }
 
-/// Sets the gauges a scrape reads from `layer` now: key expiry and the next
-/// rotation, keys held, the defence's state and its decisions so far.
-pub fn observe(layer: &crate::HttpCryptLayer) {
+/// What a scrape reads from a server at one moment
+/// ([`crate::server::HttpCryptLayer::observe_metrics`] fills it in).
+#[derive(Debug, Clone, Copy)]
+pub struct Snapshot {
+    /// Kex keys held.
+    pub keys_held: usize,
+    /// The newest held key's `not_after`, if any key is held.
+    pub newest_not_after: Option<u64>,
+    /// Seconds until the next rotation.
+    pub seconds_to_rotation: u64,
+    /// The load-aware defence: whether it is on, and its decisions so far.
+    pub defence: Option<(bool, httpcrypt_proto::admission::AdmissionCounts)>,
+}
+
+/// Sets the gauges a scrape reads: key expiry and the next rotation, keys
+/// held, the defence's state and its decisions so far.
+pub fn observe(s: &Snapshot) {
     on(|h| {
         let now = crate::clock::unix_now();
-        let keys = layer.keys();
-        let (held, newest) = keys.with(|k| {
-            let ks = k.keys();
-            (
-                ks.len(),
-                ks.iter().map(|x| u64::from(x.cert.not_after)).max(),
-            )
-        });
-        h.keys.set(held as f64);
+        h.keys.set(s.keys_held as f64);
         h.key_expiry
-            .set(newest.map_or(0, |t| t.saturating_sub(now)) as f64);
-        h.next_rotation.set(keys.seconds_to_rotation(now) as f64);
-        match layer.defence() {
-            Some(d) => {
-                h.defence_active.set(if d.is_on() { 1.0 } else { 0.0 });
-                let c = d.counts();
+            .set(s.newest_not_after.map_or(0, |t| t.saturating_sub(now)) as f64);
+        h.next_rotation.set(s.seconds_to_rotation as f64);
+        match s.defence {
+            Some((active, c)) => {
+                h.defence_active.set(if active { 1.0 } else { 0.0 });
                 for (counter, v) in
                     h.admissions
                         .iter()

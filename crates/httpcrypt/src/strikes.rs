@@ -110,13 +110,13 @@ impl std::fmt::Debug for RedisStrikes {
 
 impl RedisStrikes {
     /// Connects to `url` (e.g. `redis://127.0.0.1:6379/`).
-    pub async fn connect(url: &str, window: u64) -> Result<Self, crate::Error> {
-        let client =
-            redis::Client::open(url).map_err(|e| crate::Error::Config(format!("redis: {e}")))?;
+    pub async fn connect(url: &str, window: u64) -> Result<Self, crate::error::Error> {
+        let client = redis::Client::open(url)
+            .map_err(|e| crate::error::Error::Config(format!("redis: {e}")))?;
         let conn = client
             .get_connection_manager()
             .await
-            .map_err(|e| crate::Error::Transport(Box::new(e)))?;
+            .map_err(|e| crate::error::Error::Transport(Box::new(e)))?;
         Ok(RedisStrikes {
             conn,
             window,

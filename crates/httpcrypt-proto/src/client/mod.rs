@@ -20,11 +20,12 @@ pub mod pq;
 pub mod prepared;
 pub mod retry;
 
+pub use crate::outer::{fits_get_form, fits_get_form_for};
 pub use engine::{
     is_own_field, judge_refusal, needs_problem_body, options_max_age, HostState, Refusal,
     PROBLEM_LIMIT,
 };
 pub use head::{request_head, HeadPlan};
 pub use pq::{HybridKey, KemCache, Pq, PqState, ServerKey, Suite};
-pub use prepared::{fits_get_form, fits_get_form_for, ClientCredential, PreparedRequest};
+pub use prepared::{ClientCredential, PreparedRequest};
 pub use retry::{is_idempotent, Attempts, Retry};

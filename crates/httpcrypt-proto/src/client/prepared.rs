@@ -9,7 +9,7 @@ use crate::hybrid::{HybridRequest, CIPHERTEXT_LEN};
 use crate::inner::{self, RequestHead, ResponseHead};
 use crate::keys::{KexPublic, KexSecret, SessionKey};
 use crate::limits::Limits;
-use crate::outer::{self, Form, Mount};
+use crate::outer::{self, fits_get_form_for, Form, Mount};
 use crate::profile::{self, Profile};
 use crate::stream::{self, Opener, Sealer};
 use crate::suite::NONCE_LEN;
@@ -255,26 +255,6 @@ impl PreparedRequest {
         let plaintext = stream::open_all(self.response_opener(limits), body)?;
         inner::decode_response(&plaintext, request_method, limits)
     }
-}
-
-/// Whether a request line with this target stays within the GET-form limit.
-pub fn fits_get_form(mount: &Mount, stream_len: usize) -> bool {
-    fits_get_form_for(Profile::V1, mount, stream_len)
-}
-
-/// [`fits_get_form`] for a request in `profile` (profile 2's nonce segment
-/// is one character longer).
-pub fn fits_get_form_for(profile: Profile, mount: &Mount, stream_len: usize) -> bool {
-    // "GET " + path + "?" + query + " HTTP/1.1"
-    let line = 4
-        + mount.as_str().len()
-        + 1
-        + usize::from(profile == Profile::Compact)
-        + outer::NONCE_B64_LEN
-        + 1
-        + crate::b64::encoded_len(stream_len)
-        + 9;
-    line < outer::GET_FORM_LIMIT
 }
 
 #[cfg(test)]

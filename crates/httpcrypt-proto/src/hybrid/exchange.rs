@@ -465,7 +465,7 @@ impl HybridRequest {
     /// Whether the GET form's request line stays within its limit for a
     /// stream of `stream_len` bytes, the ciphertext counted (spec §4.1).
     pub fn fits_get_form(mount: &Mount, stream_len: usize) -> bool {
-        crate::client::fits_get_form(mount, CIPHERTEXT_LEN + stream_len)
+        crate::outer::fits_get_form(mount, CIPHERTEXT_LEN + stream_len)
     }
 
     /// Opens a whole response body and parses the inner response to a

@@ -3,6 +3,8 @@
 //! ([`rotation`]), and fleets that derive them from a shared ratchet
 //! ([`fleet`]).
 
+mod epoch;
+mod files;
 pub mod fleet;
 pub mod live;
 pub mod rotation;

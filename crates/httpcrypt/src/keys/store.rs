@@ -16,7 +16,6 @@
 //! DIR/fleet             a fleet's shared ratchet state (mode 0600)
 //! ```
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -25,7 +24,7 @@ use std::sync::Arc;
 use httpcrypt_proto::cert::KeyCert;
 use httpcrypt_proto::hybrid::{HybridCert, KemSecret, KEM_SEED_LEN};
 use httpcrypt_proto::ticket::TicketKey;
-use httpcrypt_proto::{b64, IdentityKey, IdentityPublic, KexSecret, KeyId, Profile};
+use httpcrypt_proto::{b64, IdentityKey, IdentityPublic, KexSecret, Profile};
 use rand_core::OsRng;
 use zeroize::Zeroizing;
 
@@ -38,220 +37,12 @@ pub const DEFAULT_SKEW: u64 = 60;
 pub const DEFAULT_PERIOD: Duration = Duration::from_secs(3600);
 /// `not_after` of a static key: far in the future.
 const STATIC_NOT_AFTER: u32 = u32::MAX;
-/// Name of a fleet's ratchet state file in a key directory.
-pub const FLEET_FILE: &str = "fleet";
-/// Subdirectory of a key directory holding the ML-KEM seeds.
-pub const KEM_DIR: &str = "kem";
 /// Default `K`: a new ML-KEM key with every `K`-th kex key (spec/hybrid.md H4).
 pub const DEFAULT_KEM_EVERY: u32 = 24;
 
-pub(super) fn cfg(msg: impl Into<String>) -> Error {
-    Error::Config(msg.into())
-}
-
-/// Writes a secret file atomically and privately: the bytes go to a fresh
-/// temporary name in the same directory, created exclusively (never an
-/// existing file or a symlink someone planted there) with mode 0600 from
-/// the first instant, are fsynced, renamed over `path`, and the directory is
-/// fsynced so the rename survives a crash.
-pub(crate) fn write_secret(path: &Path, contents: &[u8]) -> Result<(), Error> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .ok_or_else(|| cfg(format!("{}: not a file name", path.display())))?;
-    let mut rnd = [0u8; 8];
-    rand_core::RngCore::fill_bytes(&mut OsRng, &mut rnd);
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        b64::encode(&rnd[..])
-    ));
-    let written = (|| -> std::io::Result<()> {
-        let mut opts = std::fs::OpenOptions::new();
-        // create_new is O_CREAT|O_EXCL: it fails on any existing name,
-        // a dangling symlink included.
-        opts.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            opts.mode(0o600).custom_flags(libc::O_NOFOLLOW);
-        }
-        let mut f = opts.open(&tmp)?;
-        f.write_all(contents)?;
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, path)?;
-        #[cfg(unix)]
-        std::fs::File::open(dir)?.sync_all()?;
-        Ok(())
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e.into());
-    }
-    Ok(())
-}
-
-/// Refuses a key directory whose secrets others could read or replace, as
-/// ssh does for its keys: the directory (and `kex/`) must not be writable
-/// by group or others, and no secret file (`identity.key`, `kex/*.key`,
-/// `fleet`) may be readable or writable by them. The error names the file
-/// and the `chmod` that fixes it. ML-KEM seeds (`kem/*.key`) follow the
-/// same rules as kex secrets.
-pub fn check_permissions(dir: &Path) -> Result<(), Error> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = |p: &Path| -> Result<Option<u32>, Error> {
-            match std::fs::symlink_metadata(p) {
-                Ok(m) => Ok(Some(m.permissions().mode() & 0o7777)),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(cfg(format!("cannot inspect {}: {e}", p.display()))),
-            }
-        };
-        for d in [dir.to_path_buf(), dir.join("kex"), dir.join(KEM_DIR)] {
-            if let Some(m) = mode(&d)? {
-                if m & 0o022 != 0 {
-                    return Err(cfg(format!(
-                        "key directory {} is writable by others (mode {m:04o}); \
-                         fix it with `chmod go-w {}`",
-                        d.display(),
-                        d.display()
-                    )));
-                }
-            }
-        }
-        let mut secrets = vec![dir.join("identity.key"), dir.join(FLEET_FILE)];
-        for sub in ["kex", KEM_DIR] {
-            if let Ok(entries) = std::fs::read_dir(dir.join(sub)) {
-                for e in entries {
-                    let p = e?.path();
-                    if p.extension().is_some_and(|x| x == "key") {
-                        secrets.push(p);
-                    }
-                }
-            }
-        }
-        for p in secrets {
-            if let Some(m) = mode(&p)? {
-                if m & 0o077 != 0 {
-                    return Err(cfg(format!(
-                        "secret key file {} is accessible by others (mode {m:04o}); \
-                         fix it with `chmod 600 {}`",
-                        p.display(),
-                        p.display()
-                    )));
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Creates `dir` and its missing parents with mode 0700 (an existing
-/// directory keeps its mode).
-fn create_private_dir(dir: &Path) -> Result<(), Error> {
-    let mut b = std::fs::DirBuilder::new();
-    b.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        b.mode(0o700);
-    }
-    b.create(dir)?;
-    Ok(())
-}
-
-/// One rotation epoch as stored: the kex key, its certificate, its ticket
-/// key, and with the hybrid suite its suite-2 certificate and the ML-KEM key
-/// that certificate names (spec/hybrid.md H4).
-#[derive(Debug)]
-pub struct Epoch {
-    /// The X25519 secret.
-    pub secret: KexSecret,
-    /// Its certificate.
-    pub cert: KeyCert,
-    /// The ticket key that lives and dies with it.
-    pub ticket: TicketKey,
-    /// The suite-2 certificate of the same kex key, when hybrid is on.
-    pub hybrid: Option<HybridCert>,
-    /// The ML-KEM key `hybrid` names ([`KeyStore::load`] finds it in
-    /// `kem/`; [`KeyStore::load_file`] leaves it out).
-    pub kem: Option<Arc<KemSecret>>,
-}
-
-impl Epoch {
-    fn format(&self) -> Zeroizing<String> {
-        let hybrid = self
-            .hybrid
-            .as_ref()
-            .map(|h| format!("hybrid {}\n", h.to_text()))
-            .unwrap_or_default();
-        Zeroizing::new(format!(
-            "secret {}\ncert {}\nticket {} {}\n{hybrid}",
-            b64::encode(&self.secret.to_bytes()[..]),
-            self.cert.to_text(),
-            self.ticket.tid().to_b64(),
-            b64::encode(&self.ticket.to_bytes()[..]),
-        ))
-    }
-
-    fn parse(text: &str) -> Result<Epoch, Error> {
-        let mut secret = None;
-        let mut cert = None;
-        let mut ticket = None;
-        let mut hybrid = None;
-        for line in text.lines() {
-            let (k, v) = line
-                .split_once(' ')
-                .ok_or_else(|| cfg("malformed key file line"))?;
-            match k {
-                "secret" => {
-                    secret = Some(KexSecret::from_bytes(b64::decode_array::<32>(
-                        v.as_bytes(),
-                    )?))
-                }
-                "cert" => cert = Some(KeyCert::from_text(v)?),
-                "ticket" => {
-                    let (tid, key) = v
-                        .split_once(' ')
-                        .ok_or_else(|| cfg("malformed ticket line"))?;
-                    let key = Zeroizing::new(b64::decode_array::<32>(key.as_bytes())?);
-                    ticket = Some(TicketKey::new(
-                        KeyId(b64::decode_array::<10>(tid.as_bytes())?),
-                        *key,
-                    ));
-                }
-                "hybrid" => hybrid = Some(HybridCert::from_text(v)?),
-                _ => return Err(cfg(format!("unknown key file field {k}"))),
-            }
-        }
-        let secret = secret.ok_or_else(|| cfg("key file without secret"))?;
-        let cert = cert.ok_or_else(|| cfg("key file without cert"))?;
-        if cert.kex_public != *secret.public() {
-            return Err(cfg("key file: certificate does not match the secret"));
-        }
-        let ticket = ticket.ok_or_else(|| cfg("key file without ticket key"))?;
-        if hybrid
-            .as_ref()
-            .is_some_and(|h| h.kex_public != *secret.public())
-        {
-            return Err(cfg(
-                "key file: the hybrid certificate does not match the secret",
-            ));
-        }
-        Ok(Epoch {
-            secret,
-            cert,
-            ticket,
-            hybrid,
-            kem: None,
-        })
-    }
-}
+pub use super::epoch::Epoch;
+pub(crate) use super::files::{cfg, create_private_dir, write_secret};
+pub use super::files::{check_permissions, FLEET_FILE, KEM_DIR};
 
 /// A key directory.
 #[derive(Debug)]

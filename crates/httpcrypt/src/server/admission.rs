@@ -12,12 +12,12 @@ use httpcrypt_proto::server::{self as core, Accept, Accepted, OuterRequest};
 use httpcrypt_proto::split;
 use httpcrypt_proto::Limits;
 
-use super::answer::outer_problem;
+use super::answer::{cert_list_response, outer_problem};
 use super::config::{Outside, Pq};
 use super::hybrid::{self, HybridStep};
 use super::sessions::{Held, LayerAgreement};
 use super::shared::Shared;
-use crate::body::{full, plain, HcBody};
+use crate::body::{plain, HcBody};
 use crate::clock::unix_now;
 use crate::conn::ConnState;
 use crate::split::ContentStore;
@@ -94,7 +94,7 @@ pub(super) enum Admission<B> {
     Sealed(Admitted<B>),
     /// A hybrid fresh-key POST (spec/hybrid.md H3): its agreement needs the
     /// ciphertext at the start of the body, read by
-    /// [`super::hybrid::serve_post`] before it is judged.
+    /// [`super::hybrid_post::serve_post`] before it is judged.
     HybridPost {
         parts: http::request::Parts,
         body: B,
@@ -295,20 +295,4 @@ pub(super) fn decided<B>(
         held,
         now,
     })
-}
-
-/// A `200 application/httpcrypt-certs` answer with `list`, cacheable until
-/// the next rotation (`OPTIONS {mount}/`, and `{mount}/pq`).
-pub(super) fn cert_list_response(shared: &Shared, list: String, now: u64) -> Response<HcBody> {
-    let mut r = Response::new(full(list));
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(outer::CERTS_TYPE),
-    );
-    let max_age = shared.keys.seconds_to_rotation(now);
-    // Digits only: always a valid field value.
-    if let Ok(v) = HeaderValue::from_str(&format!("max-age={max_age}")) {
-        r.headers_mut().insert(header::CACHE_CONTROL, v);
-    }
-    r
 }

@@ -18,6 +18,7 @@ use httpcrypt_proto::split;
 use httpcrypt_proto::stream::{ResponseKey, Sealer};
 use httpcrypt_proto::Profile;
 
+use super::shared::Shared;
 use crate::body::{first_frame_room, full, plain, HcBody, SealBody, DEFAULT_RECORD};
 use crate::error::{BoxError, Error};
 use crate::split::{ContentStore, SplitSealBody};
@@ -276,6 +277,22 @@ pub(super) fn split_outer(body: HcBody, mount: &str) -> Response<HcBody> {
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     if let Ok(v) = HeaderValue::from_str(&format!("{mount}{}", split::CONTENT_DIR)) {
         h.insert(split::CONTENT_FIELD, v);
+    }
+    r
+}
+
+/// A `200 application/httpcrypt-certs` answer with `list`, cacheable until
+/// the next rotation (`OPTIONS {mount}/`, and `{mount}/pq`).
+pub(super) fn cert_list_response(shared: &Shared, list: String, now: u64) -> Response<HcBody> {
+    let mut r = Response::new(full(list));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(outer::CERTS_TYPE),
+    );
+    let max_age = shared.keys.seconds_to_rotation(now);
+    // Digits only: always a valid field value.
+    if let Ok(v) = HeaderValue::from_str(&format!("max-age={max_age}")) {
+        r.headers_mut().insert(header::CACHE_CONTROL, v);
     }
     r
 }

@@ -15,6 +15,7 @@ mod answer;
 mod config;
 mod exchange;
 mod hybrid;
+mod hybrid_post;
 mod service_request;
 mod sessions;
 mod shared;
@@ -119,6 +120,26 @@ impl HttpCryptLayer {
         &self.shared.keys
     }
 
+    /// Sets the metrics gauges from this layer's state now (keys held, key
+    /// expiry, next rotation, the defence); called on each scrape.
+    pub fn observe_metrics(&self) {
+        let now = crate::clock::unix_now();
+        let keys = self.keys();
+        let (keys_held, newest_not_after) = keys.with(|k| {
+            let ks = k.keys();
+            (
+                ks.len(),
+                ks.iter().map(|x| u64::from(x.cert.not_after)).max(),
+            )
+        });
+        crate::metrics::observe(&crate::metrics::Snapshot {
+            keys_held,
+            newest_not_after,
+            seconds_to_rotation: keys.seconds_to_rotation(now),
+            defence: self.defence().map(|d| (d.is_on(), d.counts())),
+        });
+    }
+
     /// Session-cache (hits, misses) so far.
     pub fn cache_stats(&self) -> (u64, u64) {
         self.shared.cache.as_ref().map_or((0, 0), |c| {
@@ -213,7 +234,7 @@ where
             // A hybrid fresh-key POST reads its ciphertext before its
             // agreement: a future of its own, apart from the common one.
             Admission::HybridPost { parts, body, now } => ResponseFuture::Handled {
-                fut: Box::pin(hybrid::serve_post(
+                fut: Box::pin(hybrid_post::serve_post(
                     self.shared.clone(),
                     inner,
                     parts,
