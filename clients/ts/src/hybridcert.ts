@@ -9,6 +9,7 @@
  */
 import { b64uDecode, b64uEncode } from './b64u.js';
 import { type CertVersion, type KeyCert, CERT_LEN, TEXT_PREFIX, certToText, decodeCert } from './cert.js';
+import { aaaaAddresses, aaaaPayload } from './dns.js';
 import { fail } from './errors.js';
 import { KEM_PUBLIC_LEN, hybridKeyId, isKemPublicKey, kemHash } from './hybrid.js';
 import { bytesEqual, concat, ed25519Public, ed25519Sign, ed25519VerifyStrict, signerId, utf8 } from './suite.js';
@@ -206,38 +207,15 @@ export function formatHybridCertList(certs: readonly AnyCert[], kemKeys: readonl
 
 /** The AAAA form of a suite-2 certificate (H4): eleven addresses at `_httpcrypt-pq.{host}`. */
 export const HYBRID_AAAA_CHUNKS = 11;
-const CHUNK = 14;
-const PADDED = HYBRID_AAAA_CHUNKS * CHUNK;
 
 /** The eleven AAAA addresses of a suite-2 certificate (padded to 154 bytes, chunks of 14, `fd`, order). */
 export function formatHybridAaaa(c: HybridCert): Uint8Array[] {
-  const padded = new Uint8Array(PADDED);
-  padded.set(encodeHybridCert(c));
-  const out: Uint8Array[] = [];
-  for (let j = 0; j < HYBRID_AAAA_CHUNKS; j++) {
-    const a = new Uint8Array(16);
-    a[0] = 0xfd;
-    a[1] = j;
-    a.set(padded.subarray(j * CHUNK, (j + 1) * CHUNK), 2);
-    out.push(a);
-  }
-  return out;
+  return aaaaAddresses(encodeHybridCert(c), HYBRID_AAAA_CHUNKS);
 }
 
 /** Reassembles a suite-2 certificate from its AAAA RRset in any order (exactly eleven, each order once, zero padding); else `bad_record`. */
 export function parseHybridAaaa(addrs: readonly Uint8Array[]): HybridCert {
-  if (addrs.length !== HYBRID_AAAA_CHUNKS) fail('bad_record', 'AAAA count');
-  const padded = new Uint8Array(PADDED);
-  const seen = new Array<boolean>(HYBRID_AAAA_CHUNKS).fill(false);
-  for (const a of addrs) {
-    if (a.length !== 16) fail('bad_record');
-    const order = a[1]!;
-    if (a[0] !== 0xfd || order >= HYBRID_AAAA_CHUNKS || seen[order]) fail('bad_record', 'AAAA prefix or order');
-    seen[order] = true;
-    padded.set(a.subarray(2), order * CHUNK);
-  }
-  for (let i = HYBRID_CERT_LEN; i < PADDED; i++) if (padded[i] !== 0) fail('bad_record', 'AAAA padding');
-  return decodeHybridCert(padded.subarray(0, HYBRID_CERT_LEN));
+  return decodeHybridCert(aaaaPayload(addrs, HYBRID_AAAA_CHUNKS, HYBRID_CERT_LEN));
 }
 
 /** `_httpcrypt-pq.{host}`: owner of the suite-2 TXT and AAAA records (H4). */

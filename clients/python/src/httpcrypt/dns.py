@@ -26,27 +26,39 @@ def read_txt(strings: Sequence[bytes]) -> KeyCert:
 
 def encode_aaaa(cert: KeyCert) -> list[bytes]:
     """The nine 16-byte addresses carrying ``cert``."""
-    padded = cert.encode() + bytes(AAAA_COUNT * AAAA_CHUNK - CERT_LEN)
-    return [bytes([0xFD, j]) + padded[AAAA_CHUNK * j:AAAA_CHUNK * (j + 1)]
-            for j in range(AAAA_COUNT)]
+    return aaaa_addresses(cert.encode(), AAAA_COUNT)
 
 
 def read_aaaa(addrs: Sequence[bytes]) -> KeyCert:
     """Reassembles a certificate from an AAAA RRset in any order."""
-    if len(addrs) != AAAA_COUNT:
-        raise ProtocolError("bad_record", "AAAA set needs exactly nine addresses")
+    return KeyCert.decode(aaaa_payload(addrs, AAAA_COUNT, CERT_LEN))
+
+
+def aaaa_addresses(data: bytes, count: int) -> list[bytes]:
+    """``data`` zero-padded to ``count`` chunks of 14 bytes, each behind
+    ``fd 0j`` (spec §6.2; suite 2 uses eleven, spec/hybrid.md H4)."""
+    padded = data + bytes(count * AAAA_CHUNK - len(data))
+    return [bytes([0xFD, j]) + padded[AAAA_CHUNK * j:AAAA_CHUNK * (j + 1)] for j in range(count)]
+
+
+def aaaa_payload(addrs: Sequence[bytes], count: int, length: int) -> bytes:
+    """The first ``length`` bytes carried by an AAAA RRset in any order:
+    exactly ``count`` addresses, each with the ``fd0`` prefix and an order
+    below ``count`` once, and zero padding; else ``bad_record``."""
+    if len(addrs) != count:
+        raise ProtocolError("bad_record", f"AAAA set needs exactly {count} addresses")
     chunks: dict[int, bytes] = {}
     for a in addrs:
         if len(a) != 16 or a[0] != 0xFD or a[1] >> 4 != 0:
             raise ProtocolError("bad_record", "AAAA address without the fd0 prefix")
         j = a[1] & 0x0F
-        if j >= AAAA_COUNT or j in chunks:
+        if j >= count or j in chunks:
             raise ProtocolError("bad_record", "AAAA order field out of range or repeated")
         chunks[j] = bytes(a[2:])
-    padded = b"".join(chunks[j] for j in range(AAAA_COUNT))
-    if any(padded[CERT_LEN:]):
+    padded = b"".join(chunks[j] for j in range(count))
+    if any(padded[length:]):
         raise ProtocolError("bad_record", "AAAA padding is not zero")
-    return KeyCert.decode(padded[:CERT_LEN])
+    return padded[:length]
 
 
 def format_identity_txt(identity_public: bytes) -> str:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from . import b64
 from .cert import CONTEXT, TEXT_PREFIX, VERSIONS, DiscoveredKey, KeyCert
+from .dns import aaaa_addresses, aaaa_payload
 from .errors import ProtocolError
 from .kem import (
     CIPHERTEXT_LEN as CIPHERTEXT_LEN,
@@ -66,7 +67,6 @@ HYBRID_CERT_LEN = 150
 SIGNED_LEN = 86
 SUITE = 2
 AAAA_COUNT = 11
-AAAA_CHUNK = 14
 
 _FIXED = struct.Struct(">BBIII")
 
@@ -214,28 +214,13 @@ def format_cert_list(certs: Iterable[HybridCert], kems: Iterable[KemPublic]) -> 
 
 def encode_aaaa(cert: HybridCert) -> list[bytes]:
     """The eleven addresses: padded to 154 bytes, chunks of 14, ``fd 0j``."""
-    padded = cert.encode() + bytes(AAAA_COUNT * AAAA_CHUNK - HYBRID_CERT_LEN)
-    return [bytes([0xFD, j]) + padded[AAAA_CHUNK * j:AAAA_CHUNK * (j + 1)]
-            for j in range(AAAA_COUNT)]
+    return aaaa_addresses(cert.encode(), AAAA_COUNT)
 
 
 def read_aaaa(addrs: Sequence[bytes]) -> HybridCert:
     """Reassembles a suite-2 certificate from its AAAA RRset in any order
     (``bad_record`` for a wrong count, prefix, order or padding)."""
-    if len(addrs) != AAAA_COUNT:
-        raise ProtocolError("bad_record", "a suite-2 AAAA set has eleven addresses")
-    chunks: dict[int, bytes] = {}
-    for a in addrs:
-        if len(a) != 16 or a[0] != 0xFD or a[1] >> 4 != 0:
-            raise ProtocolError("bad_record", "AAAA address without the fd0 prefix")
-        j = a[1] & 0x0F
-        if j >= AAAA_COUNT or j in chunks:
-            raise ProtocolError("bad_record", "AAAA order field out of range or repeated")
-        chunks[j] = bytes(a[2:])
-    padded = b"".join(chunks[j] for j in range(AAAA_COUNT))
-    if any(padded[HYBRID_CERT_LEN:]):
-        raise ProtocolError("bad_record", "AAAA padding is not zero")
-    return HybridCert.decode(padded[:HYBRID_CERT_LEN])
+    return HybridCert.decode(aaaa_payload(addrs, AAAA_COUNT, HYBRID_CERT_LEN))
 
 
 __all__ = [
