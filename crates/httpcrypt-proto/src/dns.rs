@@ -10,7 +10,6 @@ use crate::keys::IdentityPublic;
 /// Addresses in an AAAA chunk set.
 pub const AAAA_CHUNKS: usize = 9;
 const CHUNK: usize = 14;
-const PADDED: usize = AAAA_CHUNKS * CHUNK;
 /// Prefix of the identity TXT record.
 pub const IDENTITY_PREFIX: &str = "hc1-id ";
 
@@ -43,37 +42,55 @@ pub fn parse_txt(text: &[u8]) -> Result<KeyCert> {
 /// The AAAA chunk set of a certificate: zero-padded to 126 bytes, nine
 /// chunks of 14 bytes, address `j` = `fd` `0j` chunk `j`.
 pub fn format_aaaa(cert: &KeyCert) -> [[u8; 16]; AAAA_CHUNKS] {
-    let mut padded = [0u8; PADDED];
-    padded[..CERT_LEN].copy_from_slice(&cert.encode());
-    let mut out = [[0u8; 16]; AAAA_CHUNKS];
-    for (j, addr) in out.iter_mut().enumerate() {
-        addr[0] = 0xfd;
-        addr[1] = j as u8;
-        addr[2..].copy_from_slice(&padded[j * CHUNK..(j + 1) * CHUNK]);
-    }
-    out
+    aaaa_addresses(&cert.encode())
 }
 
 /// Reassembles a certificate from an AAAA RRset in any order. The set must
 /// hold exactly the nine chunk addresses, each once, with zero padding.
 pub fn parse_aaaa(addrs: &[[u8; 16]]) -> Result<KeyCert> {
-    if addrs.len() != AAAA_CHUNKS {
+    let mut cert = [0u8; CERT_LEN];
+    aaaa_payload::<AAAA_CHUNKS>(addrs, &mut cert)?;
+    KeyCert::decode(&cert)
+}
+
+/// `N` AAAA addresses carrying `data` (at most `N` chunks of 14 bytes, zero
+/// padded): address `j` is `fd` `0j` and chunk `j` (spec §6.2; suite 2 uses
+/// eleven, spec/hybrid.md H4).
+pub(crate) fn aaaa_addresses<const N: usize>(data: &[u8]) -> [[u8; 16]; N] {
+    let mut out = [[0u8; 16]; N];
+    for (j, addr) in out.iter_mut().enumerate() {
+        addr[0] = 0xfd;
+        addr[1] = j as u8;
+        let chunk = data.get(j * CHUNK..).unwrap_or(&[]);
+        let n = chunk.len().min(CHUNK);
+        addr[2..2 + n].copy_from_slice(&chunk[..n]);
+    }
+    out
+}
+
+/// Fills `out` with the bytes an AAAA RRset carries, its addresses in any
+/// order: exactly `N` addresses, each with the `0xfd0` prefix and an order
+/// below `N` once, and zeros after `out.len()` bytes; else `bad_record`.
+pub(crate) fn aaaa_payload<const N: usize>(addrs: &[[u8; 16]], out: &mut [u8]) -> Result<()> {
+    if addrs.len() != N {
         return Err(Error::BadRecord);
     }
-    let mut padded = [0u8; PADDED];
-    let mut seen = [false; AAAA_CHUNKS];
+    let mut chunks = [[0u8; CHUNK]; N];
+    let mut seen = [false; N];
     for a in addrs {
         let order = (a[1] & 0x0f) as usize;
-        if a[0] != 0xfd || a[1] >> 4 != 0 || order >= AAAA_CHUNKS || seen[order] {
+        if a[0] != 0xfd || a[1] >> 4 != 0 || order >= N || seen[order] {
             return Err(Error::BadRecord);
         }
         seen[order] = true;
-        padded[order * CHUNK..(order + 1) * CHUNK].copy_from_slice(&a[2..]);
+        chunks[order].copy_from_slice(&a[2..]);
     }
-    if padded[CERT_LEN..].iter().any(|b| *b != 0) {
+    let padded = chunks.as_flattened();
+    if padded[out.len()..].iter().any(|b| *b != 0) {
         return Err(Error::BadRecord);
     }
-    KeyCert::decode(&padded[..CERT_LEN])
+    out.copy_from_slice(&padded[..out.len()]);
+    Ok(())
 }
 
 /// `hc1-id {b64u(identity_public)}`.

@@ -298,44 +298,20 @@ pub fn kem_name(host: &str) -> String {
 
 /// Addresses in a suite-2 AAAA chunk set.
 pub const HYBRID_AAAA_CHUNKS: usize = 11;
-const CHUNK: usize = 14;
-const PADDED: usize = HYBRID_AAAA_CHUNKS * CHUNK;
 
 /// The AAAA chunk set of a suite-2 certificate: zero-padded to 154 bytes,
 /// eleven chunks of 14, address `j` = `fd` `0j` chunk `j` (as spec §6.2).
 pub fn format_aaaa(cert: &HybridCert) -> [[u8; 16]; HYBRID_AAAA_CHUNKS] {
-    let mut padded = [0u8; PADDED];
-    padded[..HYBRID_CERT_LEN].copy_from_slice(&cert.encode());
-    let mut out = [[0u8; 16]; HYBRID_AAAA_CHUNKS];
-    for (j, addr) in out.iter_mut().enumerate() {
-        addr[0] = 0xfd;
-        addr[1] = j as u8;
-        addr[2..].copy_from_slice(&padded[j * CHUNK..(j + 1) * CHUNK]);
-    }
-    out
+    crate::dns::aaaa_addresses(&cert.encode())
 }
 
 /// Reassembles a suite-2 certificate from its AAAA RRset in any order:
 /// exactly eleven addresses, prefix `0xfd0`, orders 0–10 once each, zero
 /// padding; anything else is `bad_record`.
 pub fn parse_aaaa(addrs: &[[u8; 16]]) -> Result<HybridCert> {
-    if addrs.len() != HYBRID_AAAA_CHUNKS {
-        return Err(Error::BadRecord);
-    }
-    let mut padded = [0u8; PADDED];
-    let mut seen = [false; HYBRID_AAAA_CHUNKS];
-    for a in addrs {
-        let order = (a[1] & 0x0f) as usize;
-        if a[0] != 0xfd || a[1] >> 4 != 0 || order >= HYBRID_AAAA_CHUNKS || seen[order] {
-            return Err(Error::BadRecord);
-        }
-        seen[order] = true;
-        padded[order * CHUNK..(order + 1) * CHUNK].copy_from_slice(&a[2..]);
-    }
-    if padded[HYBRID_CERT_LEN..].iter().any(|b| *b != 0) {
-        return Err(Error::BadRecord);
-    }
-    HybridCert::decode(&padded[..HYBRID_CERT_LEN])
+    let mut cert = [0u8; HYBRID_CERT_LEN];
+    crate::dns::aaaa_payload::<HYBRID_AAAA_CHUNKS>(addrs, &mut cert)?;
+    HybridCert::decode(&cert)
 }
 
 #[cfg(test)]
