@@ -20,7 +20,7 @@ use crate::meter::{Dir, Payload, Phase, Run, Side};
 
 /// Record size the server and client seal with (the CLI's default).
 pub const RECORD: usize = 16 * 1024;
-const HOST: &str = "example.com";
+pub(crate) const HOST: &str = "example.com";
 /// Cookie padding: 8 characters, the mean of the client's uniform 0-16.
 pub const PAD: &str = "AbCdEfGh";
 /// Profile-2 cookie pads: 3 and 4 characters, the mean (3.5 each) of the
@@ -62,20 +62,20 @@ impl std::fmt::Debug for Lab {
     }
 }
 
-fn now() -> u64 {
+pub(crate) fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(1_800_000_000)
 }
 
-fn nonce() -> [u8; 24] {
+pub(crate) fn nonce() -> [u8; 24] {
     let mut n = [0u8; 24];
     OsRng.fill_bytes(&mut n);
     n
 }
 
-fn split_head(wire: &[u8]) -> Result<usize> {
+pub(crate) fn split_head(wire: &[u8]) -> Result<usize> {
     wire.windows(4)
         .position(|w| w == b"\r\n\r\n")
         .map(|p| p + 4)
@@ -85,7 +85,7 @@ fn split_head(wire: &[u8]) -> Result<usize> {
 /// The inner request the client seals: the common payload's request with the
 /// `Date` field v1 requires (spec §8); profile 2 sends neither `Host` nor
 /// `Date` inside (spec §4.5).
-fn inner_request(p: &Payload, now: u64, compact: bool) -> (RequestHead, Vec<u8>) {
+pub(crate) fn inner_request(p: &Payload, now: u64, compact: bool) -> (RequestHead, Vec<u8>) {
     let mut head = RequestHead::new("POST", "/api");
     if !compact {
         head.fields.push(Field::new("Host", HOST));

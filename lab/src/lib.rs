@@ -3,6 +3,7 @@
 //! of every step recorded by [`meter::Run`].
 
 pub mod hc;
+pub mod hc_pq;
 pub mod meter;
 pub mod noise;
 pub mod ohttp;
@@ -16,6 +17,7 @@ use meter::{Payload, Run};
 pub fn catalogue() -> Vec<(&'static str, &'static str)> {
     let mut v = Vec::new();
     v.extend(hc::VARIANTS.iter().map(|x| ("httpcrypt", *x)));
+    v.extend(hc_pq::VARIANTS.iter().map(|x| ("httpcrypt", *x)));
     v.extend(tls::VARIANTS.iter().map(|x| ("tls-rustls", *x)));
     v.extend(ohttp::VARIANTS.iter().map(|x| ("ohttp", *x)));
     v.extend(noise::VARIANTS.iter().map(|x| ("noise", *x)));
@@ -27,6 +29,8 @@ pub fn catalogue() -> Vec<(&'static str, &'static str)> {
 pub enum Lab {
     /// HTTPCrypt (any variant; the variant is passed per exchange).
     Hc(Box<hc::Lab>, String),
+    /// HTTPCrypt suite 2 (hybrid X25519 + ML-KEM-768; `pq-*` variants).
+    HcPq(Box<hc_pq::Lab>, String),
     /// TLS via rustls.
     Tls(tls::Lab),
     /// Noise via snow.
@@ -39,6 +43,9 @@ impl Lab {
     /// Set-up for one protocol and variant.
     pub fn new(proto: &str, variant: &str) -> Result<Lab> {
         Ok(match proto {
+            "httpcrypt" if hc_pq::VARIANTS.contains(&variant) => {
+                Lab::HcPq(Box::new(hc_pq::Lab::new()?), variant.to_string())
+            }
             "httpcrypt" => {
                 if !hc::VARIANTS.contains(&variant) {
                     bail!("unknown HTTPCrypt variant {variant}");
@@ -56,6 +63,7 @@ impl Lab {
     pub fn exchange(&mut self, p: &Payload, run: &mut Run) -> Result<()> {
         match self {
             Lab::Hc(l, v) => l.exchange(v, p, run),
+            Lab::HcPq(l, v) => l.exchange(v, p, run),
             Lab::Tls(l) => l.exchange(p, run),
             Lab::Noise(l) => l.exchange(p, run),
             Lab::Ohttp(l) => l.exchange(p, run),
@@ -166,6 +174,52 @@ mod tests {
             c > a + 3 * 20,
             "a 64 KiB body needs at least four 20-byte record overheads"
         );
+    }
+
+    /// Suite 2 (spec/hybrid.md H3): a fresh request is the v1 request with
+    /// the 1,088-byte ML-KEM ciphertext in front of the stream (and so one
+    /// more Content-Length digit here); its answer is the v1 answer. A
+    /// ticket of a hybrid session is sent exactly as a v1 ticket, and a
+    /// reused client key changes nothing on the wire.
+    #[test]
+    fn hybrid_rows_differ_from_v1_by_the_ciphertext_only() {
+        let v1 = one("httpcrypt", "fresh-post");
+        let pq = one("httpcrypt", "pq-fresh-post");
+        let digits = |n: usize| n.to_string().len();
+        // The v1 body: record overhead, inner head, inner body (spec §4.1).
+        let v1_body: usize = hc::post_field_sizes(
+            &Payload {
+                req_body: 100,
+                rsp_body: 100,
+            },
+            1_800_000_000,
+        )
+        .iter()
+        .filter(|(f, _)| {
+            f.starts_with("request: record")
+                || f.starts_with("request: inner")
+                || *f == "request: body"
+        })
+        .map(|(_, n)| n)
+        .sum();
+        let pq_body = v1_body + 1088;
+        assert_eq!(
+            pq.bytes(Dir::C2s),
+            v1.bytes(Dir::C2s) + 1088 + digits(pq_body) - digits(v1_body)
+        );
+        assert_eq!(pq.bytes(Dir::S2c), v1.bytes(Dir::S2c));
+        assert_eq!(pq.rtts_first_byte(), Some(1));
+        let get = one("httpcrypt", "pq-fresh-get");
+        assert_eq!(get.rtts_first_byte(), Some(1));
+        // base64url of ciphertext and stream in the query, no body.
+        assert!(get.bytes(Dir::C2s) > pq.bytes(Dir::C2s) + 1088 / 3);
+        let cached = one("httpcrypt", "pq-cached");
+        assert_eq!(cached.bytes(Dir::C2s), pq.bytes(Dir::C2s));
+        let t = one("httpcrypt", "pq-ticket");
+        let v1t = one("httpcrypt", "ticket");
+        assert_eq!(t.bytes(Dir::C2s), v1t.bytes(Dir::C2s));
+        assert_eq!(t.bytes(Dir::S2c), v1t.bytes(Dir::S2c));
+        assert_eq!(t.rtts_first_byte(), Some(1));
     }
 
     #[test]

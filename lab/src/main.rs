@@ -90,6 +90,15 @@ fn measure(proto: &str, variant: &str, iters: usize, sizes: &[usize]) -> Result<
         Lab::Hc(l, _) => {
             extra = json!({"discovery_bytes": l.cert_len(), "discovery": "certificate, text form (DNS TXT / OPTIONS line)"})
         }
+        Lab::HcPq(l, v) => {
+            let (cert, kem_text) = l.discovery_parts();
+            extra = json!({
+                "discovery_bytes": l.discovery_len(),
+                "discovery": "suite-2 certificate and ML-KEM-768 key, text form (OPTIONS {mount}/pq answer)",
+                "discovery_cert_bytes": cert, "discovery_kem_text_chars": kem_text,
+                "note": httpcrypt_lab::hc_pq::note(v),
+            })
+        }
         Lab::Ohttp(l) => {
             extra = json!({"discovery_bytes": l.config_len(), "discovery": "key configuration (binary)"})
         }
