@@ -120,7 +120,9 @@ def main():
     # 2. Instructions (callgrind), per side, one fresh exchange after a warm-up.
     todo = [(r["protocol"], r["variant"]) for r in res["inproc"]]
     if smoke:
-        todo = [t for t in todo if t in (("httpcrypt", "fresh-post"), ("tls-rustls", "tls13-full"))]
+        # The suite-2 rows are here so that CI runs them (fresh and resumed).
+        todo = [t for t in todo if t in (("httpcrypt", "fresh-post"), ("httpcrypt", "pq-fresh-post"),
+                                         ("httpcrypt", "pq-ticket"), ("tls-rustls", "tls13-full"))]
     log(f"callgrind, in-process ({len(todo)} variants)")
     for proto, variant in todo:
         for side in ("server", "client"):
@@ -214,8 +216,8 @@ def main():
     log(f"constrained profile (client on one core, {int(quota*100)}% of it, {mem >> 20} MiB)")
     items = []
     cons_inproc = [("httpcrypt", "fresh-post"), ("tls-rustls", "tls13-full")] if smoke else \
-        [("httpcrypt", "fresh-post"), ("httpcrypt", "ticket"), ("httpcrypt", "rspamd"), ("tls-rustls", "tls13-full"),
-         ("tls-rustls", "tls13-resumed"), ("tls-rustls", "tls12-full"), ("ohttp", "x25519-chacha"), ("noise", "nk"),
+        [("httpcrypt", "fresh-post"), ("httpcrypt", "ticket"), ("httpcrypt", "rspamd"), ("httpcrypt", "pq-fresh-post"),
+         ("tls-rustls", "tls13-full"), ("tls-rustls", "tls13-full-pq"), ("tls-rustls", "tls13-resumed"), ("tls-rustls", "tls12-full"), ("ohttp", "x25519-chacha"), ("noise", "nk"),
          ("noise", "ik")]
     reps = 5 if smoke else 40
     for proto, variant in cons_inproc:

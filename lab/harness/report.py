@@ -40,6 +40,7 @@ def rows(res):
             "instructions_fresh": cg.get(key, {}).get("server"), "instructions_client": cg.get(key, {}).get("client"),
             "instructions_note": "server-side steps of one exchange (callgrind --toggle-collect=*server_step*)",
             "cpu_note": "median thread CPU of the server's steps, pinned core",
+            "note": r["extra"].get("note"), "discovery_bytes": r["extra"].get("discovery_bytes"),
         })
     for key, r in res["external"].items():
         proto, variant = key.split("/", 1)
@@ -59,7 +60,7 @@ def rows(res):
                                   "ssh": "server not countable (sshd's sandbox does not run under valgrind); "
                                          "client: one ssh process incl. start-up",
                                   }.get(proto, "server-side commands, whole processes incl. start-up"),
-            "cpu_note": r.get("cpu_note", ""),
+            "cpu_note": r.get("cpu_note", ""), "note": None, "discovery_bytes": None,
         })
     return out
 
@@ -72,7 +73,13 @@ def summary(res):
             "rtts_first_byte": r["rtts_first_byte"],
             "server_cpu_us_fresh": None if r["server_cpu_us_fresh"] is None else round(r["server_cpu_us_fresh"], 2),
             "instructions_fresh": r["instructions_fresh"], "source": r["source"],
+            "client_cpu_us_fresh": None if r["client_cpu_us_fresh"] is None else round(r["client_cpu_us_fresh"], 2),
+            "instructions_client": r["instructions_client"],
         }
+        if r["note"]:
+            s["protocols"][r["protocol"]][r["variant"]]["note"] = r["note"]
+        if r["discovery_bytes"]:
+            s["protocols"][r["protocol"]][r["variant"]]["discovery_bytes"] = r["discovery_bytes"]
     return s
 
 
@@ -202,6 +209,8 @@ def render(res, figs):
             w(f"![{f}](figures/{f})")
     w("")
 
+    w(hybrid_section(by, inp))
+
     w("## 2. Size breakdown per field\n")
     w("### HTTPCrypt fresh POST request (spec §3, §4.1)\n")
     w("| field | bytes |\n|---|---:|")
@@ -233,8 +242,12 @@ def render(res, figs):
     w("\n### Out-of-band key material fetched before the first request\n")
     w("| protocol | what | bytes |\n|---|---|---:|")
     for k, r in inp.items():
-        if r["extra"].get("discovery_bytes") and r["variant"] in ("fresh-post", "x25519-chacha"):
-            w(f'| {r["protocol"]} | {r["extra"]["discovery"]} | {r["extra"]["discovery_bytes"]} |')
+        if r["extra"].get("discovery_bytes") and r["variant"] in ("fresh-post", "pq-fresh-post", "x25519-chacha"):
+            what = r["extra"]["discovery"]
+            if r["extra"].get("discovery_kem_text_chars"):
+                what += (f' ({r["extra"]["discovery_cert_bytes"]}-byte certificate as a text line, '
+                         f'{r["extra"]["discovery_kem_text_chars"]:,}-character `hck1` key text, line ends)')
+            w(f'| {r["protocol"]} | {what} | {r["extra"]["discovery_bytes"]:,} |')
     w("")
 
     w("## 3. Per-message overhead (bytes above the plain HTTP/1.1 message)\n")
@@ -260,7 +273,8 @@ def render(res, figs):
         c, s = r["cpu_us"]["client"], r["cpu_us"]["server"]
         w(f'| {r["protocol"]}/{r["variant"]} | ' + " | ".join(fmt(x[k]) for x in (c, s) for k in ("key_agreement", "auth", "protect", "handshake")) + " |")
     w("\n### Per step (Gutmann's Table 3 shape)\n")
-    for key in ("httpcrypt/fresh-post", "httpcrypt/ticket", "tls-rustls/tls13-full", "tls-rustls/tls12-full", "noise/nk", "ohttp/x25519-chacha"):
+    for key in ("httpcrypt/fresh-post", "httpcrypt/ticket", "httpcrypt/pq-fresh-post", "tls-rustls/tls13-full",
+                "tls-rustls/tls13-full-pq", "tls-rustls/tls12-full", "noise/nk", "ohttp/x25519-chacha"):
         r = inp.get(key)
         if not r:
             continue
@@ -305,6 +319,75 @@ def render(res, figs):
       "ed25519-dalek for certificate signatures (the rspamd profile's box is RustCrypto chacha20/poly1305 throughout). "
       "Instruction counts therefore compare implementations as well as designs; what the design alone fixes is the "
       "number of public-key operations and round trips per exchange.")
+    return "\n".join(L) + "\n"
+
+
+HYBRID_ROWS = (
+    ("httpcrypt/pq-fresh-post", None), ("httpcrypt/pq-fresh-get", None), ("httpcrypt/pq-cached", None),
+    ("httpcrypt/pq-ticket", None),
+    ("tls-rustls/tls13-full-pq", "TLS 1.3 full handshake, X25519MLKEM768 key share (1,184-byte ML-KEM key in the "
+                                 "ClientHello, 1,088-byte ciphertext back), ECDSA P-256 certificate"),
+    ("httpcrypt/fresh-post", "for comparison: suite 1, fresh client X25519 key"),
+    ("httpcrypt/ticket", "for comparison: suite-1 ticket"),
+    ("tls-rustls/tls13-full", "for comparison: TLS 1.3 full handshake, X25519"),
+)
+
+
+def hybrid_section(by, inp):
+    """The post-quantum rows side by side: HTTPCrypt's suite 2 (fresh, reused
+    client key, ticket) and rustls' X25519MLKEM768 handshake."""
+    have = [(k, n) for k, n in HYBRID_ROWS if k in by]
+    if not any(k.startswith("httpcrypt/pq-") for k, _ in have):
+        return ""
+    L = ["### Post-quantum hybrid exchanges (HTTPCrypt suite 2 beside TLS's X25519MLKEM768)\n",
+         "| protocol / variant | what | total bytes | C→S | S→C | RTTs | server CPU µs | client CPU µs | "
+         "server instr. | client instr. |",
+         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for k, n in have:
+        r = by[k]
+        L.append(f'| {k} | {n or r.get("note") or ""} | {fmt(r["bytes_fresh_100b"])} | {fmt(r["bytes_c2s"])} | '
+                 f'{fmt(r["bytes_s2c"])} | {fmt(r["rtts_first_byte"])} | {fmt(r["server_cpu_us_fresh"])} | '
+                 f'{fmt(r["client_cpu_us_fresh"])} | {fmt(r["instructions_fresh"])} | {fmt(r["instructions_client"])} |')
+    pf, pt, pc = by.get("httpcrypt/pq-fresh-post"), by.get("httpcrypt/pq-ticket"), by.get("httpcrypt/pq-cached")
+    hf, ht = by.get("httpcrypt/fresh-post"), by.get("httpcrypt/ticket")
+    tp = by.get("tls-rustls/tls13-full-pq")
+    disc = inp.get("httpcrypt/pq-fresh-post", {}).get("extra", {}).get("discovery_bytes")
+    s = ("\nSuite 2 (spec/hybrid.md) keeps HTTPCrypt's shape: the client's X25519 public key stays in the cookie and "
+         "the 1,088-byte ML-KEM-768 ciphertext goes in front of the sealed stream, so a fresh hybrid request is one "
+         "message and one round trip")
+    if pf and hf:
+        s += (f' ({fmt(pf["bytes_fresh_100b"])} bytes against {fmt(hf["bytes_fresh_100b"])} for suite 1'
+              + ("; the answer is the same size" if pf["bytes_s2c"] == hf["bytes_s2c"] else "") + ")")
+    if tp:
+        s += (f', where the TLS hybrid handshake needs {tp["rtts_first_byte"]} round trips and '
+              f'{fmt(tp["bytes_fresh_100b"])} bytes, sending its 1,184-byte ML-KEM key share and receiving the '
+              "ciphertext in every full handshake")
+    s += "."
+    if disc:
+        s += (f' HTTPCrypt moves the ML-KEM key out of band instead: the `OPTIONS {{mount}}/pq` answer ({fmt(disc)} '
+              "bytes, the certificate line and the `hck1` key text) is fetched once per ML-KEM key (a day at the "
+              "defaults), not per connection, and is listed with the other out-of-band key material in §2.")
+    s += (" The server's work for a fresh hybrid request is an X25519, an ML-KEM-768 decapsulation and the SHA3-256 "
+          "combiner")
+    if pf and hf and pf["instructions_fresh"] and hf["instructions_fresh"]:
+        s += (f' ({fmt(pf["instructions_fresh"])} instructions against {fmt(hf["instructions_fresh"])} for suite 1'
+              + (f' and {fmt(tp["instructions_fresh"])} for the TLS hybrid handshake' if tp and tp["instructions_fresh"] else "")
+              + ")")
+    s += (". `pq-cached` is the classical `cached` row's client behaviour (a reused X25519 key pair) under suite 2: "
+          "the server keeps hybrid sessions out of its session cache (a hit would have to compare the whole "
+          "ciphertext), so nothing is cached and the reused key still costs the server the decapsulation and the "
+          "X25519")
+    if pc and pf and pc["server_cpu_us_fresh"] is not None and pf["server_cpu_us_fresh"] is not None:
+        s += f' ({fmt(pc["server_cpu_us_fresh"])} µs against {fmt(pf["server_cpu_us_fresh"])} µs fresh)'
+    s += ("; the project's client never does this (it makes a fresh X25519 key for every fresh hybrid request), and "
+          "the row is kept to show that reuse buys nothing under suite 2. Tickets are the hybrid resumption: a ticket "
+          "issued to a hybrid session carries the hybrid k, so `pq-ticket` is as post-quantum as the first request "
+          "and costs what a suite-1 ticket costs")
+    if pt and ht:
+        s += (f' ({fmt(pt["bytes_fresh_100b"])} bytes, suite 1: {fmt(ht["bytes_fresh_100b"])}'
+              + (f'; {fmt(pt["instructions_fresh"])} server instructions, suite 1: {fmt(ht["instructions_fresh"])}'
+                 if pt["instructions_fresh"] and ht["instructions_fresh"] else "") + ")")
+    L.append(s + ".\n")
     return "\n".join(L) + "\n"
 
 
