@@ -448,7 +448,7 @@ def analysis(by, inp, res):
         pq = by.get("tls-rustls/tls13-full-pq")
         if pq:
             s += (f'. With the hybrid X25519MLKEM768 group (`-pq`) the exchange grows to {fmt(pq["bytes_fresh_100b"])} '
-                  "bytes")
+                  "bytes (HTTPCrypt's suite 2 beside it: §1, post-quantum hybrid exchanges)")
         out.append(s + ".")
     o = by.get("tls-openssl/tls13-full")
     if o:
