@@ -40,8 +40,9 @@ pub fn note(variant: &str) -> &'static str {
         "pq-fresh-post" => "fresh client X25519 key, fresh ML-KEM-768 encapsulation; body = ct_M || stream",
         "pq-fresh-get" => "as pq-fresh-post, ct_M || stream in the base64url query",
         "pq-cached" => {
-            "client reuses its X25519 key; the server has no cache for hybrid sessions, so it \
-             still runs X25519 + ML-KEM decapsulation (no cache hit exists under suite 2)"
+            "client reuses its X25519 key (and, as the cached row, checks no certificate); the \
+             server has no cache for hybrid sessions, so it still runs X25519 + ML-KEM \
+             decapsulation (no cache hit exists under suite 2)"
         }
         "pq-ticket" => "ticket issued to a hybrid session: the hybrid k, no ciphertext, no public-key operation",
         _ => "",
