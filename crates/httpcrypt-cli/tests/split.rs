@@ -482,9 +482,13 @@ impl EvilState {
         self.note(&body);
         let pq = parts.uri.path_and_query().unwrap().as_str().to_string();
         parts.uri = format!("http://{}{pq}", self.origin).parse().unwrap();
+        // The honest double asks for the short outer head (§S3), the
+        // others for the full one, as an older proxy would.
+        let short = self.deviation == Deviation::Honest;
+        let asked = if short { split::SPLIT_SHORT } else { "1" };
         parts
             .headers
-            .insert(split::SPLIT_FIELD, "1".parse().unwrap());
+            .insert(split::SPLIT_FIELD, asked.parse().unwrap());
         let rsp = self
             .client
             .request(http::Request::from_parts(
@@ -505,6 +509,29 @@ impl EvilState {
                 .headers
                 .get(http::header::CONTENT_TYPE)
                 .is_some_and(|v| v.as_bytes() == b"application/octet-stream");
+        if is_split {
+            // Full head: the content endpoint named, no-store; short head:
+            // neither.
+            let named = parts
+                .headers
+                .get(split::CONTENT_FIELD)
+                .map(|v| v.as_bytes().to_vec());
+            let no_store = parts
+                .headers
+                .get(http::header::CACHE_CONTROL)
+                .is_some_and(|v| v.as_bytes() == b"no-store");
+            if short {
+                assert_eq!(named, None, "short head with Httpcrypt-Content");
+                assert!(!no_store, "short head with Cache-Control");
+                assert_eq!(
+                    split::content_prefix(pq.split('?').next().unwrap()).as_deref(),
+                    Some("/.content/")
+                );
+            } else {
+                assert_eq!(named.as_deref(), Some(&b"/.content/"[..]));
+                assert!(no_store, "full head without Cache-Control: no-store");
+            }
+        }
         let mut records: Vec<Vec<u8>> = Vec::new();
         if is_split {
             let mut d = SplitDecoder::new(1 << 20);

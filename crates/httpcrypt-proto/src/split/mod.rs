@@ -41,6 +41,11 @@ use crate::stream::RECORD_OVERHEAD;
 
 /// Outer request field by which a proxy asks for a split answer (§S3).
 pub const SPLIT_FIELD: &str = "httpcrypt-split";
+/// Value of [`SPLIT_FIELD`] asking for a split answer with the short outer
+/// head (§S3): no `Cache-Control`, no [`CONTENT_FIELD`]; the proxy derives
+/// the content endpoint from the request path ([`content_prefix`]). Any
+/// other value asks for the full head.
+pub const SPLIT_SHORT: &str = "2";
 /// Outer response field naming the content endpoint's path prefix (§S3).
 pub const CONTENT_FIELD: &str = "httpcrypt-content";
 /// `Content-Type` of a split answer.
@@ -52,6 +57,15 @@ pub const BATCH_TYPE: &str = "application/httpcrypt-content";
 pub const PUBLIC_FIELD: &str = "hc-public";
 /// The content endpoint's path under the mount (§S5).
 pub const CONTENT_DIR: &str = "/.content/";
+/// The content endpoint's path prefix (`{mount}/.content/`) for a request
+/// whose path is `{mount}/{n0}` (`httpcrypt.md` §4.1), as a proxy derives it
+/// when the origin's answer has the short head (§S3); `None` for a path
+/// without a `/`.
+pub fn content_prefix(request_path: &str) -> Option<String> {
+    let cut = request_path.rfind('/')?;
+    Some(format!("{}{CONTENT_DIR}", &request_path[..cut]))
+}
+
 /// Length of a content ID.
 pub const ID_LEN: usize = 32;
 /// Bytes of a stub frame: type, header, tag, content ID.

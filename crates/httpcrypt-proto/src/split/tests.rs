@@ -143,3 +143,22 @@ fn hex_and_b64_forms() {
     assert_eq!(ContentId::from_b64(id.to_b64().as_bytes()).unwrap(), id);
     assert_eq!(ContentId::from_hex("zz"), None);
 }
+
+/// §S3: with the short head the content endpoint is the request path
+/// without its nonce segment, plus `/.content/`.
+#[test]
+fn the_content_prefix_is_the_mount_of_the_request_path() {
+    assert_eq!(
+        super::content_prefix("/hc/kfqjkAEUpOd17Nrb9xjHD5OQbIxtHcc0").as_deref(),
+        Some("/hc/.content/")
+    );
+    assert_eq!(
+        super::content_prefix("/a/b/kfqjkAEUpOd17Nrb9xjHD5OQbIxtHcc0").as_deref(),
+        Some("/a/b/.content/")
+    );
+    assert_eq!(
+        super::content_prefix("/kfqjkAEUpOd17Nrb9xjHD5OQbIxtHcc0").as_deref(),
+        Some("/.content/")
+    );
+    assert_eq!(super::content_prefix("no-slash"), None);
+}

@@ -138,6 +138,8 @@ pub(super) struct SplitPlan<'a> {
     pub(super) store: Arc<ContentStore>,
     /// The outer request carried `Httpcrypt-Split` (it came through a split proxy).
     pub(super) asked: bool,
+    /// It asked for the short outer head (`Httpcrypt-Split: 2`).
+    pub(super) short_head: bool,
     pub(super) method: String,
     /// The inner request target as sent (§S1 normalises its path).
     pub(super) target: String,
@@ -250,7 +252,7 @@ where
             plan.config.public_record,
             plan.store,
         ) {
-            Ok(b) => split_outer(b.boxed_unsync(), &plan.mount),
+            Ok(b) => split_outer(b.boxed_unsync(), &plan.mount, plan.short_head),
             Err(_) => plain(StatusCode::INTERNAL_SERVER_ERROR, "sealing failed\n"),
         };
     }
@@ -266,14 +268,20 @@ where
     r
 }
 
-/// The outer layout of a split answer (§S3).
-pub(super) fn split_outer(body: HcBody, mount: &str) -> Response<HcBody> {
+/// The outer layout of a split answer (§S3); `short`: without
+/// `Cache-Control` and `Httpcrypt-Content`, which the proxy that asked for
+/// it does not need (the request's path names the content endpoint, and no
+/// cache can reuse an answer to a target with a fresh nonce).
+pub(super) fn split_outer(body: HcBody, mount: &str, short: bool) -> Response<HcBody> {
     let mut r = Response::new(body);
     let h = r.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static(split::SPLIT_TYPE),
     );
+    if short {
+        return r;
+    }
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     if let Ok(v) = HeaderValue::from_str(&format!("{mount}{}", split::CONTENT_DIR)) {
         h.insert(split::CONTENT_FIELD, v);

@@ -23,7 +23,7 @@ use super::answer::{
     seal_response, sealed_outer, SplitPlan,
 };
 use super::config::Encrypted;
-use super::service_request::build_inner_request;
+use super::service_request::{build_inner_request, SplitAsked};
 use super::sessions::{current_tid, issue_ticket, Held, TicketOut};
 use super::shared::{call, Shared};
 use crate::body::{full, plain, FailureSlot, HcBody, OpenBody, DEFAULT_RECORD};
@@ -289,6 +289,7 @@ where
             config: sc,
             store: store.clone(),
             asked: false,
+            short_head: false,
             method: head.method().to_string(),
             target: head.target().to_string(),
             credentials: false,
@@ -309,7 +310,8 @@ where
         build_inner_request(parts, head, body.boxed_unsync(), accepted.bound_host(), cfg)
             .map_err(Stop::Inner)?;
     if let Some(plan) = split.as_mut() {
-        plan.asked = split_asked;
+        plan.asked = split_asked != SplitAsked::No;
+        plan.short_head = split_asked == SplitAsked::Short;
         plan.credentials = crate::split::carries_credentials(inner_req.headers());
     }
     // The facts of the session, next to the outer request's extensions

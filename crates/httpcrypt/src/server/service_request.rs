@@ -9,26 +9,52 @@ use httpcrypt_proto::split;
 use super::config::{OuterFields, ServerConfig};
 use crate::body::HcBody;
 
+/// What the outer request's `Httpcrypt-Split` field asked for (§S3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum SplitAsked {
+    /// No field: an ordinary sealed answer in every case.
+    No,
+    /// A split answer with the full outer head (`Httpcrypt-Content`,
+    /// `Cache-Control`).
+    Full,
+    /// A split answer with the short outer head (value `2`).
+    Short,
+}
+
+impl SplitAsked {
+    fn from_value(v: &[u8]) -> Self {
+        if v == split::SPLIT_SHORT.as_bytes() {
+            SplitAsked::Short
+        } else {
+            SplitAsked::Full
+        }
+    }
+}
+
 /// Builds the request the wrapped service sees from the inner request alone
 /// (spec §4.3, erratum E1; the rule is `inner::service_fields`): the inner
 /// method, target, fields but the protocol's own, and body; `Host` per
 /// `inner::service_host` with `bound` (the outer `Host` the associated data
 /// covers) and the configured name. Allow-listed outer fields go apart, as
-/// [`OuterFields`]. Says whether the outer request carried
-/// `Httpcrypt-Split` (which is for this layer only).
+/// [`OuterFields`]. Says what the outer request's `Httpcrypt-Split` asked
+/// for (the field is for this layer only).
 pub(super) fn build_inner_request(
     parts: &mut http::request::Parts,
     head: PackedRequestHead,
     body: HcBody,
     bound: Option<&[u8]>,
     cfg: &ServerConfig,
-) -> Result<(Request<HcBody>, bool), httpcrypt_proto::Error> {
+) -> Result<(Request<HcBody>, SplitAsked), httpcrypt_proto::Error> {
     use httpcrypt_proto::Error::MalformedInner;
     let method = Method::from_bytes(head.method().as_bytes()).map_err(|_| MalformedInner)?;
     // Target and field values are views of the inner head's bytes, not copies.
     let uri = Uri::from_maybe_shared(head.target_bytes()).map_err(|_| MalformedInner)?;
-    // §S3.
-    let split_asked = parts.headers.contains_key(split::SPLIT_FIELD);
+    // §S3: whether a split answer was asked for, and with the short head.
+    let split_asked = parts
+        .headers
+        .get(split::SPLIT_FIELD)
+        .map(|v| SplitAsked::from_value(v.as_bytes()))
+        .unwrap_or(SplitAsked::No);
     let outer_passed =
         (!cfg.pass_outer.is_empty()).then(|| OuterFields::select(&parts.headers, &cfg.pass_outer));
     let host = if head.has_field("host") {
@@ -108,7 +134,11 @@ mod tests {
             let mut parts = outer();
             let (req, split_asked) =
                 build_inner_request(&mut parts, packed, full(Vec::new()), bound, cfg).unwrap();
-            assert!(split_asked, "the outer request asked for a split answer");
+            assert_eq!(
+                split_asked,
+                SplitAsked::Full,
+                "the outer request asked for a split answer"
+            );
             assert_eq!(req.method(), Method::POST);
             assert_eq!(req.uri(), "/api?q=1");
             let got: Vec<Field> = req

@@ -1,6 +1,7 @@
 //! `httpcrypt split-proxy`: an untrusted caching proxy for split serving
 //! (spec/split-serving.md). It relays every request to the origin
-//! untouched but for the `Httpcrypt-Split` field, relays every ordinary
+//! untouched but for the `Httpcrypt-Split` field (asking for the short
+//! outer head, §S3), relays every ordinary
 //! answer untouched, and turns split answers back into ordinary response
 //! streams: verbatim records as they are, stubs with payloads from its
 //! on-disk cache, fetching the ones it lacks from the origin in batches
@@ -173,11 +174,15 @@ impl SplitProxy {
             .path_and_query()
             .map_or("/", |p| p.as_str())
             .to_string();
+        let path = parts.uri.path().to_string();
         parts.uri = self.origin_uri(&pq)?;
         strip_hop_by_hop(&mut parts.headers);
-        parts
-            .headers
-            .insert(split::SPLIT_FIELD, HeaderValue::from_static("1"));
+        // The short head (§S3): the origin leaves out what this proxy
+        // derives or sets itself.
+        parts.headers.insert(
+            split::SPLIT_FIELD,
+            HeaderValue::from_static(split::SPLIT_SHORT),
+        );
         let is_options = parts.method == Method::OPTIONS;
         let req = Request::from_parts(
             parts,
@@ -200,12 +205,14 @@ impl SplitProxy {
                 body.map_err(|e| -> BoxError { Box::new(e) }).boxed_unsync(),
             ));
         }
-        let content = parts
-            .headers
-            .remove(split::CONTENT_FIELD)
-            .and_then(|v| v.to_str().ok().map(str::to_string))
-            .filter(|p| p.starts_with('/') && p.ends_with('/'))
-            .ok_or("split answer without a usable Httpcrypt-Content")?;
+        // An origin that gave the full head names the content endpoint;
+        // with the short head it is the mount of the request's path.
+        let content = match parts.headers.remove(split::CONTENT_FIELD) {
+            Some(v) => v.to_str().ok().map(str::to_string),
+            None => split::content_prefix(&path),
+        }
+        .filter(|p| p.starts_with('/') && p.ends_with('/'))
+        .ok_or("split answer without a usable content endpoint")?;
         parts.headers.remove(header::CONTENT_LENGTH);
         parts.headers.insert(
             header::CONTENT_TYPE,
