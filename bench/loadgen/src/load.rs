@@ -17,6 +17,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 use crate::hc::{HcClient, Pending};
+use crate::hcpq::{HcPqClient, PqPending};
 use crate::http1::{self, Buffers, CountSink, Reply};
 use crate::io::{Counters, Counting};
 
@@ -26,6 +27,8 @@ pub enum Proto {
     Plain,
     Tls(TlsConnector),
     Hc(Arc<HcClient>),
+    /// Suite 2: X25519 + ML-KEM-768 (spec/hybrid.md).
+    HcPq(Arc<HcPqClient>),
 }
 
 /// One run's settings.
@@ -357,6 +360,7 @@ fn plain_request(s: &Settings, close: bool, out: &mut Vec<u8>) {
 enum Prepared<'a> {
     Plain,
     Hc(&'a HcClient, Pending),
+    HcPq(&'a HcPqClient, PqPending),
 }
 
 /// Writes the protocol's request into `req`: for HTTPCrypt, sealed (with
@@ -374,6 +378,7 @@ fn prepare<'a>(
             Prepared::Plain
         }
         Proto::Hc(c) => Prepared::Hc(c, c.request(&s.path, close, req)?),
+        Proto::HcPq(c) => Prepared::HcPq(c, c.request(&s.path, close, req)?),
     })
 }
 
@@ -406,6 +411,7 @@ where
 {
     let reply = match prepared {
         Prepared::Hc(c, pending) => c.exchange(io, req, bufs, pending).await?.0,
+        Prepared::HcPq(c, pending) => c.exchange(io, req, bufs, pending).await?.0,
         Prepared::Plain => http1::exchange(io, req, bufs, &mut CountSink::default()).await?,
     };
     let payload = reply.payload;
