@@ -42,6 +42,9 @@ pub struct HcPqClient {
     mount: Mount,
     host: String,
     mode: PqMode,
+    /// Always the POST form (raw ciphertext in the body), even where the
+    /// GET form fits.
+    post: bool,
     limits: Limits,
     ticket: Mutex<Option<Arc<(Ticket, SessionKey)>>>,
 }
@@ -69,7 +72,7 @@ impl HcPqClient {
     /// A client for the server whose suite-2 list is `list` (the body of
     /// `OPTIONS {mount}/pq`): the valid suite-2 certificate with the
     /// highest serial, and the encapsulation key it signs.
-    pub fn new(list: &[u8], mount: &str, host: &str, mode: PqMode) -> Result<Self> {
+    pub fn new(list: &[u8], mount: &str, host: &str, mode: PqMode, post: bool) -> Result<Self> {
         let list = parse_cert_list(list).context("suite-2 certificate list")?;
         let now = unix_now();
         let cert = list
@@ -85,13 +88,14 @@ impl HcPqClient {
             mount: Mount::new(mount)?,
             host: host.to_string(),
             mode,
+            post,
             limits: Limits::default(),
             ticket: Mutex::new(None),
         })
     }
 
     /// Seals a GET for `path` and writes the outer request into `out`: GET
-    /// form when it fits, else POST.
+    /// form when it fits (and POST was not asked for), else POST.
     pub fn request(&self, path: &str, close: bool, out: &mut Vec<u8>) -> Result<PqPending> {
         let now = unix_now();
         let n0 = Profile::V1.request_n0(now, &mut OsRng);
@@ -137,7 +141,7 @@ impl HcPqClient {
         head.encode(&mut plain);
         let mut sealed = Vec::with_capacity(plain.len() + 32);
         stream::seal_all(prepared.sealer(), &plain, plain.len(), &mut sealed)?;
-        let form = if prepared.fits_get_form(&self.mount, plain.len()) {
+        let form = if !self.post && prepared.fits_get_form(&self.mount, plain.len()) {
             Form::Get
         } else {
             Form::Post

@@ -75,7 +75,8 @@ struct Stats {
     flights_min: u32,
     flights_max: u32,
     flights_sum: u64,
-    tls: Option<(String, String)>,
+    /// Version, cipher suite and key exchange group of the first handshake.
+    tls: Option<(String, String, String)>,
     resumed: u64,
 }
 
@@ -283,7 +284,7 @@ pub async fn run(proto: Proto, s: Settings) -> Result<Value> {
             "max": all.flights_max,
             "mean": all.flights_sum as f64 / n,
         },
-        "tls": all.tls.map(|(v, c)| json!({"version": v, "suite": c})),
+        "tls": all.tls.map(|(v, c, g)| json!({"version": v, "suite": c, "group": g})),
         "resumed_fraction": all.resumed as f64 / n,
     }))
 }
@@ -432,6 +433,8 @@ fn note_tls(st: &mut Stats, c: &rustls::ClientConnection) {
             format!("{:?}", c.protocol_version()),
             c.negotiated_cipher_suite()
                 .map_or_else(String::new, |s| format!("{:?}", s.suite())),
+            c.negotiated_key_exchange_group()
+                .map_or_else(String::new, |g| format!("{:?}", g.name())),
         ));
     }
     if c.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
