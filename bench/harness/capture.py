@@ -13,8 +13,8 @@ import time
 
 from configs import CONFIGS
 
-CHECKED = ["nginx-plain", "nginx-tls12", "nginx-tls13", "rustls-tls13", "hc-plain", "hc-fresh", "hc-ticket",
-           "hc2-fresh", "hc2-ticket"]
+CHECKED = ["nginx-plain", "nginx-tls12", "nginx-tls13", "rustls-tls13", "rustls-tls13-pq", "hc-plain", "hc-fresh",
+           "hc-ticket", "hc2-fresh", "hc2-ticket", "hcpq-fresh"]
 COUNT = 200
 
 

@@ -16,12 +16,14 @@ STYLE = {
     "nginx-tls12-tickets": ("#ff9896", "s", "--"),
     "nginx-tls13": ("#9467bd", "^", "-"),
     "rustls-tls13": ("#8c564b", "v", "-"),
+    "rustls-tls13-pq": ("#c49c94", "v", "--"),
     "hc-plain": ("#2ca02c", "o", ":"),
     "hc-fresh": ("#1f77b4", "D", "-"),
     "hc-cached": ("#17becf", "D", "--"),
     "hc-ticket": ("#aec7e8", "D", "-."),
     "hc2-fresh": ("#9467bd", "s", "-"),
     "hc2-ticket": ("#c5b0d5", "s", "-."),
+    "hcpq-fresh": ("#ff7f0e", "P", "-"),
 }
 
 

@@ -38,10 +38,11 @@ class Plan:
             self.reps, self.duration, self.warmup = 3, 1.0, 0.25
             self.configs = list(CONFIGS)
             self.scaling, self.rtt, self.capture, self.unloaded = False, True, True, False
-        else:  # smoke: httpcrypt serve only, short runs, no report
+        else:  # smoke: httpcrypt serve and the post-quantum rustls pair, short runs, no report
             self.cells = [("newconn", "100b"), ("keepalive", "1k")]
             self.reps, self.duration, self.warmup = 1, 1.0, 0.2
-            self.configs = ["hc-plain", "hc-fresh", "hc-cached", "hc-ticket", "hc2-fresh", "hc2-ticket"]
+            self.configs = ["hc-plain", "hc-fresh", "hc-cached", "hc-ticket", "hc2-fresh", "hc2-ticket",
+                            "hcpq-fresh", "rustls-tls13-pq"]
             self.scaling, self.rtt, self.capture, self.unloaded = False, False, False, False
         self.conns = 50
 
@@ -159,7 +160,8 @@ class Bench(servers.Harness):
         d = json.loads(r.stdout)
         self.say(f"floor: X25519 {d['x25519_us']:.1f} µs, exchange crypto {d['crypto_us']:.2f} µs "
                  f"({d['crypto_1k_us']:.2f} with 1 KiB), protocol core {d['core_us']:.2f} µs "
-                 f"({d['core_1k_us']:.2f} with 1 KiB)")
+                 f"({d['core_1k_us']:.2f} with 1 KiB); suite 2: X-Wing agreement {d['xwing_us']:.1f} µs, "
+                 f"protocol core with it {d['core_pq_us']:.1f} µs")
         return d
 
     def capture(self, srv):
@@ -242,7 +244,7 @@ def main():
     b = Bench(args)
     t0 = time.time()
     b.say(f"mode {args.mode}; work dir {b.work}")
-    fx = servers.make_fixtures(b.work, b.httpcrypt, tls=args.mode != "smoke")
+    fx = servers.make_fixtures(b.work, b.httpcrypt)
     result = {"meta": machine_info(args.bin_dir)}
     from configs import DESCRIPTIONS
     result["meta"].update(mode=args.mode, date=datetime.datetime.now(datetime.timezone.utc).isoformat(
@@ -257,6 +259,9 @@ def main():
                                                    compact=True)),
             "hc2t": b.start(servers.start_httpcrypt(b.work, fx, b.httpcrypt, 1, "0", "w1ct", tickets=True,
                                                     compact=True)),
+            "hcpq": b.start(servers.start_httpcrypt(b.work, fx, b.httpcrypt, 1, "0", "w1pq", tickets=False,
+                                                    pq=True)),
+            "rustlspq": b.start(servers.start_rustls(b.work, fx, b.loadgen, 1, "0", "w1pq", pq=True)),
         }
         if args.mode != "smoke":
             srv["nginx"] = b.start(servers.start_nginx(b.work, fx, 1, "0", "w1"))
@@ -290,8 +295,14 @@ def main():
         # Each answer size on its own: the smoke mode's debug build times a
         # 100 B and a 1 KiB answer within its noise of each other.
         if not (0 < fl.get("crypto_us", 0) < fl.get("core_us", 0) and fl.get("x25519_us", 0) > 0
-                and 0 < fl.get("crypto_1k_us", 0) < fl.get("core_1k_us", 0)):
+                and 0 < fl.get("crypto_1k_us", 0) < fl.get("core_1k_us", 0)
+                and fl.get("x25519_us", 0) < fl.get("xwing_us", 0) < fl.get("core_pq_us", 0)):
             bad.append(f"implausible floor {fl}")
+        # The post-quantum TLS pair must have agreed on the hybrid group.
+        for k, v in result["aggregate"].items():
+            group = (v.get("tls") or {}).get("group")
+            if k.startswith("rustls-tls13-pq|") and group != "X25519MLKEM768":
+                bad.append(f"{k}: key exchange group {group}, expected X25519MLKEM768")
         for k, v in sorted(result["aggregate"].items()):
             print(f"  {k:28} {v['rps']['median']:9.0f} req/s  {v['cpu_us']['median']:7.1f} us/req "
                   f"{v['bytes']['median']:8.0f} B/req  errors {v['errors']}")

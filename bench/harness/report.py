@@ -136,10 +136,14 @@ def ratios(result):
     put("keepalive_1k_cpu_httpcrypt_fresh_over_plain",
         _paired(result, "hc-fresh", "hc-plain", "keepalive/1k", cpu), "(info)", None,
         "keep-alive 1 KiB, fresh client key per request / plaintext path")
-    put("overhead_bytes_100b_httpcrypt_ticket", ov("hc-ticket"), "(info)", None,
-        "overhead bytes with tickets (ticket cookie in, new ticket out)")
-    put("overhead_bytes_100b_httpcrypt2_ticket", ov("hc2-ticket"), "(info)", None,
-        "overhead bytes with tickets, profile 2")
+    fresh2 = ov("hc2-fresh")
+    put("overhead_bytes_100b_httpcrypt_ticket", ov("hc2-ticket"), "<= overhead_bytes_100b_httpcrypt",
+        None if fresh2 is None else (lambda x: x <= fresh2),
+        "overhead bytes with tickets (ticket cookie in, new ticket out), request profile 2 "
+        "(`hc2-ticket`); met when no more than this run's `overhead_bytes_100b_httpcrypt` (the fresh key "
+        "of the same layout)")
+    put("overhead_bytes_100b_httpcrypt_ticket_v1", ov("hc-ticket"), "(info)", None,
+        "the same in the v1 layout (`hc-ticket`)")
     put("newconn_100b_cpu_httpcrypt2_fresh_over_plain",
         _paired(result, "hc2-fresh", "hc-plain", "newconn/100b", cpu), "(info)", None,
         "new connection, 100 B, fresh client key, profile 2 / plaintext path")
@@ -150,26 +154,154 @@ def ratios(result):
         _paired(result, "hc2-ticket", "hc-plain", "keepalive/1k", cpu), "(info)", None,
         "keep-alive 1 KiB, ticket, profile 2 / plaintext path")
     put("overhead_bytes_100b_tls12", ov("nginx-tls12"), "(info)", None, "nginx TLS 1.2 full handshake")
-    for key, v in floors(result).items():
+    # Suite 2 (spec/hybrid.md) beside the v1 fresh key and the
+    # post-quantum TLS 1.3 handshake.
+    put("overhead_bytes_100b_httpcrypt_pq", ov("hcpq-fresh"), "<= 1500", lambda x: x <= 1500,
+        "TCP payload bytes per 100 B request and response beyond the same server's plain HTTP, new "
+        "connection, suite 2 (X25519 + ML-KEM-768): fresh client key and encapsulation, GET form with the "
+        "1,088-byte ciphertext in the query, no ticket")
+    put("overhead_bytes_100b_tls13_pq", ov("rustls-tls13-pq"), "(info)", None,
+        "the same for the rustls TLS 1.3 server with X25519MLKEM768 (full handshake) over the httpcrypt "
+        "server's plaintext path (same hyper and static-file code)")
+    put("newconn_100b_cpu_httpcrypt_pq_over_fresh",
+        _paired(result, "hcpq-fresh", "hc-fresh", "newconn/100b", cpu), "<= 1.6", lambda x: x <= 1.6,
+        "server CPU per request, new connection, 100 B: httpcrypt suite 2 (fresh X25519 key and ML-KEM-768 "
+        "encapsulation) / httpcrypt v1 fresh client key")
+    put("newconn_100b_cpu_rustls_tls13_pq_over_httpcrypt_pq",
+        _paired(result, "rustls-tls13-pq", "hcpq-fresh", "newconn/100b", cpu), ">= 2.0", lambda x: x >= 2.0,
+        "server CPU per request, new connection, 100 B: rustls TLS 1.3 full handshake with X25519MLKEM768 / "
+        "httpcrypt suite 2 fresh key")
+    fs = floors(result)
+    for key, v in fs.items():
         put(f"floor_{key}", {"value": v["core"], "crypto_only": v["crypto"]}, "(info)", None,
             f"the best `{key}` any server on this protocol could reach here: the plaintext path of this "
-            "run plus `loadgen floor`'s protocol core (and X25519 where the client key is fresh), "
-            "nothing else; `crypto_only` adds the cryptography alone")
+            "run plus `loadgen floor`'s protocol core (and X25519 where the client key is fresh; for "
+            "suite 2 the core with its X-Wing agreement), nothing else; `crypto_only` adds the "
+            "cryptography alone")
+    # How far the measured ratios are from their floors and ceilings.
+    for key, (measured, target, ok) in EXCESS_OF.items():
+        put(key, excess(result, measured), target, ok, EXCESS_TEXT[measured])
+    for key, (measured, target, ok) in SHARE_OF.items():
+        put(key, share(result, measured), target, ok,
+            f"`{measured}` / its ceiling `floor_{measured}`, per repetition (the ceiling's plaintext path "
+            "from the same repetition; it comes to the floor of the httpcrypt side over its measured "
+            "CPU, so 1.0 means the server adds nothing to the protocol and its plaintext path), median "
+            "over repetitions")
     return out
 
 
-# Target keys and how their floor is formed: (cell, whether the X25519 of a
-# fresh client key counts, the TLS configuration for a "TLS over us" key or
-# None); the plaintext path is always `hc-plain` in that cell, and the
-# floor's parts are those timed with the cell's answer size (1 KiB cells use
-# `loadgen floor`'s `*_1k_us`, where the run has them).
+# Issue 38: measured ratio minus its floor, per repetition. key -> (the
+# ratio key it is computed for, target text, predicate or None).
+EXCESS_OF = {
+    "excess_fresh_over_floor": ("newconn_100b_cpu_httpcrypt_fresh_over_plain", "<= 0.10",
+                                lambda x: x <= 0.10),
+    "excess_cached_over_floor": ("newconn_100b_cpu_httpcrypt_cached_over_plain", "<= 0.04",
+                                 lambda x: x <= 0.04),
+    "excess_keepalive_100b_over_floor": ("keepalive_100b_cpu_httpcrypt_over_plain", "<= 0.08",
+                                         lambda x: x <= 0.08),
+    "excess_keepalive_1k_over_floor": ("keepalive_1k_cpu_httpcrypt_over_plain", "<= 0.08",
+                                       lambda x: x <= 0.08),
+}
+EXCESS_TEXT = {
+    m: f"`{m}` minus `floor_{m}`, per repetition (the floor's plaintext path from the same "
+       "repetition), median over repetitions: the share of the plaintext path the server spends "
+       "beyond the protocol core"
+    for m, _, _ in EXCESS_OF.values()
+}
+
+# Issue 38: the "TLS over us" ratios as shares of their ceilings.
+SHARE_OF = {
+    "nginx_tls12_share_of_ceiling": ("newconn_100b_cpu_nginx_tls12_over_httpcrypt", ">= 0.93",
+                                     lambda x: x >= 0.93),
+    "rustls_tls13_share_of_ceiling": ("newconn_100b_cpu_rustls_tls13_over_httpcrypt", ">= 0.93",
+                                      lambda x: x >= 0.93),
+    "rustls_tls13_pq_share_of_ceiling": ("newconn_100b_cpu_rustls_tls13_pq_over_httpcrypt_pq", "(info)",
+                                         None),
+}
+
+
+def _ours_floor(fl, cell, agreement):
+    """`loadgen floor`'s protocol cost per request in `cell` for the given
+    agreement (None: a known session key; "x25519"; "xwing": suite 2),
+    with the core (`core`) and with the cryptography alone (`crypto`); None
+    when the floor tool of the run did not time it."""
+    size = "_1k" if cell.endswith("/1k") and "core_1k_us" in fl else ""
+    if agreement == "xwing":
+        if "core_pq_us" not in fl:
+            return None
+        # The suite-2 core includes its agreement: a hybrid accept has no
+        # session cache to stand in for it.
+        return {"core": fl["core_pq_us"], "crypto": fl["xwing_us"] + fl["crypto_us"]}
+    x = fl["x25519_us"] if agreement == "x25519" else 0.0
+    return {part: x + fl[f"{part}{size}_us"] for part in ("core", "crypto")}
+
+
+def _reps(result, names, cell):
+    """Per repetition with a run of every configuration of `names` in
+    `cell`: {name: server CPU µs per request}."""
+    by = {}
+    for r in result.get("runs", []):
+        if r["config"] in names and r["cell"] == cell:
+            by.setdefault(r["rep"], {})[r["config"]] = r["server_cpu_us_per_req"]
+    return [by[k] for k in sorted(by) if len(by[k]) == len(names)]
+
+
+def _stats(vals):
+    if not vals:
+        return None
+    return {"value": statistics.median(vals), "min": min(vals), "max": max(vals), "n": len(vals)}
+
+
+def excess(result, key):
+    """`key`'s measured ratio minus its floor (with the core), per
+    repetition."""
+    fl = result.get("floor")
+    if not fl or key not in FLOOR_OF:
+        return None
+    cell, agreement, tls, side = FLOOR_OF[key]
+    ours = _ours_floor(fl, cell, agreement)
+    if ours is None or tls is not None:
+        return None
+    vals = [(r[side] - r["hc-plain"] - ours["core"]) / r["hc-plain"]
+            for r in _reps(result, (side, "hc-plain"), cell) if r["hc-plain"] > 0]
+    return _stats(vals)
+
+
+def share(result, key):
+    """A "TLS over us" ratio divided by its ceiling (with the core), per
+    repetition."""
+    fl = result.get("floor")
+    if not fl or key not in FLOOR_OF:
+        return None
+    cell, agreement, tls, side = FLOOR_OF[key]
+    ours = _ours_floor(fl, cell, agreement)
+    if ours is None or tls is None:
+        return None
+    vals = []
+    for r in _reps(result, (tls, side, "hc-plain"), cell):
+        if r[side] > 0 and r[tls] > 0:
+            measured = r[tls] / r[side]
+            ceiling = r[tls] / (r["hc-plain"] + ours["core"])
+            vals.append(measured / ceiling)
+    return _stats(vals)
+
+
+# Target keys and how their floor is formed: (cell, the key agreement the
+# httpcrypt side runs: None for a known session key, "x25519" for a fresh
+# client key, "xwing" for suite 2; the TLS configuration for a "TLS over us"
+# key or None; the httpcrypt configuration measured). The plaintext path is
+# always `hc-plain` in that cell, and the floor's parts are those timed with
+# the cell's answer size (1 KiB cells use `loadgen floor`'s `*_1k_us`, where
+# the run has them).
 FLOOR_OF = {
-    "keepalive_100b_cpu_httpcrypt_over_plain": ("keepalive/100b", False, None),
-    "keepalive_1k_cpu_httpcrypt_over_plain": ("keepalive/1k", False, None),
-    "newconn_100b_cpu_httpcrypt_cached_over_plain": ("newconn/100b", False, None),
-    "newconn_100b_cpu_httpcrypt_fresh_over_plain": ("newconn/100b", True, None),
-    "newconn_100b_cpu_nginx_tls12_over_httpcrypt": ("newconn/100b", True, "nginx-tls12"),
-    "newconn_100b_cpu_rustls_tls13_over_httpcrypt": ("newconn/100b", True, "rustls-tls13"),
+    "keepalive_100b_cpu_httpcrypt_over_plain": ("keepalive/100b", None, None, "hc-ticket"),
+    "keepalive_1k_cpu_httpcrypt_over_plain": ("keepalive/1k", None, None, "hc-ticket"),
+    "newconn_100b_cpu_httpcrypt_cached_over_plain": ("newconn/100b", None, None, "hc-cached"),
+    "newconn_100b_cpu_httpcrypt_fresh_over_plain": ("newconn/100b", "x25519", None, "hc-fresh"),
+    "newconn_100b_cpu_nginx_tls12_over_httpcrypt": ("newconn/100b", "x25519", "nginx-tls12", "hc-fresh"),
+    "newconn_100b_cpu_rustls_tls13_over_httpcrypt": ("newconn/100b", "x25519", "rustls-tls13", "hc-fresh"),
+    "newconn_100b_cpu_rustls_tls13_pq_over_httpcrypt_pq": ("newconn/100b", "xwing", "rustls-tls13-pq",
+                                                           "hcpq-fresh"),
 }
 
 
@@ -183,22 +315,20 @@ def floors(result):
     out = {}
     if not fl:
         return out
-    for key, (cell, fresh, tls) in FLOOR_OF.items():
+    for key, (cell, agreement, tls, _) in FLOOR_OF.items():
         plain = _agg(result, "hc-plain", cell, "cpu_us")
-        if not plain:
+        ours = _ours_floor(fl, cell, agreement)
+        if not plain or ours is None:
             continue
-        x = fl["x25519_us"] if fresh else 0.0
-        size = "_1k" if cell.endswith("/1k") and "core_1k_us" in fl else ""
         v = {}
         for part in ("core", "crypto"):
-            ours = plain + x + fl[f"{part}{size}_us"]
             if tls:
                 theirs = _agg(result, tls, cell, "cpu_us")
                 if theirs is None:
                     break
-                v[part] = theirs / ours
+                v[part] = theirs / (plain + ours[part])
             else:
-                v[part] = ours / plain
+                v[part] = (plain + ours[part]) / plain
         if len(v) == 2:
             out[key] = v
     return out
@@ -317,6 +447,10 @@ def floor_section(result):
            f"strike register, answer head, seal) {fl['core_us']:.2f} µs"
            + (f"; with a 1 KiB answer, for the 1 KiB row, {fl['crypto_1k_us']:.2f} and "
               f"{fl['core_1k_us']:.2f} µs" if with_1k else "")
+           + (f"; for suite 2 (spec/hybrid.md), the server's X-Wing agreement (X25519, ML-KEM-768 "
+              f"decapsulation, combiner) {fl['xwing_us']:.1f} µs and the sans-IO core on a fresh "
+              f"suite-2 GET (1,088-byte ciphertext in the query), that agreement included, "
+              f"{fl['core_pq_us']:.1f} µs" if "core_pq_us" in fl else "")
            + ". Added to this run's plaintext path "
            "(and the X25519 where the key is fresh), they give the best ratio any server on this "
            "protocol could show here: the HTTP layer around the core, the longer outer request and "
@@ -355,6 +489,16 @@ CPU_KEYS = {
 }
 
 
+# The split table's keys: the CPU keys above and the suite-2 ones, which
+# bench/crosscheck and bench/rate do not re-measure.
+SPLIT_KEYS = {
+    **CPU_KEYS,
+    "newconn_100b_cpu_httpcrypt_pq_over_fresh": ("hcpq-fresh", "hc-fresh", ("newconn", "100b")),
+    "newconn_100b_cpu_rustls_tls13_pq_over_httpcrypt_pq": ("rustls-tls13-pq", "hcpq-fresh",
+                                                           ("newconn", "100b")),
+}
+
+
 def split_section(result):
     """Per CPU key, the two sides' server time in user space and in
     the kernel (`/proc/PID/stat` utime and stime over the same windows as
@@ -362,7 +506,7 @@ def split_section(result):
     lies. Empty for runs whose loadgen did not report the parts."""
     agg = result.get("aggregate", {})
     rows = []
-    for key, (a, b, (mode, size)) in CPU_KEYS.items():
+    for key, (a, b, (mode, size)) in SPLIT_KEYS.items():
         x, y = agg.get(f"{a}|{mode}/{size}"), agg.get(f"{b}|{mode}/{size}")
         if not x or not y or "user_us" not in x or "user_us" not in y:
             continue
@@ -529,6 +673,16 @@ METHOD = """## Method
 - **Pinning**: every server with one worker on CPU 0 (`taskset -c 0`, all threads), the generator
   on CPU 1. Cells run configuration after configuration (A B C … A B C …, order rotated per
   repetition), so drift on this shared host hits all configurations alike.
+- **Post-quantum cells**: `hcpq-fresh` is `httpcrypt serve --pq on` (a key directory made with
+  `keygen --pq`) asked in suite 2 (spec/hybrid.md): the generator learns the suite-2 certificate and
+  the ML-KEM-768 encapsulation key once from `OPTIONS /hc/pq`, then for every request makes a fresh
+  X25519 key and a fresh encapsulation and sends the 1,088-byte ciphertext before the sealed stream,
+  in the GET query when the request line fits (it does for these GETs), as `httpcrypt::Client` does;
+  the server runs X25519, an ML-KEM-768 decapsulation and the X-Wing combiner per request (hybrid
+  sessions are not cached; tickets would resume them). `rustls-tls13-pq` is the rustls server taking
+  only the X25519MLKEM768 group, the client offering it first (then X25519 and P-256, as rustls'
+  default provider does), full handshakes. Their floor adds `loadgen floor`'s suite-2 core, which
+  includes the X-Wing agreement, to the plaintext path.
 - **Null baseline**: `hc-plain` is a plaintext GET outside the mount on the same `httpcrypt
   serve` process (`--pass-through`): the same listener, hyper connection code and static-file
   service, with no HTTPCrypt processing at all. An in-protocol "null cipher" would need a

@@ -35,12 +35,16 @@ def run(b, fx):
         srv = {
             "nginx": servers.start_nginx(b.work, fx, 1, "0", "rtt", netns=ns),
             "rustls": servers.start_rustls(b.work, fx, b.loadgen, 1, "0", "rtt", netns=ns),
+            "rustlspq": servers.start_rustls(b.work, fx, b.loadgen, 1, "0", "rttpq", netns=ns, pq=True,
+                                             port=28085),
             "hc": servers.start_httpcrypt(b.work, fx, b.httpcrypt, 1, "0", "rtt", False, netns=ns, port=28090),
             "hct": servers.start_httpcrypt(b.work, fx, b.httpcrypt, 1, "0", "rttt", True, netns=ns, port=28091),
             "hc2": servers.start_httpcrypt(b.work, fx, b.httpcrypt, 1, "0", "rttc", False, netns=ns, port=28092,
                                            compact=True),
             "hc2t": servers.start_httpcrypt(b.work, fx, b.httpcrypt, 1, "0", "rttct", True, netns=ns,
                                             port=28093, compact=True),
+            "hcpq": servers.start_httpcrypt(b.work, fx, b.httpcrypt, 1, "0", "rttpq", False, netns=ns,
+                                            port=28094, pq=True),
         }
         for s in srv.values():
             started.append(s)

@@ -96,7 +96,12 @@ def make_fixtures(work, httpcrypt_bin, tls=True):
     # they get a key directory of their own.
     keys2 = os.path.join(work, "keys2")
     subprocess.run([httpcrypt_bin, "keygen", "--dir", keys2], check=True, stdout=subprocess.DEVNULL)
-    return {"root": root, "cert": cert, "key": key, "keys": keys, "keys2": keys2}
+    # Servers with --pq on add an ML-KEM-768 key and suite-2 certificates
+    # to their key directory, so they get one of their own, made with it.
+    keyspq = os.path.join(work, "keyspq")
+    subprocess.run([httpcrypt_bin, "keygen", "--pq", "--dir", keyspq], check=True,
+                   stdout=subprocess.DEVNULL)
+    return {"root": root, "cert": cert, "key": key, "keys": keys, "keys2": keys2, "keyspq": keyspq}
 
 
 def wait_port(port, proc, timeout=10.0):
@@ -193,24 +198,27 @@ def start_nginx(work, fx, workers, cpus, tag, netns=None):
     return s
 
 
-def start_rustls(work, fx, loadgen, workers, cpus, tag, netns=None):
-    port = free_ports(1)[0] if not netns else 28084
+def start_rustls(work, fx, loadgen, workers, cpus, tag, netns=None, pq=False, port=None):
+    """The rustls TLS 1.3 server of `loadgen serve-tls`; `pq`: taking only
+    the X25519MLKEM768 hybrid group."""
+    port = port or (free_ports(1)[0] if not netns else 28084)
     s = Server(f"rustls-{tag}", pin(cpus) + [
         loadgen, "serve-tls", "--listen", f"127.0.0.1:{port}", "--cert", fx["cert"],
-        "--key", fx["key"], "--root", fx["root"], "--workers", str(workers)],
+        "--key", fx["key"], "--root", fx["root"], "--workers", str(workers)] + (["--pq"] if pq else []),
         [port], os.path.join(work, f"rustls-{tag}.log"), netns)
     s.addr = {"tls13": port}
     return s
 
 
 def start_httpcrypt(work, fx, httpcrypt, workers, cpus, tag, tickets, netns=None, port=None,
-                    compact=False):
+                    compact=False, pq=False):
     """`httpcrypt serve` under the mount /hc, plaintext GETs outside it
     passed through to the same static-file service (the null baseline).
     `compact`: announce request profile 2 (spec §4.5), which the load
-    generator then uses."""
+    generator then uses. `pq`: `--pq on`, suite-2 certificates at
+    `OPTIONS /hc/pq` beside the v1 ones (spec/hybrid.md)."""
     port = port or (free_ports(1)[0] if not netns else 28090)
-    keys = fx["keys2"] if compact else fx["keys"]
+    keys = fx["keyspq"] if pq else fx["keys2"] if compact else fx["keys"]
     argv = pin(cpus) + [httpcrypt, "serve", "--keys", keys, "--root", fx["root"],
                         "--listen", f"127.0.0.1:{port}", "--mount", "/hc", "--pass-through",
                         "--workers", str(workers),
@@ -223,6 +231,8 @@ def start_httpcrypt(work, fx, httpcrypt, workers, cpus, tag, tickets, netns=None
         argv.append("--no-tickets")
     if compact:
         argv.append("--compact")
+    if pq:
+        argv += ["--pq", "on"]
     s = Server(f"httpcrypt-{tag}", argv, [port], os.path.join(work, f"httpcrypt-{tag}.log"), netns)
     s.addr = {"http": port}
     return s

@@ -21,21 +21,34 @@
 //!   (`httpcrypt_proto::server`).
 //! - `crypto_1k_us`, `core_1k_us`: the same two with a 1 KiB answer, for the
 //!   benchmark's 1 KiB cells.
+//! - `xwing_us`: the suite-2 agreement (spec/hybrid.md H1) in place of the
+//!   X25519: X25519, ML-KEM-768 decapsulation and the X-Wing combiner, as
+//!   the server runs it (`HybridServerKey::agree`).
+//! - `core_pq_us`: the sans-IO core on a fresh suite-2 GET (the generator's
+//!   `--keys hybrid` request: 1,088-byte ciphertext in the query) with a
+//!   100 B answer, the agreement included (the hybrid accept has no session
+//!   cache to stand in for it): `httpcrypt_proto::hybrid::exchange::accept`,
+//!   then the same open, parse, `Date`, strike register and seal as
+//!   `core_us`.
 
 use std::hint::black_box;
 use std::time::Instant;
 
 use anyhow::{ensure, Context as _, Result};
 use httpcrypt::ServerConfig;
+use httpcrypt_proto::hybrid::{self, HybridCert, HybridKeys, HybridServerKey, KemSecret};
 use httpcrypt_proto::inner::{Field, Head as _, PackedRequestHead, ResponseHead};
 use httpcrypt_proto::outer::{self, Mount};
 use httpcrypt_proto::replay::{self, StrikeRegister};
 use httpcrypt_proto::server::{self, Accept, Agreement, OuterRequest, ServerKey, ServerKeys};
 use httpcrypt_proto::stream::{self, ResponseKey, Sealer};
-use httpcrypt_proto::{IdentityKey, KexPublic, KexSecret, KeyCert, Limits, Opener, SessionKey};
+use httpcrypt_proto::{
+    IdentityKey, KexPublic, KexSecret, KeyCert, Limits, Opener, Profile, SessionKey,
+};
 use rand_core::OsRng;
 
 use crate::hc::{HcClient, KeyMode};
+use crate::hcpq::{HcPqClient, PqMode};
 
 /// Distinct inputs cycled through by every loop.
 const POOL: usize = 64;
@@ -67,10 +80,22 @@ impl Prepared {
     fn new(client: &HcClient, path: &str, limits: &Limits) -> Result<Self> {
         let mut wire = Vec::new();
         let pending = client.request(path, false, &mut wire)?;
+        Self::parse(&wire, pending.key(), pending.n0(), limits)
+    }
+
+    /// A new suite-2 GET of `path` from `client`, its outer head parsed back.
+    fn hybrid(client: &HcPqClient, path: &str, limits: &Limits) -> Result<Self> {
+        let mut wire = Vec::new();
+        let pending = client.request(path, false, &mut wire)?;
+        Self::parse(&wire, pending.key(), pending.n0(), limits)
+    }
+
+    /// The GET-form request `wire`, sealed under `key` with nonce `n0`.
+    fn parse(wire: &[u8], key: &SessionKey, n0: &[u8; 24], limits: &Limits) -> Result<Self> {
         let mut fields = [httparse::EMPTY_HEADER; 8];
         let mut req = httparse::Request::new(&mut fields);
         ensure!(
-            req.parse(&wire)?.is_complete(),
+            req.parse(wire)?.is_complete(),
             "the client's request head is incomplete"
         );
         let target = req.path.context("request target")?.to_string();
@@ -85,8 +110,8 @@ impl Prepared {
             stream: outer::decode_query(query, limits.max_body)?,
             target,
             cookie,
-            n0: *pending.n0(),
-            key: pending.key().clone(),
+            n0: *n0,
+            key: key.clone(),
         })
     }
 }
@@ -277,12 +302,123 @@ pub fn run(a: FloorArgs) -> Result<()> {
     let (crypto, core) = time_with_answer(100)?;
     let (crypto_1k, core_1k) = time_with_answer(1024)?;
 
+    // Suite 2: the same server identity with one hybrid key (a kex key and
+    // the ML-KEM-768 key its certificate names), asked by the generator's
+    // own hybrid client.
+    let kem = std::sync::Arc::new(KemSecret::generate(&mut OsRng));
+    let kex = KexSecret::generate(&mut OsRng);
+    let hcert = HybridCert::sign(
+        &identity,
+        Profile::V1,
+        2,
+        not_before,
+        not_before + 86_400,
+        *kex.public(),
+        kem.public().hash(),
+    );
+    let mut hkeys = HybridKeys::new();
+    hkeys.add_key(HybridServerKey::new(kex, kem.clone(), hcert.clone())?);
+    let list = hybrid::cert::format_cert_list(&[hcert], &[kem.public()]);
+    let pq_client = HcPqClient::new(list.as_bytes(), mount.as_str(), host, PqMode::Fresh, false)?;
+    let pq_pool = (0..POOL)
+        .map(|_| Prepared::hybrid(&pq_client, path, &limits))
+        .collect::<Result<Vec<_>>>()?;
+    let hkey = &hkeys.keys()[0];
+    // The agreement's inputs as the server finds them: `ct_X` from the
+    // cookie, `ct_M` from the start of the decoded query.
+    let mut encaps = Vec::with_capacity(POOL);
+    for p in &pq_pool {
+        // `{kid}{pad}={ct_X}{pad}`: ct_X is the value's first 43 characters.
+        let value = p.cookie.rsplit_once('=').context("cookie value")?.1;
+        let ct_x = httpcrypt_proto::b64::decode(value.as_bytes().get(..43).context("ct_X")?)
+            .ok()
+            .and_then(|b| <[u8; 32]>::try_from(b.as_slice()).ok())
+            .context("the cookie's ct_X")?;
+        let ct_x = KexPublic(ct_x);
+        let ct_m = p.stream[..hybrid::CIPHERTEXT_LEN].to_vec();
+        ensure!(
+            hkey.agree(&ct_x, &ct_m)? == p.key,
+            "the floor's hybrid agreement does not give the client's key"
+        );
+        encaps.push((ct_x, ct_m));
+    }
+    let xwing = time(a.reps, a.iters, |i| {
+        let (ct_x, ct_m) = &encaps[i % POOL];
+        black_box(hkey.agree(black_box(ct_x), black_box(ct_m)).ok());
+    });
+    let body = vec![b'x'; 100];
+    for p in &pq_pool {
+        let Accept::Request(acc) =
+            hybrid::exchange::accept(&hkeys, &mount, &outer_of(p, host), &[], &limits, now)?
+        else {
+            anyhow::bail!("the pool's suite-2 request was not taken as HTTPCrypt");
+        };
+        let (head, _) = server::open_request_as::<PackedRequestHead>(&acc, b"", &limits)?;
+        ensure!(
+            head.target() == path,
+            "the pool's suite-2 request opens to the wrong target"
+        );
+        out.clear();
+        server::seal_response(
+            acc.into_response_key(),
+            [7; 24],
+            &rsp_head,
+            &body,
+            now,
+            record,
+            &mut out,
+        )?;
+        let opener = Opener::response(&p.key, p.n0, limits.record_limit());
+        ensure!(
+            stream::open_all(opener, &out)?.ends_with(&body),
+            "the sealed suite-2 answer does not carry the body"
+        );
+    }
+    let core_pq = time(a.reps, a.iters, |i| {
+        let p = &pq_pool[i % POOL];
+        let Ok(Accept::Request(acc)) = hybrid::exchange::accept(
+            &hkeys,
+            &mount,
+            black_box(&outer_of(p, host)),
+            &[],
+            &limits,
+            now,
+        ) else {
+            return;
+        };
+        let Ok((head, _)) = server::open_request_as::<PackedRequestHead>(&acc, b"", &limits) else {
+            return;
+        };
+        let date = acc.check_time(head.field("date"), now, window);
+        serial += 1;
+        let mut n0 = acc.n0;
+        n0[..8].copy_from_slice(&serial.to_le_bytes());
+        black_box(date.and_then(|d| strikes.check(&acc.kid, &n0, d, now)).ok());
+        let mut fresh = p.n0;
+        fresh[0] ^= 0x5a;
+        out.clear();
+        black_box(
+            server::seal_response(
+                acc.into_response_key(),
+                fresh,
+                &rsp_head,
+                &body,
+                now,
+                record,
+                &mut out,
+            )
+            .ok(),
+        );
+    });
+
     let doc = serde_json::json!({
         "x25519_us": x25519,
         "crypto_us": crypto,
         "core_us": core,
         "crypto_1k_us": crypto_1k,
         "core_1k_us": core_1k,
+        "xwing_us": xwing,
+        "core_pq_us": core_pq,
         "iters": a.iters,
         "reps": a.reps,
     });

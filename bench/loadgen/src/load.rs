@@ -17,6 +17,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 use crate::hc::{HcClient, Pending};
+use crate::hcpq::{HcPqClient, PqPending};
 use crate::http1::{self, Buffers, CountSink, Reply};
 use crate::io::{Counters, Counting};
 
@@ -26,6 +27,8 @@ pub enum Proto {
     Plain,
     Tls(TlsConnector),
     Hc(Arc<HcClient>),
+    /// Suite 2: X25519 + ML-KEM-768 (spec/hybrid.md).
+    HcPq(Arc<HcPqClient>),
 }
 
 /// One run's settings.
@@ -72,7 +75,8 @@ struct Stats {
     flights_min: u32,
     flights_max: u32,
     flights_sum: u64,
-    tls: Option<(String, String)>,
+    /// Version, cipher suite and key exchange group of the first handshake.
+    tls: Option<(String, String, String)>,
     resumed: u64,
 }
 
@@ -280,7 +284,7 @@ pub async fn run(proto: Proto, s: Settings) -> Result<Value> {
             "max": all.flights_max,
             "mean": all.flights_sum as f64 / n,
         },
-        "tls": all.tls.map(|(v, c)| json!({"version": v, "suite": c})),
+        "tls": all.tls.map(|(v, c, g)| json!({"version": v, "suite": c, "group": g})),
         "resumed_fraction": all.resumed as f64 / n,
     }))
 }
@@ -357,6 +361,7 @@ fn plain_request(s: &Settings, close: bool, out: &mut Vec<u8>) {
 enum Prepared<'a> {
     Plain,
     Hc(&'a HcClient, Pending),
+    HcPq(&'a HcPqClient, PqPending),
 }
 
 /// Writes the protocol's request into `req`: for HTTPCrypt, sealed (with
@@ -374,6 +379,7 @@ fn prepare<'a>(
             Prepared::Plain
         }
         Proto::Hc(c) => Prepared::Hc(c, c.request(&s.path, close, req)?),
+        Proto::HcPq(c) => Prepared::HcPq(c, c.request(&s.path, close, req)?),
     })
 }
 
@@ -406,6 +412,7 @@ where
 {
     let reply = match prepared {
         Prepared::Hc(c, pending) => c.exchange(io, req, bufs, pending).await?.0,
+        Prepared::HcPq(c, pending) => c.exchange(io, req, bufs, pending).await?.0,
         Prepared::Plain => http1::exchange(io, req, bufs, &mut CountSink::default()).await?,
     };
     let payload = reply.payload;
@@ -426,6 +433,8 @@ fn note_tls(st: &mut Stats, c: &rustls::ClientConnection) {
             format!("{:?}", c.protocol_version()),
             c.negotiated_cipher_suite()
                 .map_or_else(String::new, |s| format!("{:?}", s.suite())),
+            c.negotiated_key_exchange_group()
+                .map_or_else(String::new, |g| format!("{:?}", g.name())),
         ));
     }
     if c.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {

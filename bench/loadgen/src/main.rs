@@ -20,6 +20,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 mod delay;
 mod floor;
 mod hc;
+mod hcpq;
 mod hold;
 mod http1;
 mod io;
@@ -85,14 +86,27 @@ enum KeyArg {
     Fresh,
     Reuse,
     Ticket,
+    /// Suite 2 (X25519 + ML-KEM-768): a fresh key and encapsulation per request.
+    Hybrid,
+    /// Suite 2, then the ticket of the first (hybrid) answer.
+    HybridTicket,
 }
 
 impl KeyArg {
     fn mode(self) -> hc::KeyMode {
         match self {
-            KeyArg::Fresh => hc::KeyMode::Fresh,
+            KeyArg::Fresh | KeyArg::Hybrid => hc::KeyMode::Fresh,
             KeyArg::Reuse => hc::KeyMode::Reuse,
-            KeyArg::Ticket => hc::KeyMode::Ticket,
+            KeyArg::Ticket | KeyArg::HybridTicket => hc::KeyMode::Ticket,
+        }
+    }
+
+    /// The suite-2 mode, `None` for suite 1.
+    fn pq(self) -> Option<hcpq::PqMode> {
+        match self {
+            KeyArg::Hybrid => Some(hcpq::PqMode::Fresh),
+            KeyArg::HybridTicket => Some(hcpq::PqMode::Ticket),
+            _ => None,
         }
     }
 }
@@ -135,12 +149,20 @@ struct RunArgs {
     /// TLS: resume sessions (tickets or IDs, whatever the server offers).
     #[arg(long)]
     tls_resume: bool,
+    /// TLS: offer the X25519MLKEM768 hybrid group first (with X25519 and
+    /// P-256 after it, as rustls' default provider offers them).
+    #[arg(long)]
+    tls_pq: bool,
     /// HTTPCrypt mount path.
     #[arg(long, default_value = "/hc")]
     mount: String,
     /// HTTPCrypt client keys.
     #[arg(long, value_enum, default_value = "fresh")]
     keys: KeyArg,
+    /// Suite 2: send the ciphertext and stream in a POST body even where
+    /// the GET form fits (the query's base64 costs a third more bytes).
+    #[arg(long)]
+    pq_post: bool,
     /// Server processes whose CPU time is measured (repeat for several).
     #[arg(long = "cpu-pid")]
     cpu_pids: Vec<u32>,
@@ -187,7 +209,17 @@ async fn run_async(a: &RunArgs) -> Result<serde_json::Value> {
         ProtoArg::Plain => load::Proto::Plain,
         ProtoArg::Tls => load::Proto::Tls(tokio_rustls::TlsConnector::from(tls::client_config(
             a.tls_resume,
+            a.tls_pq,
         )?)),
+        ProtoArg::Hc if a.keys.pq().is_some() => {
+            let mount = httpcrypt_proto::outer::Mount::new(&a.mount)?;
+            let path = httpcrypt_proto::client::pq::pq_path(&mount);
+            let list = fetch_options(a.addr, &host, &path).await?;
+            let mode = a.keys.pq().context("suite-2 mode")?;
+            load::Proto::HcPq(Arc::new(hcpq::HcPqClient::new(
+                &list, &a.mount, &host, mode, a.pq_post,
+            )?))
+        }
         ProtoArg::Hc => {
             let certs = fetch_certs(a.addr, &host, &a.mount).await?;
             load::Proto::Hc(Arc::new(hc::HcClient::new(
@@ -240,15 +272,18 @@ fn positive(s: &str) -> Result<f64, String> {
 /// `OPTIONS {mount}/` over plain HTTP: the server's certificate list (what
 /// a client would otherwise find in the DNS). Not part of any measurement.
 async fn fetch_certs(addr: SocketAddr, host: &str, mount: &str) -> Result<Vec<u8>> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mount = httpcrypt_proto::outer::Mount::new(mount)?;
+    fetch_options(addr, host, &mount.options_path()).await
+}
+
+/// `OPTIONS {path}` over plain HTTP: the body of its 200 answer (for
+/// `{mount}/pq`, the suite-2 certificates and encapsulation keys).
+async fn fetch_options(addr: SocketAddr, host: &str, path: &str) -> Result<Vec<u8>> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut tcp = tokio::net::TcpStream::connect(addr)
         .await
         .with_context(|| format!("connecting to {addr}"))?;
-    let req = format!(
-        "OPTIONS {} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n",
-        mount.options_path()
-    );
+    let req = format!("OPTIONS {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
     tcp.write_all(req.as_bytes()).await?;
     let mut buf = Vec::new();
     tcp.read_to_end(&mut buf).await?;
@@ -256,11 +291,7 @@ async fn fetch_certs(addr: SocketAddr, host: &str, mount: &str) -> Result<Vec<u8
         bail!("no response to OPTIONS");
     };
     if !buf.starts_with(b"HTTP/1.1 200") {
-        bail!(
-            "OPTIONS {}: {}",
-            mount.options_path(),
-            String::from_utf8_lossy(&buf[..end])
-        );
+        bail!("OPTIONS {path}: {}", String::from_utf8_lossy(&buf[..end]));
     }
     Ok(buf[end + 4..].to_vec())
 }

@@ -2,7 +2,8 @@
 //! HTTP/1.1 connection code and static-file service (`httpcrypt::services::
 //! static_files`, tower-http `ServeDir`) as `httpcrypt serve`, with TLS in
 //! place of the HTTPCrypt layer. Full handshakes only (no session storage,
-//! no tickets), X25519, the harness's ECDSA P-256 certificate.
+//! no tickets), X25519 (`--pq`: X25519MLKEM768), the harness's ECDSA P-256
+//! certificate.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -34,6 +35,10 @@ pub struct ServeTlsArgs {
     /// Worker threads.
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
+    /// Take only the X25519MLKEM768 hybrid key exchange group (the
+    /// post-quantum baseline) instead of X25519.
+    #[arg(long)]
+    pub pq: bool,
 }
 
 /// Runs the server until killed.
@@ -46,7 +51,7 @@ pub fn run(a: ServeTlsArgs) -> Result<()> {
 }
 
 async fn serve(a: ServeTlsArgs) -> Result<()> {
-    let acceptor = TlsAcceptor::from(crate::tls::server_config(&a.cert, &a.key)?);
+    let acceptor = TlsAcceptor::from(crate::tls::server_config(&a.cert, &a.key, a.pq)?);
     let files = httpcrypt::services::static_files(&a.root);
     let listener = TcpListener::bind(a.listen).await?;
     eprintln!("serve-tls: listening on https://{}", listener.local_addr()?);

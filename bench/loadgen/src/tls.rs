@@ -2,10 +2,13 @@
 //! client used against every TLS server, and the rustls TLS 1.3 baseline
 //! server.
 //!
-//! Both ends offer X25519 and P-256 only. rustls' default provider also
-//! offers the X25519MLKEM768 hybrid, whose 1.2 KB key share would inflate
-//! every ClientHello; the paper's comparison (and nginx 1.22 with OpenSSL
-//! 3.0) is about classical ECDHE, so the hybrid is left out.
+//! By default both ends offer X25519 and P-256 only. rustls' default
+//! provider also offers the X25519MLKEM768 hybrid, whose 1.2 KB key share
+//! would inflate every ClientHello; the paper's comparison (and nginx 1.22
+//! with OpenSSL 3.0) is about classical ECDHE, so the classical baselines
+//! leave it out. The post-quantum pair (`rustls-tls13-pq`, beside
+//! HTTPCrypt's suite 2) takes it: the client offers it first, as rustls'
+//! default does, and the server takes nothing else.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -25,13 +28,21 @@ fn provider(groups: &[&'static dyn rustls::crypto::SupportedKxGroup]) -> CryptoP
 }
 
 /// The client: TLS 1.3 and 1.2 offered (the server picks), X25519 and
-/// P-256, resumption only when `resume` (then sessions are shared by all
+/// P-256 (with `pq`, X25519MLKEM768 before them: its key share and an
+/// X25519 one go in the ClientHello, as with rustls' default provider),
+/// resumption only when `resume` (then sessions are shared by all
 /// connections of the run, as a browser shares them per host).
-pub fn client_config(resume: bool) -> Result<Arc<rustls::ClientConfig>> {
-    let provider = Arc::new(provider(&[
-        aws_lc_rs::kx_group::X25519,
-        aws_lc_rs::kx_group::SECP256R1,
-    ]));
+pub fn client_config(resume: bool, pq: bool) -> Result<Arc<rustls::ClientConfig>> {
+    let classical = [aws_lc_rs::kx_group::X25519, aws_lc_rs::kx_group::SECP256R1];
+    let provider = Arc::new(if pq {
+        provider(&[
+            aws_lc_rs::kx_group::X25519MLKEM768,
+            classical[0],
+            classical[1],
+        ])
+    } else {
+        provider(&classical)
+    });
     let mut cfg = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
         .dangerous()
@@ -50,15 +61,20 @@ pub fn server_name() -> ServerName<'static> {
     ServerName::try_from("localhost").expect("a valid DNS name")
 }
 
-/// The rustls baseline server: TLS 1.3 only, X25519 only, no session
-/// storage and no tickets, so every connection is a full handshake.
-pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>> {
+/// The rustls baseline server: TLS 1.3 only, X25519 only (with `pq`,
+/// X25519MLKEM768 only), no session storage and no tickets, so every
+/// connection is a full handshake.
+pub fn server_config(cert: &Path, key: &Path, pq: bool) -> Result<Arc<rustls::ServerConfig>> {
     let certs = CertificateDer::pem_file_iter(cert)
         .with_context(|| format!("reading {}", cert.display()))?
         .collect::<Result<Vec<_>, _>>()?;
     let key =
         PrivateKeyDer::from_pem_file(key).with_context(|| format!("reading {}", key.display()))?;
-    let provider = Arc::new(provider(&[aws_lc_rs::kx_group::X25519]));
+    let provider = Arc::new(provider(&[if pq {
+        aws_lc_rs::kx_group::X25519MLKEM768
+    } else {
+        aws_lc_rs::kx_group::X25519
+    }]));
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_no_client_auth()

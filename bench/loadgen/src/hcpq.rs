@@ -1,0 +1,260 @@
+//! Suite-2 (hybrid, spec/hybrid.md) HTTPCrypt requests straight from the
+//! sans-IO core, the way `httpcrypt::Client` builds them with `--pq`: the
+//! server's suite-2 certificate and ML-KEM-768 encapsulation key learnt once
+//! from `OPTIONS {mount}/pq`, then for every request a fresh X25519 key and
+//! a fresh encapsulation (`HybridRequest`), the v1 layout (inner `Host` and
+//! `Date`, random cookie pads), the 1,088-byte ciphertext in front of the
+//! sealed stream in the GET query when the request line fits, else in a POST
+//! body. In ticket mode the first answer's ticket (of the hybrid session)
+//! keys every later request, which then carries no ciphertext.
+
+use std::sync::{Arc, Mutex};
+
+use anyhow::{bail, Context, Result};
+use httpcrypt_proto::client::pq::HybridKey;
+use httpcrypt_proto::client::{ClientCredential, PreparedRequest};
+use httpcrypt_proto::hybrid::cert::parse_cert_list;
+use httpcrypt_proto::hybrid::HybridRequest;
+use httpcrypt_proto::inner::{self, Field, InnerEvent, RequestHead, ResponseDecoder};
+use httpcrypt_proto::outer::{self, Form, Mount};
+use httpcrypt_proto::stream::{self, Event, Opener};
+use httpcrypt_proto::ticket::{Ticket, TICKET_FIELD};
+use httpcrypt_proto::{KexSecret, Limits, Profile, SessionKey};
+use rand_core::OsRng;
+
+use crate::hc::unix_now;
+use crate::http1::{self, BodySink, Buffers, Reply};
+
+/// How the hybrid client keys its requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PqMode {
+    /// A fresh X25519 key and a fresh ML-KEM encapsulation per request:
+    /// one X25519 and one ML-KEM-768 decapsulation on the server.
+    Fresh,
+    /// The ticket of the first (hybrid) answer, then ticket cookies.
+    Ticket,
+}
+
+/// Shared client state for one run.
+#[derive(Debug)]
+pub struct HcPqClient {
+    key: HybridKey,
+    mount: Mount,
+    host: String,
+    mode: PqMode,
+    /// Always the POST form (raw ciphertext in the body), even where the
+    /// GET form fits.
+    post: bool,
+    limits: Limits,
+    ticket: Mutex<Option<Arc<(Ticket, SessionKey)>>>,
+}
+
+/// What is needed to open one response.
+#[derive(Debug)]
+pub struct PqPending {
+    key: SessionKey,
+    n0: [u8; 24],
+}
+
+impl PqPending {
+    /// The session key the request was sealed under.
+    pub fn key(&self) -> &SessionKey {
+        &self.key
+    }
+
+    /// The request's nonce.
+    pub fn n0(&self) -> &[u8; 24] {
+        &self.n0
+    }
+}
+
+impl HcPqClient {
+    /// A client for the server whose suite-2 list is `list` (the body of
+    /// `OPTIONS {mount}/pq`): the valid suite-2 certificate with the
+    /// highest serial, and the encapsulation key it signs.
+    pub fn new(list: &[u8], mount: &str, host: &str, mode: PqMode, post: bool) -> Result<Self> {
+        let list = parse_cert_list(list).context("suite-2 certificate list")?;
+        let now = unix_now();
+        let cert = list
+            .hybrid()
+            .filter(|c| c.is_valid_at(now))
+            .max_by_key(|c| (c.serial, c.not_before))
+            .context("no valid suite-2 certificate in the list")?;
+        let kem = list
+            .kem_for(cert)
+            .context("the list lacks the encapsulation key of its certificate")?;
+        Ok(HcPqClient {
+            key: HybridKey::new(cert.clone(), Arc::new(kem.clone()))?,
+            mount: Mount::new(mount)?,
+            host: host.to_string(),
+            mode,
+            post,
+            limits: Limits::default(),
+            ticket: Mutex::new(None),
+        })
+    }
+
+    /// Seals a GET for `path` and writes the outer request into `out`: GET
+    /// form when it fits (and POST was not asked for), else POST.
+    pub fn request(&self, path: &str, close: bool, out: &mut Vec<u8>) -> Result<PqPending> {
+        let now = unix_now();
+        let n0 = Profile::V1.request_n0(now, &mut OsRng);
+        let name_pad = outer::random_pad_for(Profile::V1, &mut OsRng);
+        let value_pad = outer::random_pad_for(Profile::V1, &mut OsRng);
+        let ticket = match self.mode {
+            PqMode::Ticket => self
+                .ticket
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+            PqMode::Fresh => None,
+        };
+        let prepared = match ticket {
+            Some(t) => PreparedRequest::for_key(
+                &self.key.cert.kex_public,
+                ClientCredential::Ticket(&t.0, &t.1),
+                n0,
+                &name_pad,
+                &value_pad,
+            )?,
+            None => {
+                // spec/hybrid.md H3: a fresh X25519 key for every hybrid request.
+                let client = KexSecret::generate(&mut OsRng);
+                PreparedRequest::from(HybridRequest::new(
+                    &self.key.cert,
+                    &self.key.kem,
+                    &client,
+                    &mut OsRng,
+                    n0,
+                    &name_pad,
+                    &value_pad,
+                )?)
+            }
+        };
+        let mut head = RequestHead::new("GET", path);
+        head.fields.push(Field::new("Host", self.host.as_str()));
+        head.fields.push(Field::new(
+            "Date",
+            httpcrypt_proto::replay::format_date(now),
+        ));
+        let mut plain = Vec::with_capacity(128);
+        head.encode(&mut plain);
+        let mut sealed = Vec::with_capacity(plain.len() + 32);
+        stream::seal_all(prepared.sealer(), &plain, plain.len(), &mut sealed)?;
+        let form = if !self.post && prepared.fits_get_form(&self.mount, plain.len()) {
+            Form::Get
+        } else {
+            Form::Post
+        };
+        *out = prepared.encode_outer(form, &self.mount, &self.host, &sealed);
+        if close {
+            // Outer hop-by-hop field, after the head's last field.
+            let end = out
+                .windows(4)
+                .position(|w| w == b"\r\n\r\n")
+                .context("outer request head")?;
+            out.splice(end + 2..end + 2, b"Connection: close\r\n".iter().copied());
+        }
+        Ok(PqPending {
+            key: prepared.session_key().clone(),
+            n0: *prepared.n0(),
+        })
+    }
+
+    /// Sends `req`, sealed for `pending`, on `io` and opens the answer,
+    /// which must be an inner 200. Returns the reply and the length of the
+    /// outer (sealed) body.
+    pub async fn exchange<S>(
+        &self,
+        io: &mut S,
+        req: &[u8],
+        bufs: &mut Buffers,
+        pending: PqPending,
+    ) -> Result<(Reply, u64)>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
+        let mut sink = PqSink {
+            client: self,
+            opener: Opener::response_for(
+                &pending.key,
+                pending.n0,
+                Profile::V1,
+                self.limits.record_limit(),
+            ),
+            decoder: Some(ResponseDecoder::new(self.limits)),
+            status: None,
+            received: 0,
+            body: 0,
+            ended: false,
+            key: pending.key,
+        };
+        let reply = http1::exchange(io, req, bufs, &mut sink).await?;
+        if sink.status != Some(200) {
+            bail!("inner status {:?}", sink.status);
+        }
+        Ok((reply, sink.received))
+    }
+}
+
+/// Opens a sealed response record by record and parses the inner response;
+/// in ticket mode keeps the first ticket with the session key it resumes.
+#[derive(Debug)]
+struct PqSink<'a> {
+    client: &'a HcPqClient,
+    opener: Opener,
+    decoder: Option<ResponseDecoder>,
+    status: Option<u16>,
+    received: u64,
+    body: u64,
+    ended: bool,
+    key: SessionKey,
+}
+
+impl BodySink for PqSink<'_> {
+    fn data(&mut self, bytes: &[u8]) -> Result<()> {
+        self.received += bytes.len() as u64;
+        self.opener.receive(bytes)?;
+        let decoder = self.decoder.as_mut().context("data after the end")?;
+        while let Some(ev) = self.opener.next_event()? {
+            match ev {
+                Event::Data { plaintext, .. } => {
+                    decoder.receive(plaintext)?;
+                    while let Some(iev) = decoder.next_event()? {
+                        match iev {
+                            InnerEvent::Head(h) => {
+                                self.status = Some(h.status);
+                                if self.client.mode == PqMode::Ticket {
+                                    if let Some(v) = inner::field(&h.fields, TICKET_FIELD) {
+                                        let mut slot = self
+                                            .client
+                                            .ticket
+                                            .lock()
+                                            .unwrap_or_else(|p| p.into_inner());
+                                        if slot.is_none() {
+                                            let t = Ticket::from_field(v)?;
+                                            *slot = Some(Arc::new((t, self.key.clone())));
+                                        }
+                                    }
+                                }
+                            }
+                            InnerEvent::Body(b) => self.body += b.len() as u64,
+                        }
+                    }
+                }
+                Event::End => self.ended = true,
+            }
+        }
+        Ok(())
+    }
+
+    fn end(&mut self) -> Result<u64> {
+        if !self.ended {
+            bail!("sealed response ended early");
+        }
+        if let Some(d) = self.decoder.take() {
+            d.finish()?;
+        }
+        Ok(self.body)
+    }
+}
