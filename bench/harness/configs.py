@@ -40,8 +40,9 @@ DESCRIPTIONS = {
     "hc-ticket": "`httpcrypt serve` with tickets; client presents the ticket of its first response (default client and server)",
     "hc2-fresh": "`httpcrypt serve --compact` (request profile 2, spec §4.5), fresh client key per request, no tickets",
     "hc2-ticket": "`httpcrypt serve --compact` with tickets, profile 2, client presents its ticket",
-    "hcpq-fresh": "`httpcrypt serve --pq on`, suite 2 (X25519 + ML-KEM-768, spec/hybrid.md): fresh X25519 key and "
-                  "fresh ML-KEM encapsulation per request (GET form, 1,088-byte ciphertext in the query), no tickets",
+    "hcpq-fresh": "`httpcrypt serve --compact --pq on`, suite 2 (X25519 + ML-KEM-768, spec/hybrid.md): fresh X25519 "
+                  "key and fresh ML-KEM encapsulation per request, request profile 2, POST form (1,088-byte "
+                  "ciphertext first in the body), no tickets",
 }
 
 SCALING_CONFIGS = ["nginx-plain", "nginx-tls12", "rustls-tls13", "hc-plain", "hc-fresh"]

@@ -260,7 +260,7 @@ def main():
             "hc2t": b.start(servers.start_httpcrypt(b.work, fx, b.httpcrypt, 1, "0", "w1ct", tickets=True,
                                                     compact=True)),
             "hcpq": b.start(servers.start_httpcrypt(b.work, fx, b.httpcrypt, 1, "0", "w1pq", tickets=False,
-                                                    pq=True)),
+                                                    compact=True, pq=True)),
             "rustlspq": b.start(servers.start_rustls(b.work, fx, b.loadgen, 1, "0", "w1pq", pq=True)),
         }
         if args.mode != "smoke":

@@ -42,9 +42,9 @@ pub struct HcPqClient {
     mount: Mount,
     host: String,
     mode: PqMode,
-    /// Always the POST form (raw ciphertext in the body), even where the
-    /// GET form fits.
-    post: bool,
+    /// Also the GET form for a fresh hybrid request where it fits (its
+    /// query's base64url costs a third more bytes than a POST body).
+    get: bool,
     limits: Limits,
     ticket: Mutex<Option<Arc<(Ticket, SessionKey)>>>,
 }
@@ -54,6 +54,7 @@ pub struct HcPqClient {
 pub struct PqPending {
     key: SessionKey,
     n0: [u8; 24],
+    profile: Profile,
 }
 
 impl PqPending {
@@ -72,7 +73,7 @@ impl HcPqClient {
     /// A client for the server whose suite-2 list is `list` (the body of
     /// `OPTIONS {mount}/pq`): the valid suite-2 certificate with the
     /// highest serial, and the encapsulation key it signs.
-    pub fn new(list: &[u8], mount: &str, host: &str, mode: PqMode, post: bool) -> Result<Self> {
+    pub fn new(list: &[u8], mount: &str, host: &str, mode: PqMode, get: bool) -> Result<Self> {
         let list = parse_cert_list(list).context("suite-2 certificate list")?;
         let now = unix_now();
         let cert = list
@@ -88,7 +89,7 @@ impl HcPqClient {
             mount: Mount::new(mount)?,
             host: host.to_string(),
             mode,
-            post,
+            get,
             limits: Limits::default(),
             ticket: Mutex::new(None),
         })
@@ -98,9 +99,13 @@ impl HcPqClient {
     /// form when it fits (and POST was not asked for), else POST.
     pub fn request(&self, path: &str, close: bool, out: &mut Vec<u8>) -> Result<PqPending> {
         let now = unix_now();
-        let n0 = Profile::V1.request_n0(now, &mut OsRng);
-        let name_pad = outer::random_pad_for(Profile::V1, &mut OsRng);
-        let value_pad = outer::random_pad_for(Profile::V1, &mut OsRng);
+        // The profile the certificate announces (spec/hybrid.md H3), as the
+        // Rust client does: profile 2 puts the time in the nonce and binds
+        // the Host instead of sending inner `Host` and `Date`.
+        let p = self.key.cert.profile;
+        let n0 = p.request_n0(now, &mut OsRng);
+        let name_pad = outer::random_pad_for(p, &mut OsRng);
+        let value_pad = outer::random_pad_for(p, &mut OsRng);
         let ticket = match self.mode {
             PqMode::Ticket => self
                 .ticket
@@ -109,7 +114,7 @@ impl HcPqClient {
                 .clone(),
             PqMode::Fresh => None,
         };
-        let prepared = match ticket {
+        let mut prepared = match ticket {
             Some(t) => PreparedRequest::for_key(
                 &self.key.cert.kex_public,
                 ClientCredential::Ticket(&t.0, &t.1),
@@ -132,16 +137,25 @@ impl HcPqClient {
             }
         };
         let mut head = RequestHead::new("GET", path);
-        head.fields.push(Field::new("Host", self.host.as_str()));
-        head.fields.push(Field::new(
-            "Date",
-            httpcrypt_proto::replay::format_date(now),
-        ));
+        match p {
+            Profile::V1 => {
+                head.fields.push(Field::new("Host", self.host.as_str()));
+                head.fields.push(Field::new(
+                    "Date",
+                    httpcrypt_proto::replay::format_date(now),
+                ));
+            }
+            Profile::Compact => prepared = prepared.compact(&self.host)?,
+        }
         let mut plain = Vec::with_capacity(128);
         head.encode(&mut plain);
         let mut sealed = Vec::with_capacity(plain.len() + 32);
         stream::seal_all(prepared.sealer(), &plain, plain.len(), &mut sealed)?;
-        let form = if !self.post && prepared.fits_get_form(&self.mount, plain.len()) {
+        // POST for a fresh hybrid request unless the GET form was asked
+        // for, as the Rust client's default (`hybrid_get_form`); a resumed
+        // request carries no ciphertext and takes the GET form when it fits.
+        let get_ok = self.get || !prepared.is_hybrid();
+        let form = if get_ok && prepared.fits_get_form(&self.mount, plain.len()) {
             Form::Get
         } else {
             Form::Post
@@ -158,6 +172,7 @@ impl HcPqClient {
         Ok(PqPending {
             key: prepared.session_key().clone(),
             n0: *prepared.n0(),
+            profile: p,
         })
     }
 
@@ -179,7 +194,7 @@ impl HcPqClient {
             opener: Opener::response_for(
                 &pending.key,
                 pending.n0,
-                Profile::V1,
+                pending.profile,
                 self.limits.record_limit(),
             ),
             decoder: Some(ResponseDecoder::new(self.limits)),

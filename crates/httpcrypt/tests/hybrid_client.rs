@@ -35,6 +35,8 @@ enum Mode {
 
 struct State {
     mode: Mode,
+    /// The request profile the suite-2 certificates announce.
+    profile: Profile,
     /// Seeds the identity, the keys and the ticket keys.
     seed: u8,
     /// The `max-age` of the `OPTIONS /` answer.
@@ -50,10 +52,16 @@ struct State {
 
 impl State {
     fn new(seed: u8, mode: Mode) -> Self {
+        Self::announcing(seed, mode, Profile::V1)
+    }
+
+    /// A server whose suite-2 certificates announce `profile`.
+    fn announcing(seed: u8, mode: Mode, profile: Profile) -> Self {
         let identity = IdentityKey::from_seed([seed; 32]);
         let kem = Arc::new(KemSecret::from_seed([seed; 64]));
         let mut s = State {
             mode,
+            profile,
             seed,
             v1_max_age: 60,
             identity,
@@ -85,7 +93,7 @@ impl State {
         let kex = KexSecret::from_bytes([key_seed; 32]);
         let cert = HybridCert::sign(
             &self.identity,
-            Profile::V1,
+            self.profile,
             serial,
             (now - 10) as u32,
             (now + 3600) as u32,
@@ -196,7 +204,12 @@ async fn handle(state: Shared, req: Request<hyper::body::Incoming>) -> Response<
     let fresh = matches!(a.credential, Credential::Key { .. });
     let suite = if hybrid { "hybrid" } else { "v1" };
     let cred = if fresh { "key" } else { "ticket" };
-    s.log.push(format!("{suite}-{cred}"));
+    let p2 = if a.profile == Profile::Compact {
+        "-p2"
+    } else {
+        ""
+    };
+    s.log.push(format!("{suite}-{cred}{p2}"));
     let mut rsp = ResponseHead::new(200, "OK");
     if fresh {
         let tk = TicketKey::new(KeyId([if hybrid { 2 } else { 1 }; 10]), [s.seed; 32]);
@@ -255,10 +268,13 @@ fn server_state(seed: u8, mode: Mode) -> Shared {
     Arc::new(Mutex::new(State::new(seed, mode)))
 }
 
+/// A client that also sends fresh hybrid requests in the GET form when they
+/// fit, so both forms stay covered (the default is POST).
 fn client(pq: Pq, tickets: bool) -> Client {
     Client::new(ClientConfig {
         pq,
         tickets,
+        hybrid_get_form: true,
         ..Default::default()
     })
 }
@@ -529,4 +545,37 @@ async fn suite_2_from_the_discovery_hook() {
     });
     get(&c, addr, "/2").await.unwrap();
     assert_eq!(log(&state), ["hybrid-key", "OPTIONS /pq", "hybrid-key"]);
+}
+
+#[tokio::test]
+async fn the_default_client_posts_hybrid_requests_in_profile_2() {
+    let state = Arc::new(Mutex::new(State::announcing(
+        13,
+        Mode::On,
+        Profile::Compact,
+    )));
+    let addr = serve(state.clone()).await;
+    let c = Client::new(ClientConfig {
+        pq: Pq::Require,
+        ..Default::default()
+    });
+    let (body, x) = get(&c, addr, "/a").await.unwrap();
+    assert_eq!(body, "hybrid key GET /a 0");
+    assert_eq!(x.suite, Suite::Hybrid);
+    assert_eq!(
+        x.method,
+        http::Method::POST,
+        "a fresh hybrid request goes as a POST by default"
+    );
+    let (body, x) = get(&c, addr, "/b").await.unwrap();
+    assert_eq!(body, "hybrid ticket GET /b 0");
+    assert_eq!(
+        x.method,
+        http::Method::GET,
+        "a resumed request carries no ciphertext"
+    );
+    assert_eq!(
+        log(&state),
+        ["OPTIONS /pq", "hybrid-key-p2", "hybrid-ticket-p2"]
+    );
 }

@@ -132,12 +132,12 @@ impl ServerKey {
     }
 
     /// The request profile a request to this key uses when the client
-    /// takes profile 2 where announced: hybrid requests are v1 layout
-    /// (spec/hybrid.md H3).
+    /// takes profile 2 where announced: what the certificate announces, in
+    /// either suite (spec/hybrid.md H3).
     pub fn profile(&self) -> Profile {
         match self {
             ServerKey::Classical(k) => k.profile,
-            ServerKey::Hybrid(_) => Profile::V1,
+            ServerKey::Hybrid(k) => k.cert.profile,
         }
     }
 }

@@ -34,6 +34,11 @@ pub struct ClientConfig {
     pub key_policy: KeyPolicy,
     /// Use the GET form when the whole request fits in the request line.
     pub get_form: bool,
+    /// Also use the GET form for a fresh hybrid request when it fits. Off
+    /// by default: base64url makes the 1,088-byte ML-KEM ciphertext 363
+    /// bytes longer in the request line than in a POST body
+    /// (spec/hybrid.md H3).
+    pub hybrid_get_form: bool,
     /// Present tickets the server issued.
     pub tickets: bool,
     /// Use request profile 2 with keys whose certificate announces it
@@ -77,6 +82,7 @@ impl Default for ClientConfig {
             proxy: None,
             key_policy: KeyPolicy::FreshPerRequest,
             get_form: true,
+            hybrid_get_form: false,
             tickets: true,
             compact: true,
             record_size: DEFAULT_RECORD,

@@ -204,11 +204,11 @@ impl Client {
         });
         // Profile 2 (spec §4.5) when the key announces it: the corrected
         // time goes into the nonce, the Host into record 0's associated data.
-        // Hybrid sessions, fresh or resumed, keep the v1 layout.
-        let profile = match &ticket {
-            _ if !config.compact => Profile::V1,
-            Some((_, Suite::Hybrid)) => Profile::V1,
-            _ => server_key.profile(),
+        // Suite-2 keys announce it the same way (spec/hybrid.md H3).
+        let profile = if config.compact {
+            server_key.profile()
+        } else {
+            Profile::V1
         };
         let n0 = profile.request_n0(corrected, &mut ThreadRng);
         let name_pad = outer::random_pad_for(profile, &mut ThreadRng);
@@ -297,7 +297,11 @@ impl Client {
             None => HeaderValue::from_str(prepared.cookie()),
         }
         .map_err(|e| Error::Config(e.to_string()))?;
+        // A fresh hybrid request goes as a POST unless asked otherwise: in
+        // the GET form its ML-KEM ciphertext would cost a third more as
+        // base64url (spec/hybrid.md H3).
         let use_get = config.get_form
+            && (config.hybrid_get_form || !prepared.is_hybrid())
             && exact.is_some_and(|l| {
                 prepared.fits_get_form(&config.mount, head_bytes.len().saturating_add(l as usize))
             });
