@@ -323,11 +323,13 @@ def render(res, figs):
 
 
 HYBRID_ROWS = (
-    ("httpcrypt/pq-fresh-post", None), ("httpcrypt/pq-fresh-get", None), ("httpcrypt/pq-cached", None),
+    ("httpcrypt/pq-fresh-post", None), ("httpcrypt/pq-fresh-get", None), ("httpcrypt/pq-compact-post", None),
+    ("httpcrypt/pq-cached", None),
     ("httpcrypt/pq-ticket", None),
     ("tls-rustls/tls13-full-pq", "TLS 1.3 full handshake, X25519MLKEM768 key share (1,184-byte ML-KEM key in the "
                                  "ClientHello, 1,088-byte ciphertext back), ECDSA P-256 certificate"),
     ("httpcrypt/fresh-post", "for comparison: suite 1, fresh client X25519 key"),
+    ("httpcrypt/compact-post", "for comparison: suite 1, fresh client X25519 key, request profile 2"),
     ("httpcrypt/ticket", "for comparison: suite-1 ticket"),
     ("tls-rustls/tls13-full", "for comparison: TLS 1.3 full handshake, X25519"),
 )

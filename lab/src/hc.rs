@@ -25,7 +25,7 @@ pub(crate) const HOST: &str = "example.com";
 pub const PAD: &str = "AbCdEfGh";
 /// Profile-2 cookie pads: 3 and 4 characters, the mean (3.5 each) of the
 /// client's uniform 0-7.
-const COMPACT_PADS: (&str, &str) = ("AbC", "dEfG");
+pub(crate) const COMPACT_PADS: (&str, &str) = ("AbC", "dEfG");
 
 /// The HTTPCrypt variants (`compact-*`: request profile 2, spec §4.5).
 pub const VARIANTS: &[&str] = &[

@@ -23,7 +23,7 @@ use httpcrypt_proto::ticket::{Ticket, TicketContents, TicketKey};
 use httpcrypt_proto::{IdentityKey, IdentityPublic, KexSecret, Limits, Profile, SessionKey};
 use rand_core::OsRng;
 
-use crate::hc::{inner_request, nonce, now, split_head, HOST, PAD, RECORD};
+use crate::hc::{inner_request, nonce, now, split_head, COMPACT_PADS, HOST, PAD, RECORD};
 use crate::meter::{Dir, Payload, Phase, Run, Side};
 
 /// The suite-2 variants. `pq-cached` reuses the client's X25519 key pair
@@ -32,13 +32,23 @@ use crate::meter::{Dir, Payload, Phase, Run, Side};
 /// the row costs what a fresh request costs the server. (The project's
 /// client never reuses a key for a hybrid request; the row is there to show
 /// that reuse saves the server nothing under suite 2.)
-pub const VARIANTS: &[&str] = &["pq-fresh-post", "pq-fresh-get", "pq-cached", "pq-ticket"];
+pub const VARIANTS: &[&str] = &[
+    "pq-fresh-post",
+    "pq-fresh-get",
+    "pq-compact-post",
+    "pq-cached",
+    "pq-ticket",
+];
 
 /// What each variant's row means, for the report.
 pub fn note(variant: &str) -> &'static str {
     match variant {
         "pq-fresh-post" => "fresh client X25519 key, fresh ML-KEM-768 encapsulation; body = ct_M || stream",
         "pq-fresh-get" => "as pq-fresh-post, ct_M || stream in the base64url query",
+        "pq-compact-post" => {
+            "as pq-fresh-post in request profile 2 (httpcrypt.md §4.5): what the Rust client sends \
+             to a key whose certificate announces profile 2"
+        }
         "pq-cached" => {
             "client reuses its X25519 key (and, as the cached row, checks no certificate); the \
              server has no cache for hybrid sessions, so it still runs X25519 + ML-KEM \
@@ -153,15 +163,16 @@ impl Lab {
     /// One exchange of `variant` carrying `p`.
     pub fn exchange(&mut self, variant: &str, p: &Payload, run: &mut Run) -> Result<()> {
         let now = self.now;
-        // Hybrid requests, fresh or resumed, keep the v1 layout (request
-        // profile 1, spec/hybrid.md H3).
-        let (head, body) = inner_request(p, now, false);
+        // Request profile 1 except in `pq-compact-post` (spec/hybrid.md H3:
+        // the client uses the profile the certificate announces).
+        let compact = variant == "pq-compact-post";
+        let (head, body) = inner_request(p, now, compact);
         let form = if variant == "pq-fresh-get" {
             Form::Get
         } else {
             Form::Post
         };
-        if variant.starts_with("pq-fresh") {
+        if variant.starts_with("pq-fresh") || compact {
             let (cert, ek, id) = (&self.cert, &self.ek, &self.identity);
             run.step(
                 Side::Client,
@@ -174,11 +185,18 @@ impl Lab {
             )
             .map_err(|e| anyhow!("{e}"))?;
         }
-        let n0 = Profile::V1.request_n0(now, &mut OsRng);
+        let n0 = if compact {
+            Profile::Compact
+        } else {
+            Profile::V1
+        }
+        .request_n0(now, &mut OsRng);
+        // Pads fixed at the mean, as in the classical rows.
+        let pads = if compact { COMPACT_PADS } else { (PAD, PAD) };
         let fresh_key;
         let (cert, ek) = (&self.cert, &self.ek);
         let prepared = match variant {
-            "pq-fresh-post" | "pq-fresh-get" | "pq-cached" => {
+            "pq-fresh-post" | "pq-fresh-get" | "pq-compact-post" | "pq-cached" => {
                 let client = if variant == "pq-cached" {
                     &self.client_key
                 } else {
@@ -195,8 +213,14 @@ impl Lab {
                     Phase::KeyAgreement,
                     "derive k (ML-KEM-768 encapsulation + X25519 + SHA3-256 combiner)",
                     || {
-                        HybridRequest::new(cert, ek, client, &mut OsRng, n0, PAD, PAD)
-                            .map(PreparedRequest::from)
+                        let h =
+                            HybridRequest::new(cert, ek, client, &mut OsRng, n0, pads.0, pads.1)
+                                .map(PreparedRequest::from)?;
+                        if compact {
+                            h.compact(HOST)
+                        } else {
+                            Ok(h)
+                        }
                     },
                 )
                 .map_err(|e| anyhow!("{e}"))?

@@ -215,6 +215,12 @@ mod tests {
         assert!(get.bytes(Dir::C2s) > pq.bytes(Dir::C2s) + 1088 / 3);
         let cached = one("httpcrypt", "pq-cached");
         assert_eq!(cached.bytes(Dir::C2s), pq.bytes(Dir::C2s));
+        // Profile 2 as profile 2's suite-1 row, plus the ciphertext.
+        let c = one("httpcrypt", "pq-compact-post");
+        let v1c = one("httpcrypt", "compact-post");
+        let c_len = c.bytes(Dir::C2s) as i64 - v1c.bytes(Dir::C2s) as i64;
+        assert!((1088..=1090).contains(&c_len), "{c_len}");
+        assert_eq!(c.bytes(Dir::S2c), v1c.bytes(Dir::S2c));
         let t = one("httpcrypt", "pq-ticket");
         let v1t = one("httpcrypt", "ticket");
         assert_eq!(t.bytes(Dir::C2s), v1t.bytes(Dir::C2s));
