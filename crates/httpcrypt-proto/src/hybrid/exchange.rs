@@ -125,6 +125,17 @@ impl HybridKeys {
         self.table.add_ticket_key(key, expires);
     }
 
+    /// Adds a ticket key valid through `expires` that came with the suite-2
+    /// key `kid`: short tickets under it run under `kid` (`httpcrypt.md` §7.3).
+    pub fn add_ticket_key_for(&mut self, key: TicketKey, kid: KeyId, expires: u64) {
+        self.table.add_ticket_key_for(key, kid, expires);
+    }
+
+    /// The unexpired ticket key that came with the suite-2 key `kid`.
+    pub fn ticket_key_for(&self, kid: &KeyId, now: u64) -> Option<&TicketKey> {
+        self.table.ticket_key_for(kid, now)
+    }
+
     /// Drops (and so zeroizes) every key expired at `now`.
     pub fn remove_expired(&mut self, now: u64) {
         self.table.remove_expired(now);
