@@ -644,4 +644,49 @@ mod tests {
         // Pinned: past the keys' life, nothing settles it without discovery.
         assert_eq!(h.next_key(Pq::Prefer, NOW + 3601), None);
     }
+
+    #[test]
+    fn a_short_ticket_is_presented_up_to_its_reuse_then_asked_for_again() {
+        use crate::ticket::TicketKey;
+        let mut rng = ChaCha20Rng::seed_from_u64(6);
+        let id = IdentityKey::generate(&mut rng);
+        let key = ServerKey::Classical(DiscoveredKey::from(&cert(&id, 1, &mut rng)));
+        let policy = ShortPolicy {
+            reuse: 3,
+            max_age: 600,
+        };
+        let mut h = HostState::default();
+        assert!(h.asks_ticket(&policy, NOW), "none held: ask");
+        assert!(h.short_ticket_for(&key).is_none());
+        let tk = TicketKey::new(crate::KeyId([1; 10]), [2; 32]);
+        let give = |h: &mut HostState, b: u8| {
+            let t = tk.issue_short(&crate::KeyId([3; 10]), [b; 16]);
+            let k = session_key(&mut ChaCha20Rng::seed_from_u64(u64::from(b)));
+            h.took_head(&[Field::new(TICKET_FIELD, t.to_field())], &k);
+            t
+        };
+        let t1 = give(&mut h, 4);
+        assert!(h.ticket().is_none(), "a short ticket is not a v1 one");
+        // Uses 1 and 2 do not ask; use 3 (the last) asks.
+        for (at, asks) in [(NOW, false), (NOW + 1, false), (NOW + 2, true)] {
+            assert_eq!(h.short_ticket_for(&key).map(|(t, _)| t), Some(&t1));
+            assert_eq!(h.asks_ticket(&policy, at), asks, "at {at}");
+            h.used_short_ticket(at);
+        }
+        // The new ticket starts over.
+        let t2 = give(&mut h, 5);
+        assert_eq!(h.short_ticket_for(&key).map(|(t, _)| t), Some(&t2));
+        assert!(!h.asks_ticket(&policy, NOW + 3));
+        h.used_short_ticket(NOW + 3);
+        // Age counts from the first use.
+        assert!(!h.asks_ticket(&policy, NOW + 602));
+        assert!(h.asks_ticket(&policy, NOW + 603));
+        // Reuse 1: every request asks.
+        let every = ShortPolicy {
+            reuse: 1,
+            max_age: 600,
+        };
+        give(&mut h, 6);
+        assert!(h.asks_ticket(&every, NOW));
+    }
 }
