@@ -36,6 +36,15 @@ pub const ASK_SHORT: &str = "short";
 /// Domain-separation label of the short-ticket key derivation.
 const SHORT_LABEL: &[u8] = b"hc1-short-ticket";
 
+/// The ID under which a suite-2 key table holds a ticket key for short
+/// tickets (spec/hybrid.md, `httpcrypt.md` §7.3): a server tries suite 1
+/// first, and a short ticket carries no `kid`, so the suite-2 one must not
+/// name a ticket key the suite-1 table holds.
+pub fn suite2_tid(tid: &KeyId) -> KeyId {
+    let h = sha3_256(&[b"hc1-short-ticket-suite2", &tid.0]);
+    KeyId(h[..KID_LEN].try_into().expect("fixed layout"))
+}
+
 /// A ticket key and its ID. Rotates with the kex keys.
 pub struct TicketKey {
     tid: KeyId,

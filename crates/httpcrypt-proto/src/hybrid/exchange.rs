@@ -126,9 +126,14 @@ impl HybridKeys {
     }
 
     /// Adds a ticket key valid through `expires` that came with the suite-2
-    /// key `kid`: short tickets under it run under `kid` (`httpcrypt.md` §7.3).
+    /// key `kid`: v1 tickets under its own ID, and short tickets
+    /// (`httpcrypt.md` §7.3) under [`crate::ticket::suite2_tid`] of it, so
+    /// that the suite-1 table, which holds the same key under its own ID,
+    /// does not take them; they run under `kid`.
     pub fn add_ticket_key_for(&mut self, key: TicketKey, kid: KeyId, expires: u64) {
-        self.table.add_ticket_key_for(key, kid, expires);
+        let short = TicketKey::new(crate::ticket::suite2_tid(&key.tid()), *key.to_bytes());
+        self.table.add_ticket_key(key, expires);
+        self.table.add_ticket_key_for(short, kid, expires);
     }
 
     /// The unexpired ticket key that came with the suite-2 key `kid`.
