@@ -531,6 +531,13 @@ fn closed_before_answer(e: &Error) -> bool {
     false
 }
 
+/// The ticket a request presents: a v1 ticket with its session key, or a
+/// short ticket (spec §7.3), which carries its own.
+enum Held {
+    V1(httpcrypt_proto::ticket::Ticket, httpcrypt_proto::SessionKey),
+    Short(httpcrypt_proto::ticket::ShortTicket),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -563,11 +570,4 @@ mod tests {
         }
         assert!(!closed_before_answer(&Error::Config("x".into())));
     }
-}
-
-/// The ticket a request presents: a v1 ticket with its session key, or a
-/// short ticket (spec §7.3), which carries its own.
-enum Held {
-    V1(httpcrypt_proto::ticket::Ticket, httpcrypt_proto::SessionKey),
-    Short(httpcrypt_proto::ticket::ShortTicket),
 }
