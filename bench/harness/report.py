@@ -137,9 +137,9 @@ def ratios(result):
         _paired(result, "hc-fresh", "hc-plain", "keepalive/1k", cpu), "(info)", None,
         "keep-alive 1 KiB, fresh client key per request / plaintext path")
     put("overhead_bytes_100b_httpcrypt_ticket", ov("hc-ticket"), "(info)", None,
-        "overhead bytes with tickets (ticket cookie in, new ticket out)")
+        "overhead bytes with short tickets (spec §7.3: 22-char cookie in; a new ticket asked for every 16th request)")
     put("overhead_bytes_100b_httpcrypt2_ticket", ov("hc2-ticket"), "(info)", None,
-        "overhead bytes with tickets, profile 2")
+        "overhead bytes with short tickets, profile 2")
     put("newconn_100b_cpu_httpcrypt2_fresh_over_plain",
         _paired(result, "hc2-fresh", "hc-plain", "newconn/100b", cpu), "(info)", None,
         "new connection, 100 B, fresh client key, profile 2 / plaintext path")
