@@ -139,9 +139,9 @@ def ratios(result):
     fresh2 = ov("hc2-fresh")
     put("overhead_bytes_100b_httpcrypt_ticket", ov("hc2-ticket"), "<= overhead_bytes_100b_httpcrypt",
         None if fresh2 is None else (lambda x: x <= fresh2),
-        "overhead bytes with tickets (ticket cookie in, new ticket out), request profile 2 "
-        "(`hc2-ticket`); met when no more than this run's `overhead_bytes_100b_httpcrypt` (the fresh key "
-        "of the same layout)")
+        "overhead bytes with short tickets (spec §7.3: a 22-character cookie value in; the default client "
+        "asks for a new ticket with every 16th request), request profile 2 (`hc2-ticket`); met when no more "
+        "than this run's `overhead_bytes_100b_httpcrypt` (the fresh key of the same layout)")
     put("overhead_bytes_100b_httpcrypt_ticket_v1", ov("hc-ticket"), "(info)", None,
         "the same in the v1 layout (`hc-ticket`)")
     put("newconn_100b_cpu_httpcrypt2_fresh_over_plain",

@@ -57,6 +57,10 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(lookup(tid), Some(IdKind::Ticket));
             (*tid, sealed.to_vec())
         }
+        Credential::ShortTicket { tid, h } => {
+            assert_eq!(lookup(tid), Some(IdKind::Ticket));
+            (*tid, h.to_vec())
+        }
     };
     let name_pad = &PAD[..usize::from(pads & 0x0f) % (MAX_PAD + 1)];
     let value_pad = &PAD[PAD.len() - usize::from(pads >> 4) % (MAX_PAD + 1)..];

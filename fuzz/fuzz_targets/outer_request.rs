@@ -101,7 +101,9 @@ fn check_cookie_error(cookies: &[&[u8]], e: Error) {
     match outer::scan_cookies(cookies.iter().copied(), |id| keys.lookup(id, NOW)) {
         Err(se) => assert_eq!(e, se),
         Ok(Credential::Key { .. }) => assert_eq!(e, Error::SmallOrder),
-        Ok(Credential::Ticket { .. }) => assert_eq!(e, Error::UnknownKey),
+        Ok(Credential::Ticket { .. } | Credential::ShortTicket { .. }) => {
+            assert_eq!(e, Error::UnknownKey)
+        }
     }
 }
 
@@ -234,6 +236,12 @@ fuzz_target!(|data: &[u8]| {
                 .expect("accepted ticket opens");
             assert_eq!(contents.kid, acc.kid);
             assert_eq!(&contents.key, acc.session_key());
+        }
+        Credential::ShortTicket { tid, h } => {
+            // Spec §7.3: the ticket key names its kex key; k' is derived.
+            assert_eq!(*tid, ticket_key().tid());
+            assert_eq!(acc.kid, httpcrypt_fuzz::server_cert().kid());
+            assert_eq!(&ticket_key().short_key(&acc.kid, h), acc.session_key());
         }
     }
 

@@ -7,13 +7,17 @@
 //! Asserts: `open` fails only with `unknown_key`; an opened ticket has not
 //! expired at `now` and re-seals with its own nonce to the same bytes; a
 //! `Ticket` field parses only from canonical base64url of 96 bytes, and
-//! `to_field`, `tid` and `sealed` give back what was parsed.
+//! `to_field`, `tid` and `sealed` give back what was parsed. A short
+//! ticket field (spec §7.3) parses only from canonical base64url of 58
+//! bytes and formats back to the same text; `AnyTicket` takes either.
 
 #![no_main]
 
 use httpcrypt_fuzz::{assert_errors, ticket_key, Input};
 use httpcrypt_proto::b64;
-use httpcrypt_proto::ticket::{Ticket, SEALED_TICKET_LEN, TICKET_LEN};
+use httpcrypt_proto::ticket::{
+    AnyTicket, ShortTicket, Ticket, SEALED_TICKET_LEN, SHORT_TICKET_LEN, TICKET_LEN,
+};
 use httpcrypt_proto::Error;
 use libfuzzer_sys::fuzz_target;
 
@@ -60,6 +64,25 @@ fuzz_target!(|data: &[u8]| {
         if t.tid() == tk.tid() {
             let s: [u8; SEALED_TICKET_LEN] = t.sealed().try_into().expect("fixed layout");
             assert_errors(&tk.open(&s, now), &[Error::UnknownKey]);
+        }
+    }
+
+    let short = ShortTicket::from_field(rest);
+    assert_errors(&short, &[Error::BadBase64]);
+    assert_eq!(
+        short.is_ok(),
+        b64::decode(rest).is_ok_and(|b| b.len() == SHORT_TICKET_LEN),
+        "from_field accepts exactly canonical 58-byte base64url"
+    );
+    if let Ok(s) = &short {
+        assert_eq!(s.to_field().as_bytes(), rest, "short from_field/to_field");
+    }
+    match AnyTicket::from_field(rest) {
+        Ok(AnyTicket::V1(a)) => assert_eq!(t.as_ref(), Ok(&a)),
+        Ok(AnyTicket::Short(a)) => assert_eq!(short.as_ref(), Ok(&a)),
+        Err(e) => {
+            assert_eq!(e, Error::BadBase64);
+            assert!(t.is_err() && short.is_err());
         }
     }
 });

@@ -231,14 +231,17 @@ pub fn ticket_key() -> TicketKey {
     TicketKey::new(TICKET_ID, TICKET_KEY)
 }
 
-/// The server's key set: one current and one expired kex key, one ticket key.
+/// The server's key set: one current and one expired kex key, one ticket
+/// key (paired with the current kex key).
 pub fn server_keys() -> &'static ServerKeys {
     static KEYS: OnceLock<ServerKeys> = OnceLock::new();
     KEYS.get_or_init(|| {
         let mut keys = ServerKeys::new();
         keys.add_key(KexSecret::from_bytes(EXPIRED_SECRET), expired_cert());
         keys.add_key(KexSecret::from_bytes(SERVER_SECRET), server_cert());
-        keys.add_ticket_key(ticket_key(), NOW + 86_400);
+        // The ticket key came with the current kex key: it takes short
+        // tickets (spec §7.3) too.
+        keys.add_ticket_key_for(ticket_key(), server_cert().kid(), NOW + 86_400);
         keys
     })
 }

@@ -8,11 +8,12 @@
 use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context, Result};
+use httpcrypt_proto::client::ShortPolicy;
 use httpcrypt_proto::inner::{self, Field, InnerEvent, RequestHead, ResponseDecoder};
 use httpcrypt_proto::outer::{self, Form, Mount};
 use httpcrypt_proto::profile::Profile;
 use httpcrypt_proto::stream::{self, Event, Opener, Sealer};
-use httpcrypt_proto::ticket::{Ticket, TICKET_FIELD};
+use httpcrypt_proto::ticket::{ShortTicket, ASK_SHORT, TICKET_FIELD};
 use httpcrypt_proto::{KexPublic, KexSecret, KeyCert, KeyId, Limits, SessionKey};
 use rand_core::OsRng;
 
@@ -25,7 +26,9 @@ pub enum KeyMode {
     Fresh,
     /// One key pair for the whole run: the server's session cache hits.
     Reuse,
-    /// A ticket from the first response, then ticket cookies.
+    /// Short tickets (spec §7.3) as `httpcrypt::Client` uses them by
+    /// default: the first request asks, later ones present the ticket held
+    /// and ask again on its last use under [`ShortPolicy::default`].
     Ticket,
 }
 
@@ -40,7 +43,15 @@ pub struct HcClient {
     mode: KeyMode,
     limits: Limits,
     reused: Option<(KexSecret, SessionKey)>,
-    ticket: Mutex<Option<Arc<(Ticket, SessionKey)>>>,
+    ticket: Mutex<Option<HeldShort>>,
+}
+
+/// The short ticket held, and its use so far.
+#[derive(Debug)]
+struct HeldShort {
+    ticket: Arc<ShortTicket>,
+    uses: u32,
+    first_used: u64,
 }
 
 /// What is needed to open one response.
@@ -97,17 +108,28 @@ impl HcClient {
         let n0 = p.request_n0(unix_now(), &mut OsRng);
         let name_pad = outer::random_pad_for(p, &mut OsRng);
         let value_pad = outer::random_pad_for(p, &mut OsRng);
-        let ticket = match self.mode {
-            KeyMode::Ticket => self
-                .ticket
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone(),
-            _ => None,
+        // The client's rule (`HostState::asks_ticket`): ask when no ticket
+        // is held, on the held ticket's last use, or once it is old.
+        let (ticket, ask) = match self.mode {
+            KeyMode::Ticket => {
+                let policy = ShortPolicy::default();
+                let now = unix_now();
+                let mut slot = self.ticket.lock().unwrap_or_else(|p| p.into_inner());
+                match slot.as_mut() {
+                    Some(h) => {
+                        let ask = h.uses.saturating_add(1) >= policy.reuse
+                            || now >= h.first_used.saturating_add(policy.max_age);
+                        h.uses = h.uses.saturating_add(1);
+                        (Some(h.ticket.clone()), ask)
+                    }
+                    None => (None, true),
+                }
+            }
+            _ => (None, false),
         };
         let (key, cookie) = if let Some(t) = ticket {
-            let cookie = outer::format_cookie(&t.0.tid(), t.0.sealed(), &name_pad, &value_pad)?;
-            (t.1.clone(), cookie)
+            let cookie = outer::format_cookie(&t.tid(), t.h(), &name_pad, &value_pad)?;
+            (t.key().clone(), cookie)
         } else if let Some((secret, k)) = &self.reused {
             let cookie =
                 outer::format_cookie(&self.kid, &secret.public().0, &name_pad, &value_pad)?;
@@ -131,6 +153,9 @@ impl HcClient {
             }
             Profile::Compact => Sealer::request_bound(&key, n0, self.host.as_bytes())?,
         };
+        if ask {
+            head.fields.push(Field::new(TICKET_FIELD, ASK_SHORT));
+        }
         let mut plain = Vec::with_capacity(128);
         head.encode(&mut plain);
         let mut sealed = Vec::with_capacity(plain.len() + 32);
@@ -185,7 +210,6 @@ impl HcClient {
             received: 0,
             body: 0,
             ended: false,
-            key: pending.key,
         }
     }
 }
@@ -201,7 +225,6 @@ pub struct HcSink<'a> {
     received: u64,
     body: u64,
     ended: bool,
-    key: SessionKey,
 }
 
 impl BodySink for HcSink<'_> {
@@ -224,10 +247,11 @@ impl BodySink for HcSink<'_> {
                                             .ticket
                                             .lock()
                                             .unwrap_or_else(|p| p.into_inner());
-                                        if slot.is_none() {
-                                            let t = Ticket::from_field(v)?;
-                                            *slot = Some(Arc::new((t, self.key.clone())));
-                                        }
+                                        *slot = Some(HeldShort {
+                                            ticket: Arc::new(ShortTicket::from_field(v)?),
+                                            uses: 0,
+                                            first_used: unix_now(),
+                                        });
                                     }
                                 }
                             }

@@ -443,7 +443,8 @@ async fn exchange(
 }
 
 /// The `--repeat` line for request `i`: its inner status and what the
-/// outer cookie carried (a ticket's value is 115+ characters, a key's 43–59).
+/// outer cookie carried (a ticket's value is 115+ characters, a short
+/// ticket's 22–38, spec §7.3; a key's 43–59).
 fn report_repeat<B>(a: &FetchArgs, i: u32, rsp: &http::Response<B>) {
     if a.repeat.is_none() {
         return;
@@ -456,7 +457,8 @@ fn report_repeat<B>(a: &FetchArgs, i: u32, rsp: &http::Response<B>) {
         .and_then(|c| c.split(';').next())
         .and_then(|pair| pair.split_once('='))
         .map_or("none", |(_, v)| {
-            if v.trim().len() >= 115 {
+            let len = v.trim().len();
+            if !(43..115).contains(&len) {
                 "ticket"
             } else {
                 "key"

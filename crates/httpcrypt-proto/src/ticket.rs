@@ -3,6 +3,11 @@
 //! the server keeping per-client state.
 //!
 //! `ticket = tid(10) || n(24) || XChaCha20-Poly1305(ticket_key, n, k || kid || expiry, AD = tid)`
+//!
+//! Short tickets (spec §7.3, a project extension a client asks for with the
+//! inner request field `Ticket: short`): the server draws `h` and derives
+//! the key `k' = SHA3-256("hc1-short-ticket" || ticket_key || tid || kid || h)`;
+//! the cookie carries only `tid` and `h`, and the ticket key names its `kid`.
 
 use rand_core::CryptoRngCore;
 use zeroize::Zeroizing;
@@ -10,7 +15,7 @@ use zeroize::Zeroizing;
 use crate::b64;
 use crate::error::{Error, Result};
 use crate::keys::{KeyId, SessionKey, KID_LEN};
-use crate::suite::{XChaCha, NONCE_LEN, TAG_LEN};
+use crate::suite::{sha3_256, XChaCha, NONCE_LEN, TAG_LEN};
 
 const PLAIN_LEN: usize = 32 + KID_LEN + 4;
 /// Bytes after the ticket ID: nonce, ciphertext, tag (the cookie value).
@@ -19,6 +24,26 @@ pub const SEALED_TICKET_LEN: usize = NONCE_LEN + PLAIN_LEN + TAG_LEN;
 pub const TICKET_LEN: usize = KID_LEN + SEALED_TICKET_LEN;
 /// Inner response field carrying a ticket.
 pub const TICKET_FIELD: &str = "Ticket";
+
+/// Bytes of a short ticket's random part `h` (the cookie value, spec §7.3).
+pub const SHORT_H_LEN: usize = 16;
+/// Bytes of a short ticket as the `Ticket` response field carries it:
+/// `tid || h || k'`.
+pub const SHORT_TICKET_LEN: usize = KID_LEN + SHORT_H_LEN + 32;
+/// The value of the inner request field [`TICKET_FIELD`] that asks for a
+/// short ticket (spec §7.3).
+pub const ASK_SHORT: &str = "short";
+/// Domain-separation label of the short-ticket key derivation.
+const SHORT_LABEL: &[u8] = b"hc1-short-ticket";
+
+/// The ID under which a suite-2 key table holds a ticket key for short
+/// tickets (spec/hybrid.md, `httpcrypt.md` §7.3): a server tries suite 1
+/// first, and a short ticket carries no `kid`, so the suite-2 one must not
+/// name a ticket key the suite-1 table holds.
+pub fn suite2_tid(tid: &KeyId) -> KeyId {
+    let h = sha3_256(&[b"hc1-short-ticket-suite2", &tid.0]);
+    KeyId(h[..KID_LEN].try_into().expect("fixed layout"))
+}
 
 /// A ticket key and its ID. Rotates with the kex keys.
 pub struct TicketKey {
@@ -83,6 +108,29 @@ impl TicketKey {
         let tag = XChaCha::new(&self.key).seal_in_place(&n, &self.tid.0, &mut body[..PLAIN_LEN]);
         body[PLAIN_LEN..].copy_from_slice(&tag);
         Ticket(t)
+    }
+
+    /// The key `k'` of the short ticket `(tid, h)` issued for a session
+    /// under `kid` (spec §7.3).
+    pub fn short_key(&self, kid: &KeyId, h: &[u8; SHORT_H_LEN]) -> SessionKey {
+        let k = Zeroizing::new(sha3_256(&[
+            SHORT_LABEL,
+            &self.key[..],
+            &self.tid.0,
+            &kid.0,
+            h,
+        ]));
+        SessionKey::from_bytes(*k)
+    }
+
+    /// A short ticket with the random part `h` (fresh random per ticket)
+    /// for a session under `kid`.
+    pub fn issue_short(&self, kid: &KeyId, h: [u8; SHORT_H_LEN]) -> ShortTicket {
+        ShortTicket {
+            tid: self.tid,
+            h,
+            key: self.short_key(kid, &h),
+        }
     }
 
     /// Opens `ticket[10..]` (as carried in the cookie). A ticket that fails
@@ -179,6 +227,82 @@ impl Ticket {
     }
 }
 
+/// A short ticket as the client holds it (spec §7.3): the cookie parts and
+/// the key it seals under.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ShortTicket {
+    tid: KeyId,
+    h: [u8; SHORT_H_LEN],
+    key: SessionKey,
+}
+
+impl core::fmt::Debug for ShortTicket {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "ShortTicket({:?})", self.tid)
+    }
+}
+
+impl ShortTicket {
+    /// The ticket-key ID (cookie name prefix).
+    pub fn tid(&self) -> KeyId {
+        self.tid
+    }
+
+    /// The random part `h` (cookie value).
+    pub fn h(&self) -> &[u8; SHORT_H_LEN] {
+        &self.h
+    }
+
+    /// The key `k'` requests presenting this ticket are sealed under.
+    pub fn key(&self) -> &SessionKey {
+        &self.key
+    }
+
+    /// The `Ticket` field value: `b64u(tid || h || k')` (78 characters).
+    pub fn to_field(&self) -> String {
+        let mut b = Zeroizing::new([0u8; SHORT_TICKET_LEN]);
+        b[..KID_LEN].copy_from_slice(&self.tid.0);
+        b[KID_LEN..KID_LEN + SHORT_H_LEN].copy_from_slice(&self.h);
+        b[KID_LEN + SHORT_H_LEN..].copy_from_slice(self.key.as_bytes());
+        b64::encode(&b[..])
+    }
+
+    /// Parses a short `Ticket` field value.
+    pub fn from_field(value: &[u8]) -> Result<Self> {
+        let b = Zeroizing::new(b64::decode_array::<SHORT_TICKET_LEN>(value)?);
+        Ok(ShortTicket {
+            tid: KeyId(b[..KID_LEN].try_into().expect("fixed layout")),
+            h: b[KID_LEN..KID_LEN + SHORT_H_LEN]
+                .try_into()
+                .expect("fixed layout"),
+            key: SessionKey::from_bytes(
+                b[KID_LEN + SHORT_H_LEN..].try_into().expect("fixed layout"),
+            ),
+        })
+    }
+}
+
+/// A `Ticket` response field of either form: a v1 ticket (128 characters,
+/// spec §7.2) or a short one (78 characters, §7.3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AnyTicket {
+    /// A v1 ticket; requests presenting it seal under the session key.
+    V1(Ticket),
+    /// A short ticket, with its own key.
+    Short(ShortTicket),
+}
+
+impl AnyTicket {
+    /// Parses a `Ticket` field value; its length tells the form.
+    pub fn from_field(value: &[u8]) -> Result<Self> {
+        if value.len() == b64::encoded_len(SHORT_TICKET_LEN) {
+            ShortTicket::from_field(value).map(AnyTicket::Short)
+        } else {
+            Ticket::from_field(value).map(AnyTicket::V1)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,6 +331,27 @@ mod tests {
             "AD binds the tid"
         );
         assert_eq!(Ticket::from_field(t.to_field().as_bytes()).unwrap(), t);
+    }
+
+    #[test]
+    fn short_ticket_field_round_trip() {
+        let tk = TicketKey::new(KeyId([1; 10]), [2; 32]);
+        let t = tk.issue_short(&KeyId([4; 10]), [5; 16]);
+        let field = t.to_field();
+        assert_eq!(field.len(), 78);
+        assert_eq!(ShortTicket::from_field(field.as_bytes()).unwrap(), t);
+        assert_eq!(
+            AnyTicket::from_field(field.as_bytes()).unwrap(),
+            AnyTicket::Short(t.clone())
+        );
+        // The key depends on every input.
+        assert_ne!(tk.short_key(&KeyId([4; 10]), &[6; 16]), *t.key());
+        assert_ne!(tk.short_key(&KeyId([3; 10]), &[5; 16]), *t.key());
+        let other = TicketKey::new(KeyId([9; 10]), [2; 32]);
+        assert_ne!(other.short_key(&KeyId([4; 10]), &[5; 16]), *t.key());
+        // A wrong length is neither form.
+        assert!(AnyTicket::from_field(&field.as_bytes()[..77]).is_err());
+        assert!(AnyTicket::from_field(b"").is_err());
     }
 
     #[test]

@@ -158,6 +158,9 @@ fn run(case: &Value) -> Result<Value, Error> {
                 Credential::Ticket { tid, sealed } => {
                     json!({"kind": "ticket", "id": hex::encode(tid.0), "value": hex::encode(sealed)})
                 }
+                Credential::ShortTicket { tid, h } => {
+                    json!({"kind": "short_ticket", "id": hex::encode(tid.0), "value": hex::encode(h)})
+                }
             })
         }
         "date_check" => {
@@ -908,4 +911,85 @@ fn change_one_character(v: &mut Value) -> bool {
         Value::Object(o) => o.values_mut().any(change_one_character),
         _ => false,
     }
+}
+
+/// `vectors/short-ticket/`: short tickets (spec §7.3), a project extension
+/// kept apart from the v1 vectors: the derivation of `k'`, the `Ticket`
+/// field, and the server's handling of the cookie.
+#[test]
+fn short_ticket_vectors() {
+    use httpcrypt_proto::ticket::ShortTicket;
+    let dir = vectors_dir().join("short-ticket");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("vectors/short-ticket/ exists")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    let (mut pos, mut neg) = (0, 0);
+    for f in &files {
+        let case: Value = serde_json::from_str(&std::fs::read_to_string(f).expect("readable"))
+            .expect("valid JSON");
+        let name = case["name"].as_str().expect("name");
+        let i = &case["input"];
+        let got: Result<Value, Error> = match case["kind"].as_str().expect("kind") {
+            "short_ticket_issue" => {
+                let tk = ticket_key(&i["ticket_key"]);
+                let t = tk.issue_short(&KeyId(arr(i, "kid")), arr(i, "h"));
+                outer::format_cookie(&t.tid(), t.h(), s(i, "name_pad"), s(i, "value_pad")).map(
+                    |cookie| {
+                        json!({"key": hex::encode(t.key().as_bytes()), "field": t.to_field(), "cookie": cookie})
+                    },
+                )
+            }
+            "short_ticket_field" => ShortTicket::from_field(s(i, "field").as_bytes()).map(|t| {
+                json!({"tid": hex::encode(t.tid().0), "h": hex::encode(t.h()), "key": hex::encode(t.key().as_bytes())})
+            }),
+            "short_ticket_accept" => {
+                let kex = KexSecret::from_bytes(arr(i, "server_secret"));
+                let c = &i["cert"];
+                let cert = KeyCert::sign_for(
+                    &IdentityKey::from_seed(arr(i, "identity_seed")),
+                    Profile::V1,
+                    u(c, "serial") as u32,
+                    u(c, "not_before") as u32,
+                    u(c, "not_after") as u32,
+                    *kex.public(),
+                );
+                let mut keys = ServerKeys::new();
+                keys.add_key(kex, cert);
+                let tk = &i["ticket_key"];
+                match tk["kid"].as_str() {
+                    Some(_) => keys.add_ticket_key_for(
+                        ticket_key(tk),
+                        KeyId(arr(tk, "kid")),
+                        u(tk, "expires"),
+                    ),
+                    None => keys.add_ticket_key(ticket_key(tk), u(tk, "expires")),
+                }
+                let now = u(i, "now");
+                outer::scan_cookies([s(i, "cookie").as_bytes()], |id| keys.lookup(id, now))
+                    .and_then(|cred| match cred {
+                        Credential::ShortTicket { tid, h } => keys.open_short_ticket(&tid, &h, now),
+                        other => panic!("{name}: not a short ticket: {other:?}"),
+                    })
+                    .map(|(kid, key)| {
+                        json!({"kid": hex::encode(kid.0), "session_key": hex::encode(key.as_bytes())})
+                    })
+            }
+            other => panic!("{name}: unknown kind {other}"),
+        };
+        match (case["expect"].as_str().expect("expect"), got) {
+            ("ok", Ok(out)) => {
+                pos += 1;
+                assert_eq!(out, case["output"], "{name}: output differs");
+            }
+            (want, Err(e)) => {
+                neg += 1;
+                assert_eq!(e.code(), want, "{name}");
+            }
+            (want, Ok(_)) => panic!("{name}: expected {want}, got success"),
+        }
+    }
+    assert!(pos >= 3 && neg > pos, "{pos} positive, {neg} negative");
 }

@@ -315,3 +315,43 @@ async fn a_hybrid_session_resumes_with_its_ticket() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_hybrid_session_resumes_with_a_short_ticket() {
+    use httpcrypt_proto::ticket::{ShortTicket, ASK_SHORT};
+    let keys = keys();
+    for pq in [Pq::On, Pq::Only] {
+        let req = hybrid_request(&keys);
+        let mut head = RequestHead::new("GET", "/Cargo.toml");
+        head.fields
+            .push(Field::new("Date", replay::format_date(unix_now())));
+        head.fields.push(Field::new(TICKET_FIELD, ASK_SHORT));
+        let mut plain = Vec::new();
+        head.encode(&mut plain);
+        let mut stream_bytes = Vec::new();
+        stream::seal_all(req.sealer(), &plain, 16 * 1024, &mut stream_bytes).unwrap();
+        let bytes = req.encode_outer(Form::Post, &mount(), "h.test", &stream_bytes);
+        let (_, b) = body(send(&keys, pq, &bytes, 500).await).await;
+        let (head, _) = req.open_response_to("GET", &b, &Limits::default()).unwrap();
+        let field = field(&head.fields, TICKET_FIELD).unwrap();
+        assert_eq!(field.len(), 78, "a short ticket");
+        let ticket = ShortTicket::from_field(field).unwrap();
+        let resumed = PreparedRequest::for_key(
+            &keys.cert.kex_public,
+            ClientCredential::ShortTicket(&ticket),
+            [9; 24],
+            "",
+            "",
+        )
+        .unwrap();
+        for form in [Form::Post, Form::Get] {
+            let bytes =
+                resumed.encode_outer(form, &mount(), "h.test", &inner_stream(resumed.sealer()));
+            let (status, b) = body(send(&keys, pq, &bytes, 3).await).await;
+            assert_eq!(status, 200, "{pq:?} {form:?}");
+            let (head, got) = resumed.open_response(&b, &Limits::default()).unwrap();
+            assert_eq!(got, CARGO_TOML);
+            assert!(httpcrypt_proto::inner::field(&head.fields, TICKET_FIELD).is_none());
+        }
+    }
+}

@@ -23,6 +23,7 @@ pub mod provenance;
 mod resumption;
 mod rspamd;
 mod service;
+pub mod short_ticket;
 mod split;
 mod streams;
 
@@ -158,11 +159,13 @@ pub fn generate() -> Vec<Case> {
 }
 
 /// Rewrites `dir` with the generated cases, `dir/provenance` with
-/// [`provenance::cases`] and `dir/hybrid` with [`hybrid::cases`]; removes
+/// [`provenance::cases`], `dir/hybrid` with [`hybrid::cases`] and
+/// `dir/short-ticket` with [`short_ticket::cases`]; removes
 /// stale `.json` files.
 pub fn write_all(dir: &Path) -> std::io::Result<usize> {
     let n = write_dir(dir, generate())?;
     let n = n + write_dir(&dir.join("provenance"), provenance::cases())?;
+    let n = n + write_dir(&dir.join("short-ticket"), short_ticket::cases())?;
     Ok(n + write_dir(&dir.join("hybrid"), hybrid::cases())?)
 }
 

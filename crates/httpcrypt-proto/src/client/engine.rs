@@ -10,7 +10,7 @@ use crate::inner::{self, Field, ResponseHead};
 use crate::keys::{IdentityPublic, SessionKey};
 use crate::outer;
 use crate::replay;
-use crate::ticket::{Ticket, TICKET_FIELD};
+use crate::ticket::{AnyTicket, ShortTicket, Ticket, TICKET_FIELD};
 use crate::token::RANDOM_FIELD;
 
 use super::pq::{Pq, PqState, ServerKey, Suite};
@@ -19,6 +19,43 @@ use super::retry::Retry;
 /// How long a client keeps echoing an admission cookie: the server accepts
 /// it for at least one full cookie period (30 s by default).
 pub const ADMIT_REUSE_SECS: u64 = 25;
+/// How many requests a client presents one short ticket with before it asks
+/// for a new one (spec §7.3): requests that carry the same ticket are
+/// linkable to each other, as requests under one reused key pair are.
+pub const SHORT_TICKET_REUSE: u32 = 16;
+/// Seconds after its first use a client asks for a new short ticket.
+pub const SHORT_TICKET_MAX_AGE: u64 = 600;
+
+/// When a client asks for a new short ticket (spec §7.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShortPolicy {
+    /// Requests per short ticket (at least 1; 1 asks on every request, so
+    /// no two requests share a ticket).
+    pub reuse: u32,
+    /// Seconds after its first use.
+    pub max_age: u64,
+}
+
+impl Default for ShortPolicy {
+    fn default() -> Self {
+        ShortPolicy {
+            reuse: SHORT_TICKET_REUSE,
+            max_age: SHORT_TICKET_MAX_AGE,
+        }
+    }
+}
+
+/// A short ticket the client holds, with its use so far.
+#[derive(Debug, Clone)]
+struct HeldShort {
+    ticket: ShortTicket,
+    suite: Suite,
+    /// Requests that presented it.
+    uses: u32,
+    /// When it was first presented (unix seconds).
+    first_used: Option<u64>,
+}
+
 /// Largest problem document a client reads (refusals, inner problems).
 pub const PROBLEM_LIMIT: usize = 64 * 1024;
 
@@ -41,6 +78,8 @@ pub struct HostState {
     ticket: Option<(Ticket, SessionKey)>,
     /// The suite of the session the ticket resumes.
     ticket_suite: Suite,
+    /// The last short ticket (spec §7.3), kept apart from the v1 one.
+    short: Option<HeldShort>,
     /// Suite 2: keys, pin, and whether the last discovery found none.
     pq: PqState,
     /// The last `Random` token the server gave, and the session key it is bound to.
@@ -133,6 +172,38 @@ impl HostState {
         }
     }
 
+    /// The short ticket to present with a request to `key`, by the same
+    /// suite rule as [`HostState::ticket_for`].
+    pub fn short_ticket_for(&self, key: &ServerKey) -> Option<(&ShortTicket, Suite)> {
+        let t = self.short.as_ref()?;
+        match (key.suite(), t.suite) {
+            (Suite::Hybrid, Suite::Classical) => None,
+            _ => Some((&t.ticket, t.suite)),
+        }
+    }
+
+    /// Whether the next request at `now` asks for a short ticket: when none
+    /// is held, when the one held is on its last use under `policy`, or
+    /// when it was first used `policy.max_age` seconds ago or more.
+    pub fn asks_ticket(&self, policy: &ShortPolicy, now: u64) -> bool {
+        match &self.short {
+            None => true,
+            Some(t) => {
+                t.uses.saturating_add(1) >= policy.reuse
+                    || t.first_used
+                        .is_some_and(|f| now >= f.saturating_add(policy.max_age))
+            }
+        }
+    }
+
+    /// Counts one request at `now` that presented the short ticket held.
+    pub fn used_short_ticket(&mut self, now: u64) {
+        if let Some(t) = &mut self.short {
+            t.uses = t.uses.saturating_add(1);
+            t.first_used.get_or_insert(now);
+        }
+    }
+
     /// The token to present under session key `k`: only one the server
     /// issued under that very key proves an earlier round trip (spec §8).
     pub fn token_for(&self, k: &SessionKey) -> Option<&[u8]> {
@@ -171,6 +242,7 @@ impl HostState {
         };
         let usable = cert::choose(&certs, now, identity).is_ok();
         self.ticket = None;
+        self.short = None;
         if usable {
             self.keys = certs.iter().map(DiscoveredKey::from).collect();
             self.fetched = now;
@@ -200,6 +272,7 @@ impl HostState {
             .took_unknown_key(pq, lines, identity, require_identity, now);
         if settled {
             self.ticket = None;
+            self.short = None;
         }
         settled
     }
@@ -219,9 +292,20 @@ impl HostState {
     /// hybrid session resumes it as hybrid, spec/hybrid.md H3).
     pub fn took_head_in(&mut self, fields: &[Field], k: &SessionKey, suite: Suite) {
         if let Some(t) = inner::field(fields, TICKET_FIELD) {
-            if let Ok(t) = Ticket::from_field(t) {
-                self.ticket = Some((t, k.clone()));
-                self.ticket_suite = suite;
+            match AnyTicket::from_field(t) {
+                Ok(AnyTicket::V1(t)) => {
+                    self.ticket = Some((t, k.clone()));
+                    self.ticket_suite = suite;
+                }
+                Ok(AnyTicket::Short(ticket)) => {
+                    self.short = Some(HeldShort {
+                        ticket,
+                        suite,
+                        uses: 0,
+                        first_used: None,
+                    });
+                }
+                Err(_) => {}
             }
         }
         if let Some(r) = inner::field(fields, RANDOM_FIELD) {
@@ -559,5 +643,50 @@ mod tests {
         assert_eq!(h.ticket_for(&key).map(|(_, s)| s), Some(Suite::Hybrid));
         // Pinned: past the keys' life, nothing settles it without discovery.
         assert_eq!(h.next_key(Pq::Prefer, NOW + 3601), None);
+    }
+
+    #[test]
+    fn a_short_ticket_is_presented_up_to_its_reuse_then_asked_for_again() {
+        use crate::ticket::TicketKey;
+        let mut rng = ChaCha20Rng::seed_from_u64(6);
+        let id = IdentityKey::generate(&mut rng);
+        let key = ServerKey::Classical(DiscoveredKey::from(&cert(&id, 1, &mut rng)));
+        let policy = ShortPolicy {
+            reuse: 3,
+            max_age: 600,
+        };
+        let mut h = HostState::default();
+        assert!(h.asks_ticket(&policy, NOW), "none held: ask");
+        assert!(h.short_ticket_for(&key).is_none());
+        let tk = TicketKey::new(crate::KeyId([1; 10]), [2; 32]);
+        let give = |h: &mut HostState, b: u8| {
+            let t = tk.issue_short(&crate::KeyId([3; 10]), [b; 16]);
+            let k = session_key(&mut ChaCha20Rng::seed_from_u64(u64::from(b)));
+            h.took_head(&[Field::new(TICKET_FIELD, t.to_field())], &k);
+            t
+        };
+        let t1 = give(&mut h, 4);
+        assert!(h.ticket().is_none(), "a short ticket is not a v1 one");
+        // Uses 1 and 2 do not ask; use 3 (the last) asks.
+        for (at, asks) in [(NOW, false), (NOW + 1, false), (NOW + 2, true)] {
+            assert_eq!(h.short_ticket_for(&key).map(|(t, _)| t), Some(&t1));
+            assert_eq!(h.asks_ticket(&policy, at), asks, "at {at}");
+            h.used_short_ticket(at);
+        }
+        // The new ticket starts over.
+        let t2 = give(&mut h, 5);
+        assert_eq!(h.short_ticket_for(&key).map(|(t, _)| t), Some(&t2));
+        assert!(!h.asks_ticket(&policy, NOW + 3));
+        h.used_short_ticket(NOW + 3);
+        // Age counts from the first use.
+        assert!(!h.asks_ticket(&policy, NOW + 602));
+        assert!(h.asks_ticket(&policy, NOW + 603));
+        // Reuse 1: every request asks.
+        let every = ShortPolicy {
+            reuse: 1,
+            max_age: 600,
+        };
+        give(&mut h, 6);
+        assert!(h.asks_ticket(&every, NOW));
     }
 }

@@ -9,6 +9,7 @@ use crate::b64;
 use crate::inner::{self, Field, RequestHead};
 use crate::profile::Profile;
 use crate::replay;
+use crate::ticket::{ASK_SHORT, TICKET_FIELD};
 use crate::token::{self, CLIENT_RANDOM_FIELD, RANDOM_FIELD};
 
 /// What the protocol adds to the caller's request.
@@ -30,6 +31,8 @@ pub struct HeadPlan<'a> {
     /// A `Random` token the server issued under this request's session key
     /// (spec §8): it proves an earlier round trip.
     pub token: Option<&'a [u8]>,
+    /// Ask for a short ticket (spec §7.3): adds `Ticket: short`.
+    pub ask_ticket: bool,
 }
 
 /// The inner request head for `method` and `target` with the caller's
@@ -74,6 +77,9 @@ pub fn request_head<'f>(
                 .push(Field::new("Content-Length", len.to_string()));
         }
     }
+    if plan.ask_ticket {
+        head.fields.push(Field::new(TICKET_FIELD, ASK_SHORT));
+    }
     if !token::is_safe(method) {
         if let Some(t) = plan.token {
             head.fields.push(Field::new(RANDOM_FIELD, t));
@@ -115,6 +121,7 @@ mod tests {
             own_date: false,
             body_len: None,
             token: None,
+            ask_ticket: false,
         }
     }
 

@@ -13,7 +13,7 @@ use crate::outer::{self, fits_get_form_for, Form, Mount};
 use crate::profile::{self, Profile};
 use crate::stream::{self, Opener, Sealer};
 use crate::suite::NONCE_LEN;
-use crate::ticket::Ticket;
+use crate::ticket::{ShortTicket, Ticket};
 
 /// What the client presents in its cookie.
 #[derive(Debug, Clone, Copy)]
@@ -22,6 +22,8 @@ pub enum ClientCredential<'a> {
     Key(&'a KexSecret),
     /// A ticket from an earlier response, with the session key it carries.
     Ticket(&'a Ticket, &'a SessionKey),
+    /// A short ticket (spec §7.3), which carries its own key.
+    ShortTicket(&'a ShortTicket),
 }
 
 /// Bytes allowed for the record overhead when a client decides on the GET
@@ -89,6 +91,10 @@ impl PreparedRequest {
                 let cookie =
                     outer::format_cookie(&ticket.tid(), ticket.sealed(), name_pad, value_pad)?;
                 (key.clone(), cookie)
+            }
+            ClientCredential::ShortTicket(ticket) => {
+                let cookie = outer::format_cookie(&ticket.tid(), ticket.h(), name_pad, value_pad)?;
+                (ticket.key().clone(), cookie)
             }
         };
         Ok(PreparedRequest {

@@ -125,6 +125,22 @@ impl HybridKeys {
         self.table.add_ticket_key(key, expires);
     }
 
+    /// Adds a ticket key valid through `expires` that came with the suite-2
+    /// key `kid`: v1 tickets under its own ID, and short tickets
+    /// (`httpcrypt.md` §7.3) under [`crate::ticket::suite2_tid`] of it, so
+    /// that the suite-1 table, which holds the same key under its own ID,
+    /// does not take them; they run under `kid`.
+    pub fn add_ticket_key_for(&mut self, key: TicketKey, kid: KeyId, expires: u64) {
+        let short = TicketKey::new(crate::ticket::suite2_tid(&key.tid()), *key.to_bytes());
+        self.table.add_ticket_key(key, expires);
+        self.table.add_ticket_key_for(short, kid, expires);
+    }
+
+    /// The unexpired ticket key that came with the suite-2 key `kid`.
+    pub fn ticket_key_for(&self, kid: &KeyId, now: u64) -> Option<&TicketKey> {
+        self.table.ticket_key_for(kid, now)
+    }
+
     /// Drops (and so zeroizes) every key expired at `now`.
     pub fn remove_expired(&mut self, now: u64) {
         self.table.remove_expired(now);

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::keys::{KexPublic, KeyId, KID_LEN};
 use crate::profile::{Profile, COMPACT_MARK};
 use crate::suite::NONCE_LEN;
-use crate::ticket::SEALED_TICKET_LEN;
+use crate::ticket::{SEALED_TICKET_LEN, SHORT_H_LEN};
 
 /// Characters of a base64url nonce in the path.
 pub const NONCE_B64_LEN: usize = b64::encoded_len(NONCE_LEN);
@@ -19,6 +19,8 @@ pub const ID_B64_LEN: usize = b64::encoded_len(KID_LEN);
 pub const PUBLIC_B64_LEN: usize = b64::encoded_len(32);
 /// Characters of a base64url sealed ticket (the cookie value of §7.2).
 pub const TICKET_B64_LEN: usize = b64::encoded_len(SEALED_TICKET_LEN);
+/// Characters of a base64url short ticket's `h` (the cookie value of §7.3).
+pub const SHORT_B64_LEN: usize = b64::encoded_len(SHORT_H_LEN);
 /// Most padding characters after a cookie name or value.
 pub const MAX_PAD: usize = 16;
 /// Most padding characters a profile-2 client draws (spec §4.5).
@@ -274,6 +276,23 @@ pub enum Credential {
         /// `ticket[10..]`: nonce, ciphertext, tag.
         sealed: [u8; SEALED_TICKET_LEN],
     },
+    /// A short ticket under a known ticket-key ID (spec §7.3).
+    ShortTicket {
+        /// The ticket-key ID.
+        tid: KeyId,
+        /// The ticket's random part `h`.
+        h: [u8; SHORT_H_LEN],
+    },
+}
+
+impl Credential {
+    /// Whether the cookie carried a ticket of either form (a resumed session).
+    pub fn is_ticket(&self) -> bool {
+        matches!(
+            self,
+            Credential::Ticket { .. } | Credential::ShortTicket { .. }
+        )
+    }
 }
 
 /// What an ID names on this server.
@@ -304,7 +323,8 @@ fn is_b64(s: &[u8]) -> bool {
 /// Whether a pair looks like an HTTPCrypt cookie (known to this server or not).
 fn has_shape(name: &[u8], value: &[u8]) -> bool {
     let name_ok = (ID_B64_LEN..=ID_B64_LEN + MAX_PAD).contains(&name.len()) && is_b64(name);
-    let value_ok = ((PUBLIC_B64_LEN..=PUBLIC_B64_LEN + MAX_PAD).contains(&value.len())
+    let value_ok = ((SHORT_B64_LEN..=SHORT_B64_LEN + MAX_PAD).contains(&value.len())
+        || (PUBLIC_B64_LEN..=PUBLIC_B64_LEN + MAX_PAD).contains(&value.len())
         || (TICKET_B64_LEN..=TICKET_B64_LEN + MAX_PAD).contains(&value.len()))
         && is_b64(value);
     name_ok && value_ok
@@ -375,6 +395,14 @@ pub fn scan_cookies<'a>(
                     kid: id,
                     client_public: KexPublic(strip_pad::<32>(value)?),
                 },
+                // The lengths of the two forms (22–38 and 115–131
+                // characters) do not overlap.
+                IdKind::Ticket if value.len() <= SHORT_B64_LEN + MAX_PAD => {
+                    Credential::ShortTicket {
+                        tid: id,
+                        h: strip_pad::<SHORT_H_LEN>(value)?,
+                    }
+                }
                 IdKind::Ticket => Credential::Ticket {
                     tid: id,
                     sealed: strip_pad::<SEALED_TICKET_LEN>(value)?,

@@ -29,7 +29,16 @@ pub struct ServerKey {
 #[derive(Debug, Default)]
 pub struct ServerKeys {
     keys: Vec<ServerKey>,
-    tickets: Vec<(TicketKey, u64)>,
+    tickets: Vec<TicketEntry>,
+}
+
+/// A ticket key, its expiry, and the kex key it came with (the one its
+/// short tickets run under, spec §7.3), if known.
+#[derive(Debug)]
+struct TicketEntry {
+    key: TicketKey,
+    expires: u64,
+    kid: Option<KeyId>,
 }
 
 impl ServerKeys {
@@ -52,14 +61,30 @@ impl ServerKeys {
     }
 
     /// Adds a ticket key valid through `expires` (unix seconds).
+    /// Such a key takes v1 tickets only: a short ticket (spec §7.3) needs
+    /// the kex key the ticket key came with ([`ServerKeys::add_ticket_key_for`]).
     pub fn add_ticket_key(&mut self, key: TicketKey, expires: u64) {
-        self.tickets.push((key, expires));
+        self.tickets.push(TicketEntry {
+            key,
+            expires,
+            kid: None,
+        });
+    }
+
+    /// Adds a ticket key valid through `expires` that came with the kex key
+    /// `kid`: short tickets under it run under `kid` (spec §7.3).
+    pub fn add_ticket_key_for(&mut self, key: TicketKey, kid: KeyId, expires: u64) {
+        self.tickets.push(TicketEntry {
+            key,
+            expires,
+            kid: Some(kid),
+        });
     }
 
     /// Drops (and so zeroizes) every key expired at `now`.
     pub fn remove_expired(&mut self, now: u64) {
         self.keys.retain(|k| now <= u64::from(k.cert.not_after));
-        self.tickets.retain(|(_, exp)| now <= *exp);
+        self.tickets.retain(|t| now <= t.expires);
     }
 
     /// The kex keys held.
@@ -96,15 +121,45 @@ impl ServerKeys {
         self.tickets
             .iter()
             .rev()
-            .find(|(_, exp)| now <= *exp)
-            .map(|(k, _)| k)
+            .find(|t| now <= t.expires)
+            .map(|t| &t.key)
+    }
+
+    /// The unexpired ticket key that came with the kex key `kid`: the one
+    /// short tickets of sessions under `kid` are issued under (spec §7.3).
+    pub fn ticket_key_for(&self, kid: &KeyId, now: u64) -> Option<&TicketKey> {
+        self.tickets
+            .iter()
+            .rev()
+            .find(|t| now <= t.expires && t.kid == Some(*kid))
+            .map(|t| &t.key)
+    }
+
+    fn ticket_entry(&self, tid: &KeyId, now: u64) -> Option<&TicketEntry> {
+        self.tickets
+            .iter()
+            .find(|t| now <= t.expires && t.key.tid() == *tid)
     }
 
     fn ticket_key_by_id(&self, tid: &KeyId, now: u64) -> Option<&TicketKey> {
-        self.tickets
-            .iter()
-            .find(|(k, exp)| now <= *exp && k.tid() == *tid)
-            .map(|(k, _)| k)
+        self.ticket_entry(tid, now).map(|t| &t.key)
+    }
+
+    /// The kex key ID and key `k'` of the short ticket `(tid, h)` at `now`
+    /// (spec §7.3): the ticket key must be unexpired and have come with a
+    /// kex key that is still held. Any failure is `unknown_key`.
+    pub fn open_short_ticket(
+        &self,
+        tid: &KeyId,
+        h: &[u8; crate::ticket::SHORT_H_LEN],
+        now: u64,
+    ) -> Result<(KeyId, SessionKey)> {
+        let entry = self.ticket_entry(tid, now).ok_or(Error::UnknownKey)?;
+        let kid = entry.kid.ok_or(Error::UnknownKey)?;
+        if self.key(&kid, now).is_none() {
+            return Err(Error::UnknownKey);
+        }
+        Ok((kid, entry.key.short_key(&kid, h)))
     }
 
     /// What `id` names at `now`.
@@ -419,6 +474,7 @@ pub fn accept(
             }
             (contents.kid, contents.key)
         }
+        Credential::ShortTicket { tid, h } => keys.open_short_ticket(tid, h, now)?,
     };
     let query_stream = match query_stream {
         Some(q) => Some(outer::decode_query(q, limits.max_body)?),

@@ -104,3 +104,116 @@ fn a_sealed_answer_has_the_reference_layout_in_every_case() {
     }
     assert_eq!(cases, 2 * 3 * 4 * 5 * 10);
 }
+
+/// A server holding one kex key (valid through `not_after`) whose ticket
+/// key came with it, and the ticket key.
+fn short_ticket_server(not_after: u32, paired: bool) -> (ServerKeys, TicketKey, KeyId) {
+    let id = crate::keys::IdentityKey::from_seed([1; 32]);
+    let kex = KexSecret::from_bytes([2; 32]);
+    let cert = KeyCert::sign_for(&id, Profile::V1, 1, 1_000, not_after, *kex.public());
+    let kid = cert.kid();
+    let mut keys = ServerKeys::new();
+    keys.add_key(kex, cert);
+    let tk = TicketKey::new(KeyId([3; 10]), [4; 32]);
+    let copy = TicketKey::new(tk.tid(), *tk.to_bytes());
+    if paired {
+        keys.add_ticket_key_for(copy, kid, u64::from(not_after));
+    } else {
+        keys.add_ticket_key(copy, u64::from(not_after));
+    }
+    (keys, tk, kid)
+}
+
+/// A whole request presenting `ticket`, sealed under its key.
+fn short_ticket_request(ticket: &crate::ticket::ShortTicket, pad: &str) -> Vec<u8> {
+    use crate::client::{ClientCredential, PreparedRequest};
+    let p = PreparedRequest::for_key(
+        &KexPublic([0; 32]),
+        ClientCredential::ShortTicket(ticket),
+        [6; NONCE_LEN],
+        "",
+        pad,
+    )
+    .unwrap();
+    let mut head = RequestHead::new("GET", "/x");
+    head.fields.push(Field::new("Date", "x"));
+    let stream = p.seal_message(&head, b"", 64).unwrap();
+    p.encode_outer(
+        outer::Form::Post,
+        &Mount::new("/hc").unwrap(),
+        "h.example",
+        &stream,
+    )
+}
+
+#[test]
+fn a_short_ticket_resumes_under_the_kex_key_its_ticket_key_came_with() {
+    let now = 5_000;
+    let (keys, tk, kid) = short_ticket_server(9_000, true);
+    let ticket = tk.issue_short(&kid, [7; 16]);
+    for pad in ["", "AbC", "0123456789abcdef"] {
+        let outer = short_ticket_request(&ticket, pad);
+        let (a, head, _) = serve_bytes(
+            &keys,
+            &Mount::new("/hc").unwrap(),
+            &Limits::default(),
+            now,
+            &outer,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(a.kid, kid);
+        assert_eq!(a.session_key(), ticket.key());
+        assert!(a.credential.is_ticket());
+        assert_eq!(
+            a.credential,
+            Credential::ShortTicket {
+                tid: tk.tid(),
+                h: [7; 16]
+            }
+        );
+        assert_eq!(head.target, "/x");
+    }
+}
+
+#[test]
+fn every_short_ticket_refusal_is_unknown_key() {
+    let mount = Mount::new("/hc").unwrap();
+    let limits = Limits::default();
+    let (keys, tk, kid) = short_ticket_server(9_000, true);
+    let outer = short_ticket_request(&tk.issue_short(&kid, [7; 16]), "");
+    // The ticket key (and its kex key) expired.
+    assert_eq!(
+        serve_bytes(&keys, &mount, &limits, 9_001, &outer).err(),
+        Some(Error::UnknownKey)
+    );
+    // A ticket key that came with no kex key takes no short tickets.
+    let (unpaired, _, _) = short_ticket_server(9_000, false);
+    assert_eq!(
+        serve_bytes(&unpaired, &mount, &limits, 5_000, &outer).err(),
+        Some(Error::UnknownKey)
+    );
+    // A tid the server does not hold.
+    let other = TicketKey::new(KeyId([8; 10]), [4; 32]);
+    let outer = short_ticket_request(&other.issue_short(&kid, [7; 16]), "");
+    assert_eq!(
+        serve_bytes(&keys, &mount, &limits, 5_000, &outer).err(),
+        Some(Error::UnknownKey)
+    );
+    // The kex key is no longer held while its ticket key still is.
+    let mut held = ServerKeys::new();
+    held.add_ticket_key_for(TicketKey::new(tk.tid(), *tk.to_bytes()), kid, 9_000);
+    let outer = short_ticket_request(&tk.issue_short(&kid, [7; 16]), "");
+    assert_eq!(
+        serve_bytes(&held, &mount, &limits, 5_000, &outer).err(),
+        Some(Error::UnknownKey)
+    );
+    // A ticket whose key the server did not derive (another kid, or a
+    // forged key) names a known ticket key: the stream fails to open.
+    let wrong = tk.issue_short(&KeyId([9; 10]), [7; 16]);
+    let outer = short_ticket_request(&wrong, "");
+    assert_eq!(
+        serve_bytes(&keys, &mount, &limits, 5_000, &outer).err(),
+        Some(Error::Integrity)
+    );
+}

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use http::{Method, StatusCode, Uri};
-use httpcrypt_proto::client::{Pq, Suite};
+use httpcrypt_proto::client::{Pq, ShortPolicy, Suite};
 use httpcrypt_proto::outer::Mount;
 use httpcrypt_proto::{IdentityPublic, Limits};
 
@@ -41,6 +41,10 @@ pub struct ClientConfig {
     pub hybrid_get_form: bool,
     /// Present tickets the server issued.
     pub tickets: bool,
+    /// Ask for short tickets (spec §7.3) and present them, asking for a new
+    /// one as the policy says; `None` takes the v1 tickets the server
+    /// issues unasked (§7.2). Only with `tickets`.
+    pub short_tickets: Option<ShortPolicy>,
     /// Use request profile 2 with keys whose certificate announces it
     /// (spec §4.5); `false` keeps every request in the v1 layout.
     pub compact: bool,
@@ -84,6 +88,7 @@ impl Default for ClientConfig {
             get_form: true,
             hybrid_get_form: false,
             tickets: true,
+            short_tickets: Some(ShortPolicy::default()),
             compact: true,
             record_size: DEFAULT_RECORD,
             limits: Limits::default(),

@@ -188,19 +188,38 @@ impl Client {
     ) -> Result<Sealed, Error> {
         let now = unix_now();
         let config = &self.config;
-        let (ticket, reused, corrected, admit) = self.hosts.with(authority, |h| {
-            let ticket = if config.tickets {
+        let short_policy = config.short_tickets.filter(|_| config.tickets);
+        let (ticket, ask_ticket, reused, corrected, admit) = self.hosts.with(authority, |h| {
+            // A short ticket first (spec §7.3), counted as used; then a v1 one.
+            let short = short_policy.and_then(|_| {
+                h.state
+                    .short_ticket_for(server_key)
+                    .map(|(t, suite)| (Held::Short(t.clone()), suite))
+            });
+            let ask_ticket = short_policy.is_some_and(|p| h.state.asks_ticket(&p, now));
+            if short.is_some() {
+                h.state.used_short_ticket(now);
+            }
+            let ticket = if !config.tickets {
+                None
+            } else if short.is_some() {
+                short
+            } else {
                 h.state
                     .ticket_for(server_key)
-                    .map(|(t, suite)| (t.clone(), suite))
-            } else {
-                None
+                    .map(|((t, k), suite)| (Held::V1(t.clone(), k.clone()), suite))
             };
             if config.key_policy == KeyPolicy::ReusePerHost && h.key.is_none() {
                 h.key = Some(Arc::new(KexSecret::generate(&mut OsRng)));
             }
             let admit = h.state.admit_cookie(now, ticket.is_some());
-            (ticket, h.key.clone(), h.state.corrected(now), admit)
+            (
+                ticket,
+                ask_ticket,
+                h.key.clone(),
+                h.state.corrected(now),
+                admit,
+            )
         });
         // Profile 2 (spec §4.5) when the key announces it: the corrected
         // time goes into the nonce, the Host into record 0's associated data.
@@ -214,10 +233,13 @@ impl Client {
         let name_pad = outer::random_pad_for(profile, &mut ThreadRng);
         let value_pad = outer::random_pad_for(profile, &mut ThreadRng);
         let (mut prepared, suite) = match (&ticket, server_key) {
-            (Some(((t, k), suite)), _) => (
+            (Some((held, suite)), _) => (
                 PreparedRequest::for_key(
                     server_key.kex_public(),
-                    ClientCredential::Ticket(t, k),
+                    match held {
+                        Held::V1(t, k) => ClientCredential::Ticket(t, k),
+                        Held::Short(t) => ClientCredential::ShortTicket(t),
+                    },
                     n0,
                     &name_pad,
                     &value_pad,
@@ -280,6 +302,7 @@ impl Client {
                 own_date,
                 body_len: exact,
                 token: token.as_deref(),
+                ask_ticket,
             },
             &mut ThreadRng,
         );
@@ -510,6 +533,13 @@ fn closed_before_answer(e: &Error) -> bool {
         cur = err.source();
     }
     false
+}
+
+/// The ticket a request presents: a v1 ticket with its session key, or a
+/// short ticket (spec §7.3), which carries its own.
+enum Held {
+    V1(httpcrypt_proto::ticket::Ticket, httpcrypt_proto::SessionKey),
+    Short(httpcrypt_proto::ticket::ShortTicket),
 }
 
 #[cfg(test)]

@@ -37,9 +37,11 @@ impl LiveKeys {
             match HybridServerKey::new(kex, kem, cert) {
                 Ok(key) => {
                     let mut h = self.hybrid.write().unwrap_or_else(|p| p.into_inner());
+                    let kid = key.kid();
                     h.add_key(key);
-                    h.add_ticket_key(
+                    h.add_ticket_key_for(
                         TicketKey::new(epoch.ticket.tid(), *epoch.ticket.to_bytes()),
+                        kid,
                         expires,
                     );
                 }
@@ -51,8 +53,9 @@ impl LiveKeys {
             }
         }
         let mut k = self.keys.write().unwrap_or_else(|p| p.into_inner());
+        let kid = epoch.cert.kid();
         k.add_key(epoch.secret, epoch.cert);
-        k.add_ticket_key(epoch.ticket, expires);
+        k.add_ticket_key_for(epoch.ticket, kid, expires);
         drop(k);
         self.changes.send_modify(|n| *n += 1);
     }

@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
-use httpcrypt_proto::outer;
 use httpcrypt_proto::server::{self as core, Accept, Accepted, OuterRequest};
 use httpcrypt_proto::split;
 use httpcrypt_proto::Limits;
@@ -280,7 +279,7 @@ pub(super) fn decided<B>(
         }
         Ok(Accept::Request(a)) => a,
     };
-    if matches!(accepted.credential, outer::Credential::Ticket { .. }) {
+    if accepted.credential.is_ticket() {
         crate::metrics::request(crate::metrics::Outcome::Ticket);
     }
     if let Some(conn) = parts.extensions.get::<ConnState>() {

@@ -24,7 +24,7 @@ use super::answer::{
 };
 use super::config::Encrypted;
 use super::service_request::{build_inner_request, SplitAsked};
-use super::sessions::{current_tid, issue_ticket, Held, TicketOut};
+use super::sessions::{current_tid, issue_short_ticket, issue_ticket, Held, TicketOut};
 use super::shared::{call, Shared};
 use crate::body::{full, plain, FailureSlot, HcBody, OpenBody, DEFAULT_RECORD};
 use crate::conn::ConnState;
@@ -248,7 +248,21 @@ where
     // ticket key on an earlier connection gets none (spec §7.2, D29): its
     // client reuses its key pair, so it is linkable by that anyway, and a new
     // ticket would differ from the one it holds only in its nonce.
-    if cfg.tickets
+    //
+    // Short tickets (spec §7.3) go out only when asked, whatever the request
+    // came with; a request that presents one and does not ask gets none: its
+    // client has opted in and decides itself when it wants a new one.
+    let asked_short = head.field(httpcrypt_proto::ticket::TICKET_FIELD)
+        == Some(httpcrypt_proto::ticket::ASK_SHORT.as_bytes());
+    let short = if cfg.tickets && asked_short {
+        issue_short_ticket(shared, accepted, now)
+    } else {
+        None
+    };
+    if let Some(t) = short {
+        extra.push(Field::new(httpcrypt_proto::ticket::TICKET_FIELD, t));
+    } else if cfg.tickets
+        && !matches!(accepted.credential, outer::Credential::ShortTicket { .. })
         && (held.ticket.is_none() || held.ticket != shared.keys.with(|k| current_tid(k, now)))
     {
         let conn = parts.extensions.get::<ConnState>();
@@ -318,7 +332,7 @@ where
     // (build_inner_request).
     inner_req.extensions_mut().insert(Encrypted {
         kid: accepted.kid,
-        resumed: matches!(accepted.credential, outer::Credential::Ticket { .. }),
+        resumed: accepted.credential.is_ticket(),
         cached: held.cached,
     });
     Ok((

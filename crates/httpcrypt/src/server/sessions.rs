@@ -214,6 +214,37 @@ pub(super) fn issue_ticket(
     })
 }
 
+/// A short ticket (spec §7.3) for a session under `accepted.kid`, sealed
+/// under the ticket key that came with that kex key (suite 1 or 2); `None`
+/// when no held ticket key came with it.
+pub(super) fn issue_short_ticket(shared: &Shared, accepted: &Accepted, now: u64) -> Option<String> {
+    let h = short_h();
+    let kid = accepted.kid;
+    shared
+        .keys
+        .with(|keys| {
+            keys.ticket_key_for(&kid, now)
+                .map(|tk| tk.issue_short(&kid, h))
+        })
+        .or_else(|| {
+            if shared.config.pq == super::config::Pq::Off {
+                return None;
+            }
+            shared.keys.with_hybrid(|hk| {
+                hk.ticket_key_for(&kid, now)
+                    .map(|tk| tk.issue_short(&kid, h))
+            })
+        })
+        .map(|t| t.to_field())
+}
+
+/// A fresh random `h` for a short ticket.
+fn short_h() -> [u8; httpcrypt_proto::ticket::SHORT_H_LEN] {
+    let mut h = [0u8; httpcrypt_proto::ticket::SHORT_H_LEN];
+    crate::nonce::fill(&mut h);
+    h
+}
+
 /// A ticket put in an answer (spec §7.2, D29).
 pub(super) struct TicketOut {
     /// The ticket key that sealed it.

@@ -1,0 +1,104 @@
+//! The client's short tickets (spec/httpcrypt.md §7.3): it asks on its
+//! first request, presents the ticket on the next ones, and asks for a new
+//! one on the ticket's last use under its policy.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use bytes::Bytes;
+use httpcrypt::client::OuterExchange;
+use httpcrypt::proto::client::ShortPolicy;
+use httpcrypt::{Client, ClientConfig};
+
+mod common;
+
+/// The cookie value each request carried, without its pad: 22 characters
+/// for a short ticket, 43 for a public key.
+async fn cookie_values(client: &Client, addr: std::net::SocketAddr, n: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let rsp = client
+            .send(
+                http::Request::get(format!("http://{addr}/Cargo.toml"))
+                    .body(Bytes::new())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(rsp.status(), 200);
+        let x = rsp.extensions().get::<OuterExchange>().unwrap().clone();
+        let cookie = x.request_headers.get(http::header::COOKIE).unwrap();
+        let value = cookie.to_str().unwrap().split('=').nth(1).unwrap();
+        // Pads are at most 7 characters in profile 2, 16 in v1.
+        let len = if value.len() <= 22 + 16 { 22 } else { 43 };
+        out.push(value[..len].to_string());
+    }
+    out
+}
+
+#[tokio::test]
+async fn the_client_reuses_a_short_ticket_up_to_its_policy_then_asks_again() {
+    let srv = common::serve_one_key(11, 3600).await;
+    let client = Client::new(ClientConfig {
+        identity: Some(srv.identity.public()),
+        short_tickets: Some(ShortPolicy {
+            reuse: 3,
+            max_age: 600,
+        }),
+        ..Default::default()
+    });
+    let v = cookie_values(&client, srv.addr, 8).await;
+    assert_eq!(v[0].len(), 43, "the first request has no ticket");
+    // Uses 1–3 of the first ticket (the third asks), then the second ...
+    assert!(v[1..4].iter().all(|x| x.len() == 22 && *x == v[1]), "{v:?}");
+    assert!(v[4..7].iter().all(|x| *x == v[4]), "{v:?}");
+    assert_ne!(v[4], v[1]);
+    // ... and a third.
+    assert_eq!(v[7].len(), 22);
+    assert_ne!(v[7], v[4]);
+}
+
+#[tokio::test]
+async fn a_client_with_reuse_one_presents_every_short_ticket_once() {
+    let srv = common::serve_one_key(12, 3600).await;
+    let client = Client::new(ClientConfig {
+        identity: Some(srv.identity.public()),
+        short_tickets: Some(ShortPolicy {
+            reuse: 1,
+            max_age: 600,
+        }),
+        ..Default::default()
+    });
+    let v = cookie_values(&client, srv.addr, 4).await;
+    assert!(v[1..].iter().all(|x| x.len() == 22), "{v:?}");
+    assert!(v[1] != v[2] && v[2] != v[3] && v[1] != v[3], "{v:?}");
+}
+
+#[tokio::test]
+async fn a_client_without_short_tickets_takes_v1_ones() {
+    let srv = common::serve_one_key(13, 3600).await;
+    let client = Client::new(ClientConfig {
+        identity: Some(srv.identity.public()),
+        short_tickets: None,
+        ..Default::default()
+    });
+    let rsp = client
+        .send(
+            http::Request::get(format!("http://{}/Cargo.toml", srv.addr))
+                .body(Bytes::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rsp.status(), 200);
+    let rsp = client
+        .send(
+            http::Request::get(format!("http://{}/Cargo.toml", srv.addr))
+                .body(Bytes::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let x = rsp.extensions().get::<OuterExchange>().unwrap();
+    let cookie = x.request_headers.get(http::header::COOKIE).unwrap();
+    let value = cookie.to_str().unwrap().split('=').nth(1).unwrap();
+    assert!(value.len() >= 115, "a v1 ticket: {value}");
+}
