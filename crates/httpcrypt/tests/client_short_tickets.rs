@@ -102,3 +102,42 @@ async fn a_client_without_short_tickets_takes_v1_ones() {
     let value = cookie.to_str().unwrap().split('=').nth(1).unwrap();
     assert!(value.len() >= 115, "a v1 ticket: {value}");
 }
+
+/// A short ticket whose ticket key the server no longer holds gets
+/// `no_cookie` (its 22 characters are not the contract's HTTPCrypt shape,
+/// spec §7.3, §11.3): the client drops it and the call goes on with a key.
+#[tokio::test]
+async fn a_short_ticket_under_a_dropped_ticket_key_is_replaced_by_a_key() {
+    let srv = common::serve_one_key(14, 3).await;
+    let client = Client::new(ClientConfig {
+        identity: Some(srv.identity.public()),
+        ..Default::default()
+    });
+    let v = cookie_values(&client, srv.addr, 2).await;
+    assert_eq!((v[0].len(), v[1].len()), (43, 22), "{v:?}");
+    // The next epoch, then the first one expires and is dropped, ticket
+    // key and all.
+    srv.live.add(common::epoch(
+        &srv.identity,
+        2,
+        200,
+        3600,
+        httpcrypt::proto::KeyId([2; 10]),
+    ));
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    srv.live.remove_expired(httpcrypt::clock::unix_now());
+    let rsp = client
+        .send(
+            http::Request::get(format!("http://{}/Cargo.toml", srv.addr))
+                .body(Bytes::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rsp.status(), 200);
+    let x = rsp.extensions().get::<OuterExchange>().unwrap();
+    let cookie = x.request_headers.get(http::header::COOKIE).unwrap();
+    let value = cookie.to_str().unwrap().split('=').nth(1).unwrap();
+    assert!(value.len() >= 43, "the last attempt sent a key: {value}");
+    assert_eq!(x.attempts, 2, "the short ticket, then a key");
+}

@@ -207,19 +207,21 @@ fn accept_cases(v: &mut Vec<Case>) {
     );
     add(
         "short-ticket-accept-expired",
-        "one second after the ticket key's expiry: no candidate, but the HTTPCrypt shape",
+        "one second after the ticket key's expiry: no ID the server knows, and a short ticket's \
+         22-38 characters are not the contract's HTTPCrypt shape, so no_cookie (the client drops \
+         the ticket and retries with a key)",
         good.clone(),
         Some(kid),
         expires + 1,
-        Some(Error::UnknownKey),
+        Some(Error::NoCookie),
     );
     add(
         "short-ticket-accept-unknown-tid",
-        "a tid the server does not hold",
+        "a tid the server does not hold: as an expired ticket key, no_cookie",
         outer::format_cookie(&KeyId(bytes("short-other-tid")), &h, "", "").unwrap(),
         Some(kid),
         NOW,
-        Some(Error::UnknownKey),
+        Some(Error::NoCookie),
     );
     add(
         "short-ticket-accept-kid-gone",

@@ -196,6 +196,11 @@ impl HostState {
         }
     }
 
+    /// Forgets the short ticket held (its ticket key is gone, spec §7.3).
+    pub fn drop_short_ticket(&mut self) {
+        self.short = None;
+    }
+
     /// Counts one request at `now` that presented the short ticket held.
     pub fn used_short_ticket(&mut self, now: u64) {
         if let Some(t) = &mut self.short {

@@ -29,6 +29,9 @@ pub enum Retry {
     Admission,
     /// `busy`: wait this many seconds.
     Busy(u64),
+    /// A 400 `malformed` answer to a request that presented a short ticket
+    /// (spec §7.3: its ticket key is gone): the ticket was dropped.
+    ShortTicket,
 }
 
 impl Retry {
@@ -40,6 +43,7 @@ impl Retry {
             Retry::TokenRequired => Error::TokenRequired,
             Retry::Admission => Error::AdmissionRequired,
             Retry::Busy(_) => Error::Busy,
+            Retry::ShortTicket => Error::NoCookie,
         }
     }
 }
@@ -58,6 +62,7 @@ pub struct Attempts {
     stale: bool,
     token: bool,
     closed: bool,
+    short: bool,
     admission: u32,
 }
 
@@ -72,6 +77,7 @@ impl Attempts {
             stale: false,
             token: false,
             closed: false,
+            short: false,
             admission: 0,
         }
     }
@@ -108,6 +114,7 @@ impl Attempts {
             Retry::UnknownKey => once(&mut self.unknown_key),
             Retry::Stale => once(&mut self.stale),
             Retry::TokenRequired => once(&mut self.token),
+            Retry::ShortTicket => once(&mut self.short),
             Retry::Admission | Retry::Busy(_) if self.admission < ADMISSION_RETRIES => {
                 self.admission += 1;
                 Some(match why {
@@ -134,7 +141,12 @@ mod tests {
 
     #[test]
     fn each_answer_is_followed_once() {
-        for why in [Retry::UnknownKey, Retry::Stale, Retry::TokenRequired] {
+        for why in [
+            Retry::UnknownKey,
+            Retry::Stale,
+            Retry::TokenRequired,
+            Retry::ShortTicket,
+        ] {
             let mut a = Attempts::new("POST");
             assert_eq!(a.after(why), Some(0), "{why:?}");
             assert_eq!(a.after(why), None, "{why:?}");

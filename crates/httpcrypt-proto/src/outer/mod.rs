@@ -323,8 +323,9 @@ fn is_b64(s: &[u8]) -> bool {
 /// Whether a pair looks like an HTTPCrypt cookie (known to this server or not).
 fn has_shape(name: &[u8], value: &[u8]) -> bool {
     let name_ok = (ID_B64_LEN..=ID_B64_LEN + MAX_PAD).contains(&name.len()) && is_b64(name);
-    let value_ok = ((SHORT_B64_LEN..=SHORT_B64_LEN + MAX_PAD).contains(&value.len())
-        || (PUBLIC_B64_LEN..=PUBLIC_B64_LEN + MAX_PAD).contains(&value.len())
+    // A short ticket's 22–38 characters are not in the shape (§7.3): the
+    // contract's `no_cookie` for other cookies of that length stays as it is.
+    let value_ok = ((PUBLIC_B64_LEN..=PUBLIC_B64_LEN + MAX_PAD).contains(&value.len())
         || (TICKET_B64_LEN..=TICKET_B64_LEN + MAX_PAD).contains(&value.len()))
         && is_b64(value);
     name_ok && value_ok

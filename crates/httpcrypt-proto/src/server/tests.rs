@@ -177,15 +177,18 @@ fn a_short_ticket_resumes_under_the_kex_key_its_ticket_key_came_with() {
 }
 
 #[test]
-fn every_short_ticket_refusal_is_unknown_key() {
+fn short_ticket_refusals() {
     let mount = Mount::new("/hc").unwrap();
     let limits = Limits::default();
     let (keys, tk, kid) = short_ticket_server(9_000, true);
     let outer = short_ticket_request(&tk.issue_short(&kid, [7; 16]), "");
-    // The ticket key (and its kex key) expired.
+    // The ticket key (and its kex key) expired: its tid is no ID the server
+    // knows, and a 22-38 character value is not the contract's HTTPCrypt
+    // shape (§11.3), so the answer is `no_cookie`; the client drops the
+    // ticket and retries with a key (§7.3).
     assert_eq!(
         serve_bytes(&keys, &mount, &limits, 9_001, &outer).err(),
-        Some(Error::UnknownKey)
+        Some(Error::NoCookie)
     );
     // A ticket key that came with no kex key takes no short tickets.
     let (unpaired, _, _) = short_ticket_server(9_000, false);
@@ -193,12 +196,12 @@ fn every_short_ticket_refusal_is_unknown_key() {
         serve_bytes(&unpaired, &mount, &limits, 5_000, &outer).err(),
         Some(Error::UnknownKey)
     );
-    // A tid the server does not hold.
+    // A tid the server does not hold: as an expired one.
     let other = TicketKey::new(KeyId([8; 10]), [4; 32]);
     let outer = short_ticket_request(&other.issue_short(&kid, [7; 16]), "");
     assert_eq!(
         serve_bytes(&keys, &mount, &limits, 5_000, &outer).err(),
-        Some(Error::UnknownKey)
+        Some(Error::NoCookie)
     );
     // The kex key is no longer held while its ticket key still is.
     let mut held = ServerKeys::new();

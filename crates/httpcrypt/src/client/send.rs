@@ -19,6 +19,7 @@ use httpcrypt_proto::client::{
     is_own_field, judge_refusal, needs_problem_body, request_head, Attempts, ClientCredential,
     HeadPlan, Pq, PreparedRequest, Refusal, Retry, ServerKey, Suite, PROBLEM_LIMIT,
 };
+use httpcrypt_proto::error::problem_type::MALFORMED;
 use httpcrypt_proto::hybrid::HybridRequest;
 use httpcrypt_proto::inner::{self, ResponseHead};
 use httpcrypt_proto::outer;
@@ -50,6 +51,8 @@ struct Sealed {
     prepared: PreparedRequest,
     /// The key agreement the request's session key came from.
     suite: Suite,
+    /// The request presented a short ticket (spec §7.3).
+    short: bool,
 }
 
 impl Client {
@@ -126,6 +129,7 @@ impl Client {
             outer,
             prepared,
             suite,
+            short,
         } = self
             .seal(&parts, body, &scheme, &authority, &server_key, own_date)
             .await?;
@@ -136,7 +140,7 @@ impl Client {
         let rsp = self.http.request(outer).await?;
         let (rparts, rbody) = rsp.into_parts();
         if rparts.status != StatusCode::OK {
-            return self.refused(&authority, rparts.status, rbody).await;
+            return self.refused(&authority, rparts.status, rbody, short).await;
         }
         let (inner_head, body) = match self
             .open(&parts, &authority, &prepared, suite, rbody)
@@ -382,6 +386,7 @@ impl Client {
             outer: outer_req,
             prepared,
             suite,
+            short: matches!(ticket, Some((Held::Short(_), _))),
         })
     }
 
@@ -392,6 +397,7 @@ impl Client {
         authority: &str,
         status: StatusCode,
         body: Incoming,
+        short: bool,
     ) -> Result<Outcome, Error> {
         let body = read_limited(body, PROBLEM_LIMIT).await.unwrap_or_default();
         match judge_refusal(status.as_u16(), &body) {
@@ -432,6 +438,17 @@ impl Client {
                 Ok(Outcome::Again(Retry::Admission))
             }
             Refusal::Busy(secs) => Ok(Outcome::Again(Retry::Busy(secs))),
+            // A short ticket whose ticket key the server no longer holds
+            // is no cookie it knows: the contract's shape test (§11.3) does
+            // not cover short tickets, so the answer is `no_cookie`, not
+            // `unknown-key`. Drop the ticket and try again with a key, as
+            // after `unknown-key` (spec §7.3).
+            Refusal::Other(type_uri)
+                if short && status == StatusCode::BAD_REQUEST && type_uri == MALFORMED =>
+            {
+                self.hosts.with(authority, |h| h.state.drop_short_ticket());
+                Ok(Outcome::Again(Retry::ShortTicket))
+            }
             Refusal::Other(type_uri) => Err(Error::Refused {
                 status: status.as_u16(),
                 type_uri,
