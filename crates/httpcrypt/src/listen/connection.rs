@@ -18,6 +18,10 @@ use crate::conn::{ConnState, ExpiryWatch};
 use crate::error::BoxError;
 use crate::lifecycle::RequestBody;
 
+/// How long a connection stays idle between requests before hyper and its
+/// buffers are released (see `serve_connection_task`).
+const RELEASE_AFTER: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// One connection of [`accept_loop`], as a task. Its future is allocated
 /// once per connection and stays within glibc's thread cache (1,032 bytes;
 /// a unit test checks it), so that allocation takes the fast path.
@@ -144,6 +148,16 @@ where
             );
             let since = state.progress().requests();
             let mut closing = false;
+            // hyper is released only once the connection has stayed idle
+            // for RELEASE_AFTER: restarting it costs more CPU than a busy
+            // keep-alive connection would save in memory, while a client
+            // that goes quiet gives its buffers back within that time. The
+            // timer is armed when the connection turns idle and checked
+            // when it fires (a request in between arms it again), so a busy
+            // connection arms it at most once per period, not per request.
+            let grace = tokio::time::sleep(RELEASE_AFTER);
+            tokio::pin!(grace);
+            let mut armed: Option<u32> = None;
             let idle = std::future::poll_fn(|_| {
                 if state.progress().idle_since(since) {
                     std::task::Poll::Ready(())
@@ -187,7 +201,16 @@ where
                     // Polled only after hyper, which has just had its
                     // turn: it answered, wrote everything and waits for
                     // the next head.
-                    _ = idle.as_mut(), if !closing && !cut_seen => break None,
+                    _ = idle.as_mut(), if armed.is_none() && !closing && !cut_seen => {
+                        grace.as_mut().reset(tokio::time::Instant::now() + RELEASE_AFTER);
+                        armed = Some(state.progress().requests());
+                    }
+                    _ = grace.as_mut(), if armed.is_some() => {
+                        let quiet = armed.take() == Some(state.progress().requests());
+                        if quiet && state.progress().idle_since(since) && !closing && !cut_seen {
+                            break None;
+                        }
+                    }
                 }
             };
             if let Some(r) = ended {
