@@ -228,7 +228,7 @@ pub(crate) struct Progress {
     pub(crate) written: AtomicU64,
     /// Requests handed to the service (likewise).
     pub(crate) requests: AtomicU32,
-    /// `IN_FLIGHT`, `BODY_WAIT`, `WRITE_BLOCKED`, `CLOSED`.
+    /// `IN_FLIGHT`, `BODY_WAIT`, `WRITE_BLOCKED`, `CLOSED`, `BODY_OPEN`.
     pub(crate) flags: AtomicU8,
     /// Set by the listener: close this connection now ([`Cut`]).
     cut: AtomicU8,
@@ -245,6 +245,9 @@ impl Progress {
     pub(crate) const WRITE_BLOCKED: u8 = 4;
     /// The connection's task has ended.
     pub(crate) const CLOSED: u8 = 8;
+    /// The body of the last request has bytes hyper has not read yet:
+    /// until they are read, hyper is not idle between requests.
+    pub(crate) const BODY_OPEN: u8 = 16;
 
     /// Bytes came in. Only the connection's task reads its socket, so a
     /// load and a store do (no locked read-modify-write).
@@ -270,6 +273,34 @@ impl Progress {
         let n = self.requests.load(Relaxed);
         self.requests.store(n.wrapping_add(1), Relaxed);
         self.set(Self::IN_FLIGHT);
+    }
+
+    /// Whether the request just handed to the service has a body whose
+    /// end hyper has yet to read. hyper reads a request's head only once
+    /// the body of the one before is read to its end, so every new request
+    /// sets this afresh.
+    pub(crate) fn body_open(&self, open: bool) {
+        if open {
+            self.set(Self::BODY_OPEN)
+        } else {
+            self.clear(Self::BODY_OPEN)
+        }
+    }
+
+    /// Whether hyper, polled last with nothing left to do, is idle between
+    /// requests: it answered a request since `since` (the count of
+    /// requests when it started), nothing is in flight, every byte of the
+    /// last request's body was read and every byte of the answer went out.
+    /// Then hyper waits only for the next head, and closing it gracefully
+    /// neither writes nor loses anything (`listen::connection`).
+    pub(crate) fn idle_since(&self, since: u32) -> bool {
+        const BUSY: u8 = Progress::IN_FLIGHT | Progress::BODY_OPEN | Progress::WRITE_BLOCKED;
+        self.requests.load(Relaxed) != since && self.flags.load(Relaxed) & BUSY == 0
+    }
+
+    /// Requests handed to the service so far (wrapping).
+    pub(crate) fn requests(&self) -> u32 {
+        self.requests.load(Relaxed)
     }
 
     /// The answer is complete (or abandoned).

@@ -61,10 +61,19 @@ impl http_body::Body for RequestBody {
         self: std::pin::Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, hyper::Error>>> {
-        let this = self.project();
-        let r = this.body.poll_frame(cx);
+        let mut this = self.project();
+        let r = this.body.as_mut().poll_frame(cx);
         if let Some(conn) = this.conn {
             conn.progress().body_waits(r.is_pending());
+            // hyper finished reading the body before it hands out its end.
+            let end = match &r {
+                Poll::Ready(None) => true,
+                Poll::Ready(Some(Ok(_))) => this.body.is_end_stream(),
+                _ => false,
+            };
+            if end {
+                conn.progress().body_open(false);
+            }
         }
         r
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::Request;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use tower::ServiceExt;
 
 use super::socket::{SockPlan, Socket};
@@ -17,6 +17,10 @@ use crate::body::HcBody;
 use crate::conn::{ConnState, ExpiryWatch};
 use crate::error::BoxError;
 use crate::lifecycle::RequestBody;
+
+/// How long a connection stays idle between requests before hyper and its
+/// buffers are released (see `serve_connection_task`).
+const RELEASE_AFTER: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// One connection of [`accept_loop`], as a task. Its future is allocated
 /// once per connection and stays within glibc's thread cache (1,032 bytes;
@@ -60,10 +64,13 @@ where
         // opened (spec §7.2, D29).
         let _open = crate::metrics::connection();
         let noted = state.clone();
-        let hyper_svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let mut hyper_svc = hyper::service::service_fn(move |req: Request<Incoming>| {
             let close = SockPlan::closes(&req);
             SockPlan::request(&noted, &req);
             noted.progress().request();
+            noted
+                .progress()
+                .body_open(!http_body::Body::is_end_stream(req.body()));
             let mut req = req.map(|body| RequestBody::new(body, &noted));
             let started = crate::metrics::clock();
             // The peer's address travels in the connection state.
@@ -79,20 +86,7 @@ where
                 }))
             }
         });
-        // The builder is dropped here, not kept in the task's future. The
-        // head's deadline is the listener's (`Slots`), not hyper's timer.
-        let conn = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(None)
-            .keep_alive(true)
-            .half_close(!opts.abandon_on_hangup)
-            .max_header_size(opts.max_head)
-            .max_buf_size(opts.max_head.max(8192))
-            .serve_connection(
-                TokioIo::new(Socket::new(stream, state.clone(), early)),
-                hyper_svc,
-            );
-        tokio::pin!(conn);
+        let mut io = Socket::new(stream, state.clone(), early);
         // No timer per connection (arming one costs a wake-up of the
         // event loop on every new connection): the listener's watch wakes
         // the connections once a key one of them carried has expired.
@@ -100,45 +94,150 @@ where
         let expiry = watch.notified();
         tokio::pin!(expiry);
         expiry.as_mut().enable();
-        let mut closing = watch.draining();
-        if closing {
-            conn.as_mut().graceful_shutdown();
-        }
         let (mut cut_seen, mut dropping) = (false, false);
         let cut = std::future::poll_fn(|cx| state.progress().poll_cut(cx));
         tokio::pin!(cut);
-        let result = loop {
-            tokio::select! {
-                biased;
-                r = conn.as_mut() => break r,
-                _ = cut.as_mut(), if !cut_seen => {
-                    cut_seen = true;
-                    if state.progress().resets() {
-                        // hyper meets the cut at its next read or write
-                        // (polled next, first), where the socket resets the
-                        // connection.
-                        dropping = true;
-                    } else {
-                        // Idle between requests: closed as keep-alive ends.
-                        conn.as_mut().graceful_shutdown();
-                        closing = true;
+        let result = 'connection: loop {
+            // Before the first request and between requests, nothing but
+            // the socket is held: hyper and its buffers start with the
+            // first byte of a request head (or at once, with the bytes
+            // of one already read). The listener's deadlines count from
+            // the connection's start or the last answer, as before.
+            while !io.has_replay() {
+                tokio::select! {
+                    biased;
+                    // Cut: between requests (keep-alive timeout, shed) a
+                    // plain close; a silent first head, a reset.
+                    _ = cut.as_mut() => {
+                        io.close().await;
+                        break 'connection Ok(());
                     }
-                }
-                // Cut, and hyper is not reading or writing: the connection
-                // is dropped as is.
-                _ = std::future::ready(()), if dropping => break Ok(()),
-                _ = expiry.as_mut(), if !closing => {
-                    if watch.draining() || state.expired(crate::clock::unix_now()) {
-                        tracing::debug!(%peer, "closing a connection whose keys expired");
-                        conn.as_mut().graceful_shutdown();
-                        closing = true;
-                    } else {
+                    _ = expiry.as_mut() => {
+                        if watch.draining() || state.expired(crate::clock::unix_now()) {
+                            tracing::debug!(%peer, "closing an idle connection: keys expired or draining");
+                            io.close().await;
+                            break 'connection Ok(());
+                        }
                         expiry.set(watch.notified());
                         expiry.as_mut().enable();
                         state.renote();
                     }
+                    _ = io.readable() => break,
                 }
             }
+            // Draining: a connection that sent nothing yet, or nothing
+            // since its last answer, is closed without reading (hyper
+            // closes one in that state the same way).
+            if watch.draining() {
+                io.close().await;
+                break Ok(());
+            }
+            // The builder is dropped here, not kept in the task's future;
+            // hyper's connection is boxed, so that the task's future stays
+            // small while it waits between requests. The head's deadline is
+            // the listener's (`Slots`), not hyper's timer, so hyper needs
+            // none.
+            let mut conn = Box::new(
+                hyper::server::conn::http1::Builder::new()
+                    .header_read_timeout(None)
+                    .keep_alive(true)
+                    .half_close(!opts.abandon_on_hangup)
+                    .max_header_size(opts.max_head)
+                    .max_buf_size(opts.max_head.max(8192))
+                    .serve_connection(TokioIo::new(io), hyper_svc),
+            );
+            let since = state.progress().requests();
+            let mut closing = false;
+            // hyper is released only once the connection has stayed idle
+            // for RELEASE_AFTER: restarting it costs more CPU than a busy
+            // keep-alive connection would save in memory, while a client
+            // that goes quiet gives its buffers back within that time. The
+            // timer is armed when the connection turns idle and checked
+            // when it fires (a request in between arms it again), so a busy
+            // connection arms it at most once per period, not per request.
+            let grace = tokio::time::sleep(RELEASE_AFTER);
+            tokio::pin!(grace);
+            let mut armed: Option<u32> = None;
+            let idle = std::future::poll_fn(|_| {
+                if state.progress().idle_since(since) {
+                    std::task::Poll::Ready(())
+                } else {
+                    std::task::Poll::Pending
+                }
+            });
+            tokio::pin!(idle);
+            let ended = loop {
+                tokio::select! {
+                    biased;
+                    r = &mut *conn => break Some(r),
+                    _ = cut.as_mut(), if !cut_seen => {
+                        cut_seen = true;
+                        if state.progress().resets() {
+                            // hyper meets the cut at its next read or write
+                            // (polled next, first), where the socket resets
+                            // the connection.
+                            dropping = true;
+                        } else {
+                            // Idle between requests: closed as keep-alive
+                            // ends.
+                            std::pin::Pin::new(&mut *conn).graceful_shutdown();
+                            closing = true;
+                        }
+                    }
+                    // Cut, and hyper is not reading or writing: the
+                    // connection is dropped as is.
+                    _ = std::future::ready(()), if dropping => break Some(Ok(())),
+                    _ = expiry.as_mut(), if !closing => {
+                        if watch.draining() || state.expired(crate::clock::unix_now()) {
+                            tracing::debug!(%peer, "closing a connection whose keys expired");
+                            std::pin::Pin::new(&mut *conn).graceful_shutdown();
+                            closing = true;
+                        } else {
+                            expiry.set(watch.notified());
+                            expiry.as_mut().enable();
+                            state.renote();
+                        }
+                    }
+                    // Polled only after hyper, which has just had its
+                    // turn: it answered, wrote everything and waits for
+                    // the next head.
+                    _ = idle.as_mut(), if armed.is_none() && !closing && !cut_seen => {
+                        grace.as_mut().reset(tokio::time::Instant::now() + RELEASE_AFTER);
+                        armed = Some(state.progress().requests());
+                    }
+                    _ = grace.as_mut(), if armed.is_some() => {
+                        let quiet = armed.take() == Some(state.progress().requests());
+                        if quiet && state.progress().idle_since(since) && !closing && !cut_seen {
+                            break None;
+                        }
+                    }
+                }
+            };
+            if let Some(r) = ended {
+                break r;
+            }
+            // hyper is idle: a graceful shutdown closes it at once, without
+            // writing or reading a byte, and the socket (kept open) comes
+            // back with any bytes of the next head hyper read but did not
+            // parse yet.
+            SockPlan::keep_open(&state, true);
+            std::pin::Pin::new(&mut *conn).graceful_shutdown();
+            match futures_util::FutureExt::now_or_never(&mut *conn) {
+                Some(Ok(())) => {}
+                Some(Err(e)) => break Err(e),
+                None => {
+                    // Not idle after all (nothing known leads here): hyper
+                    // ends the exchange it is in and closes, as on a drain.
+                    SockPlan::keep_open(&state, false);
+                    tracing::debug!(%peer, "hyper was not idle when released");
+                    break (&mut *conn).await;
+                }
+            }
+            let parts = conn.into_parts();
+            SockPlan::keep_open(&state, false);
+            io = parts.io.into_inner();
+            io.replay(parts.read_buf);
+            hyper_svc = parts.service;
         };
         if let Err(e) = result {
             tracing::debug!(%peer, error = %e, "connection ended with an error");

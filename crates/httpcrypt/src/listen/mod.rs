@@ -522,4 +522,130 @@ mod tests {
         assert!(text.contains("second"), "{text}");
         server.abort();
     }
+
+    /// A service answering every request with its path.
+    fn echo_path() -> impl ConnectionService {
+        tower::service_fn(|req: Request<RequestBody>| async move {
+            let path = req.uri().path().to_string();
+            Ok::<_, std::convert::Infallible>(Response::new(crate::body::full(path.into_bytes())))
+        })
+    }
+
+    /// Reads from `tcp` until `want` answers have arrived in full (each
+    /// ends with its body, the path `/<n>`), returns the text.
+    async fn read_answers(tcp: &mut tokio::net::TcpStream, want: &[&str]) -> String {
+        use tokio::io::AsyncReadExt;
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let text = String::from_utf8_lossy(&got).to_string();
+            if text.matches("HTTP/1.1 200").count() == want.len()
+                && want.last().is_some_and(|w| text.ends_with(w))
+            {
+                return text;
+            }
+            let n = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf))
+                .await
+                .expect("answers in time")
+                .expect("read");
+            assert!(n > 0, "closed after {text}");
+            got.extend_from_slice(&buf[..n]);
+        }
+    }
+
+    /// hyper starts on a connection's first byte and is released between
+    /// requests: a connection silent at first is served once it speaks;
+    /// keep-alive answers carry no `Connection: close` and the connection
+    /// stays open across the release; pipelined requests, and a head
+    /// split across the release, are all answered in order.
+    #[tokio::test]
+    async fn requests_are_served_across_the_release_of_hyper() {
+        use tokio::io::AsyncWriteExt;
+        let (addr, server) = serve_local(|l| {
+            run(
+                l,
+                echo_path(),
+                ListenOptions::default(),
+                std::future::pending(),
+            )
+        })
+        .await;
+        let mut tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        tcp.write_all(b"GET /1 HTTP/1.1\r\nHost: t\r\n\r\n")
+            .await
+            .expect("send");
+        let first = read_answers(&mut tcp, &["/1"]).await;
+        // Idle: hyper is released; the next request starts a new one.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        tcp.write_all(
+            b"GET /2 HTTP/1.1\r\nHost: t\r\n\r\nGET /3 HTTP/1.1\r\nHost: t\r\n\r\nGET /4 HT",
+        )
+        .await
+        .expect("send pipelined");
+        let second = read_answers(&mut tcp, &["/2", "/3"]).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        tcp.write_all(b"TP/1.1\r\nHost: t\r\n\r\n")
+            .await
+            .expect("send the rest");
+        let third = read_answers(&mut tcp, &["/4"]).await;
+        for text in [&first, &second, &third] {
+            assert!(
+                !text.to_ascii_lowercase().contains("connection: close"),
+                "{text}"
+            );
+        }
+        assert!(second.find("/2").expect("/2") < second.find("/3").expect("/3"));
+        // Still open: one more request is answered.
+        tcp.write_all(b"GET /5 HTTP/1.1\r\nHost: t\r\n\r\n")
+            .await
+            .expect("send");
+        read_answers(&mut tcp, &["/5"]).await;
+        server.abort();
+    }
+
+    /// A draining listener closes at once a connection that waits for its
+    /// first byte, and one that waits between requests.
+    #[tokio::test]
+    async fn a_drain_closes_connections_waiting_for_a_byte() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = bind("127.0.0.1:0".parse().expect("an address"))
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("local address");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(run_draining(
+            listener,
+            echo_path(),
+            ListenOptions::default(),
+            async {
+                let _ = stopped.await;
+            },
+            Duration::from_secs(10),
+        ));
+        let mut silent = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let mut kept = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        kept.write_all(b"GET /1 HTTP/1.1\r\nHost: t\r\n\r\n")
+            .await
+            .expect("send");
+        read_answers(&mut kept, &["/1"]).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let started = std::time::Instant::now();
+        let _ = stop.send(());
+        let drained = tokio::time::timeout(Duration::from_secs(5), server)
+            .await
+            .expect("drained in time")
+            .expect("task")
+            .expect("run");
+        assert_eq!(drained, Drained::Complete);
+        assert!(started.elapsed() < Duration::from_secs(2));
+        for tcp in [&mut silent, &mut kept] {
+            let mut buf = [0u8; 16];
+            let n = tokio::time::timeout(Duration::from_secs(2), tcp.read(&mut buf))
+                .await
+                .expect("closed")
+                .unwrap_or(0);
+            assert_eq!(n, 0, "the connection stays open");
+        }
+    }
 }

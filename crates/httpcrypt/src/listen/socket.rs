@@ -2,6 +2,7 @@
 //! answer asks for (`TCP_NODELAY`, `TCP_CORK`, the shutdown), applied right
 //! before the next write.
 
+use bytes::{Buf, Bytes};
 use http::{header, Request};
 
 use crate::conn::ConnState;
@@ -33,6 +34,9 @@ impl SockPlan {
     const CORKED: u8 = 16;
     /// A request of this connection carried a body (read or not).
     const BODY: u8 = 32;
+    /// hyper is released between requests: its shutdown at its end is
+    /// not the connection's.
+    const KEEP_OPEN: u8 = 64;
     const WANTS: u8 = Self::WANT_NODELAY | Self::WANT_CORK | Self::WANT_UNCORK;
 
     /// A request arrives: notes whether it carries a body.
@@ -48,6 +52,28 @@ impl SockPlan {
     fn needs_shutdown(conn: &ConnState, full_read: bool) -> bool {
         use std::sync::atomic::Ordering::Relaxed;
         full_read || conn.sock().load(Relaxed) & Self::BODY != 0
+    }
+
+    /// While `keep` holds, the end of hyper's connection leaves the socket
+    /// open: hyper is released between requests, and the next one starts
+    /// on the same socket.
+    pub(super) fn keep_open(conn: &ConnState, keep: bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let sock = conn.sock();
+        let f = sock.load(Relaxed);
+        sock.store(
+            if keep {
+                f | Self::KEEP_OPEN
+            } else {
+                f & !Self::KEEP_OPEN
+            },
+            Relaxed,
+        );
+    }
+
+    fn kept_open(conn: &ConnState) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        conn.sock().load(Relaxed) & Self::KEEP_OPEN != 0
     }
 
     /// Whether hyper closes the connection after answering `req` (its own
@@ -126,9 +152,15 @@ pub(super) struct Socket {
     /// The last read filled the buffer it was given: the kernel may hold
     /// more.
     full_read: bool,
+    /// The last read found no bytes (and the runtime now waits for some).
+    read_blocked: bool,
     /// Admitted by the ASAP gate before its handshake completed: what it
     /// may still send until then (spec/asap.md §4).
     early: Option<Box<crate::asap::EarlyBudget>>,
+    /// Bytes read from the socket that the HTTP machinery before this one
+    /// had not parsed yet (the start of the next request head): read again
+    /// before the socket.
+    replay: Bytes,
 }
 
 impl tokio::io::AsyncRead for Socket {
@@ -138,10 +170,22 @@ impl tokio::io::AsyncRead for Socket {
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
         self.check_cut()?;
+        if !self.replay.is_empty() {
+            let n = self.replay.len().min(buf.remaining());
+            buf.put_slice(&self.replay[..n]);
+            if n == self.replay.len() {
+                // Releases the buffer the bytes were read into.
+                self.replay = Bytes::new();
+            } else {
+                self.replay.advance(n);
+            }
+            return std::task::Poll::Ready(Ok(()));
+        }
         let before = buf.filled().len();
         let r = std::pin::Pin::new(&mut self.stream).poll_read(cx, buf);
         // Pending: the kernel had nothing; a short read: it had no more.
         self.full_read = r.is_ready() && buf.remaining() == 0;
+        self.read_blocked = r.is_pending();
         if r.is_ready() {
             self.conn.progress().read(buf.filled().len() - before);
         }
@@ -161,7 +205,47 @@ impl Socket {
             stream,
             conn,
             full_read: false,
+            read_blocked: false,
             early,
+            replay: Bytes::new(),
+        }
+    }
+
+    /// Bytes to read before the socket's own: what was read from it but not
+    /// parsed when the HTTP machinery was released between requests.
+    pub(super) fn replay(&mut self, bytes: Bytes) {
+        // Empty, it may still hold the buffer it was cut from.
+        if !bytes.is_empty() {
+            self.replay = bytes;
+        }
+    }
+
+    /// Whether a read finds bytes at once without the socket: some were
+    /// read from it but not parsed yet.
+    pub(super) fn has_replay(&self) -> bool {
+        !self.replay.is_empty()
+    }
+
+    /// Waits until the socket has bytes to read (or its end, or an error,
+    /// which the next read then meets).
+    pub(super) async fn readable(&self) {
+        if self.read_blocked {
+            // The last read found nothing: the runtime knows the socket is
+            // not readable, and says when it is.
+            let _ = self.stream.readable().await;
+        } else {
+            // The runtime takes a new socket for readable until a read
+            // finds it empty; a peek at one byte asks the kernel.
+            let _ = self.stream.peek(&mut [0u8; 1]).await;
+        }
+    }
+
+    /// Closes a connection between requests, as hyper does: with a reset
+    /// when the listener cut it as stuck (`check_cut`), otherwise with the
+    /// shutdown when one is needed ([`SockPlan`]) and the close.
+    pub(super) async fn close(mut self) {
+        if self.check_cut().is_ok() {
+            let _ = tokio::io::AsyncWriteExt::shutdown(&mut self).await;
         }
     }
 
@@ -263,6 +347,9 @@ impl tokio::io::AsyncWrite for Socket {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
+        if SockPlan::kept_open(&self.conn) {
+            return std::task::Poll::Ready(Ok(()));
+        }
         if !SockPlan::needs_shutdown(&self.conn, self.full_read) {
             // The connection is closed next; the close sends what is
             // corked, with the FIN.
