@@ -149,7 +149,9 @@ pub(super) fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) ->
         refused: None,
     };
     // Suite 1 first unless the server takes suite 2 only; a key ID it does
-    // not know may be a suite-2 one (spec/hybrid.md H3).
+    // not know may be a suite-2 one (spec/hybrid.md H3), and so may the
+    // ticket-key ID of a short ticket, whose cookie suite 1 does not count
+    // as shaped (`no_cookie`, spec §7.3).
     let decision = match cfg.pq {
         Pq::Only => Err(httpcrypt_proto::Error::UnknownKey),
         _ => shared.keys.with(|keys| {
@@ -164,7 +166,9 @@ pub(super) fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) ->
         }),
     };
     let decision = match decision {
-        Err(httpcrypt_proto::Error::UnknownKey) if cfg.pq != Pq::Off => {
+        Err(httpcrypt_proto::Error::UnknownKey | httpcrypt_proto::Error::NoCookie)
+            if cfg.pq != Pq::Off =>
+        {
             match hybrid::judge(shared, &outer_req, now, &mut agreement) {
                 HybridStep::ReadCiphertext => {
                     drop(outer_req);
