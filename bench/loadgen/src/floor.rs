@@ -319,7 +319,10 @@ pub fn run(a: FloorArgs) -> Result<()> {
     let mut hkeys = HybridKeys::new();
     hkeys.add_key(HybridServerKey::new(kex, kem.clone(), hcert.clone())?);
     let list = hybrid::cert::format_cert_list(&[hcert], &[kem.public()]);
-    let pq_client = HcPqClient::new(list.as_bytes(), mount.as_str(), host, PqMode::Fresh, false)?;
+    // The GET form (`true`): the pool is parsed as the server's HTTP stack
+    // hands a GET over; a POST's core reads the same bytes from the body
+    // instead of decoding them from the query, which costs no more.
+    let pq_client = HcPqClient::new(list.as_bytes(), mount.as_str(), host, PqMode::Fresh, true)?;
     let pq_pool = (0..POOL)
         .map(|_| Prepared::hybrid(&pq_client, path, &limits))
         .collect::<Result<Vec<_>>>()?;
