@@ -44,6 +44,9 @@ pub struct HcClient {
     limits: Limits,
     reused: Option<(KexSecret, SessionKey)>,
     ticket: Mutex<Option<HeldShort>>,
+    /// Whether a request may ask for a new short ticket (see
+    /// [`HcClient::stop_asking`]).
+    asks: std::sync::atomic::AtomicBool,
 }
 
 /// The short ticket held, and its use so far.
@@ -99,7 +102,16 @@ impl HcClient {
             limits: Limits::default(),
             reused,
             ticket: Mutex::new(None),
+            asks: std::sync::atomic::AtomicBool::new(true),
         })
+    }
+
+    /// From now on, requests present the short ticket held without asking
+    /// for a new one: for requests sealed ahead of time, whose answers are
+    /// never read here, so a new ticket could not be taken. They are the
+    /// client's requests between two asks (15 of every 16 by default).
+    pub fn stop_asking(&self) {
+        self.asks.store(false, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Seals a GET for `path` and writes the outer request into `out`.
@@ -117,8 +129,9 @@ impl HcClient {
                 let mut slot = self.ticket.lock().unwrap_or_else(|p| p.into_inner());
                 match slot.as_mut() {
                     Some(h) => {
-                        let ask = h.uses.saturating_add(1) >= policy.reuse
-                            || now >= h.first_used.saturating_add(policy.max_age);
+                        let ask = (h.uses.saturating_add(1) >= policy.reuse
+                            || now >= h.first_used.saturating_add(policy.max_age))
+                            && self.asks.load(std::sync::atomic::Ordering::Relaxed);
                         h.uses = h.uses.saturating_add(1);
                         (Some(h.ticket.clone()), ask)
                     }
