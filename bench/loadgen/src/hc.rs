@@ -133,6 +133,12 @@ impl HcClient {
                             || now >= h.first_used.saturating_add(policy.max_age))
                             && self.asks.load(std::sync::atomic::Ordering::Relaxed);
                         h.uses = h.uses.saturating_add(1);
+                        if ask {
+                            // As `HostState::asked_ticket`: the count starts
+                            // again, so concurrent requests do not all ask.
+                            h.uses = 0;
+                            h.first_used = now;
+                        }
                         (Some(h.ticket.clone()), ask)
                     }
                     None => (None, true),

@@ -196,6 +196,16 @@ impl HostState {
         }
     }
 
+    /// Notes that a request at `now` asked for a new short ticket: the
+    /// held one's count starts again, so requests sent before the new
+    /// ticket arrives (concurrent ones) present it without asking too.
+    pub fn asked_ticket(&mut self, now: u64) {
+        if let Some(t) = &mut self.short {
+            t.uses = 0;
+            t.first_used = Some(now);
+        }
+    }
+
     /// Forgets the short ticket held (its ticket key is gone, spec §7.3).
     pub fn drop_short_ticket(&mut self) {
         self.short = None;
@@ -648,6 +658,35 @@ mod tests {
         assert_eq!(h.ticket_for(&key).map(|(_, s)| s), Some(Suite::Hybrid));
         // Pinned: past the keys' life, nothing settles it without discovery.
         assert_eq!(h.next_key(Pq::Prefer, NOW + 3601), None);
+    }
+
+    #[test]
+    fn requests_sent_before_the_asked_ticket_arrives_do_not_ask_again() {
+        use crate::ticket::TicketKey;
+        let policy = ShortPolicy {
+            reuse: 3,
+            max_age: 600,
+        };
+        let mut h = HostState::default();
+        let tk = TicketKey::new(crate::KeyId([1; 10]), [2; 32]);
+        let t = tk.issue_short(&crate::KeyId([3; 10]), [4; 16]);
+        let k = session_key(&mut ChaCha20Rng::seed_from_u64(4));
+        h.took_head(&[Field::new(TICKET_FIELD, t.to_field())], &k);
+        for at in [NOW, NOW + 1] {
+            assert!(!h.asks_ticket(&policy, at));
+            h.used_short_ticket(at);
+        }
+        // The third use asks; until the new ticket arrives, the next
+        // (concurrent) requests present the held one without asking.
+        assert!(h.asks_ticket(&policy, NOW + 2));
+        h.used_short_ticket(NOW + 2);
+        h.asked_ticket(NOW + 2);
+        for at in [NOW + 2, NOW + 3] {
+            assert!(!h.asks_ticket(&policy, at), "at {at}");
+            h.used_short_ticket(at);
+        }
+        // Past the policy's age, it asks again.
+        assert!(h.asks_ticket(&policy, NOW + 2 + 600));
     }
 
     #[test]

@@ -204,6 +204,9 @@ impl Client {
             if short.is_some() {
                 h.state.used_short_ticket(now);
             }
+            if ask_ticket {
+                h.state.asked_ticket(now);
+            }
             let ticket = if !config.tickets {
                 None
             } else if short.is_some() {
