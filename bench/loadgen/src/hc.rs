@@ -9,15 +9,16 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context, Result};
 use httpcrypt_proto::client::ShortPolicy;
-use httpcrypt_proto::inner::{self, Field, InnerEvent, RequestHead, ResponseDecoder};
+use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
 use httpcrypt_proto::outer::{self, Form, Mount};
 use httpcrypt_proto::profile::Profile;
-use httpcrypt_proto::stream::{self, Event, Opener, Sealer};
+use httpcrypt_proto::stream::{self, Opener, Sealer};
 use httpcrypt_proto::ticket::{ShortTicket, ASK_SHORT, TICKET_FIELD};
 use httpcrypt_proto::{KexPublic, KexSecret, KeyCert, KeyId, Limits, SessionKey};
 use rand_core::OsRng;
 
-use crate::http1::{self, BodySink, Buffers, Reply};
+use crate::http1::{self, Buffers, Reply};
+use crate::sink::SealedSink;
 
 /// How the client keys its requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,8 +121,9 @@ impl HcClient {
         let n0 = p.request_n0(unix_now(), &mut OsRng);
         let name_pad = outer::random_pad_for(p, &mut OsRng);
         let value_pad = outer::random_pad_for(p, &mut OsRng);
-        // The client's rule (`HostState::asks_ticket`): ask when no ticket
-        // is held, on the held ticket's last use, or once it is old.
+        // The client's rule (`HostState::asks_ticket`, `ShortPolicy::asks`):
+        // ask when no ticket is held, on the held ticket's last use, or once
+        // it is old.
         let (ticket, ask) = match self.mode {
             KeyMode::Ticket => {
                 let policy = ShortPolicy::default();
@@ -129,8 +131,7 @@ impl HcClient {
                 let mut slot = self.ticket.lock().unwrap_or_else(|p| p.into_inner());
                 match slot.as_mut() {
                     Some(h) => {
-                        let ask = (h.uses.saturating_add(1) >= policy.reuse
-                            || now >= h.first_used.saturating_add(policy.max_age))
+                        let ask = policy.asks(h.uses, Some(h.first_used), now)
                             && self.asks.load(std::sync::atomic::Ordering::Relaxed);
                         h.uses = h.uses.saturating_add(1);
                         if ask {
@@ -206,92 +207,31 @@ impl HcClient {
     where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
     {
-        let mut sink = self.sink(pending);
+        let client = self;
+        let opener = Opener::response_for(
+            &pending.key,
+            pending.n0,
+            self.profile,
+            self.limits.record_limit(),
+        );
+        let mut sink = SealedSink::new(opener, self.limits, |h| client.took_head(h));
         let reply = http1::exchange(io, req, bufs, &mut sink).await?;
-        if sink.status != Some(200) {
-            bail!("inner status {:?}", sink.status);
-        }
-        Ok((reply, sink.received))
+        Ok((reply, sink.ok_len()?))
     }
 
-    /// The sink that opens the response to `pending`.
-    fn sink(&self, pending: Pending) -> HcSink<'_> {
-        HcSink {
-            client: self,
-            opener: Opener::response_for(
-                &pending.key,
-                pending.n0,
-                self.profile,
-                self.limits.record_limit(),
-            ),
-            decoder: Some(ResponseDecoder::new(self.limits)),
-            status: None,
-            received: 0,
-            body: 0,
-            ended: false,
-        }
-    }
-}
-
-/// Opens a sealed response record by record and parses the inner response.
-#[derive(Debug)]
-pub struct HcSink<'a> {
-    client: &'a HcClient,
-    opener: Opener,
-    decoder: Option<ResponseDecoder>,
-    status: Option<u16>,
-    /// Sealed body bytes received.
-    received: u64,
-    body: u64,
-    ended: bool,
-}
-
-impl BodySink for HcSink<'_> {
-    fn data(&mut self, bytes: &[u8]) -> Result<()> {
-        self.received += bytes.len() as u64;
-        self.opener.receive(bytes)?;
-        let decoder = self.decoder.as_mut().context("data after the end")?;
-        while let Some(ev) = self.opener.next_event()? {
-            match ev {
-                Event::Data { plaintext, .. } => {
-                    decoder.receive(plaintext)?;
-                    while let Some(iev) = decoder.next_event()? {
-                        match iev {
-                            InnerEvent::Head(h) => {
-                                self.status = Some(h.status);
-                                if self.client.mode == KeyMode::Ticket {
-                                    if let Some(v) = inner::field(&h.fields, TICKET_FIELD) {
-                                        let mut slot = self
-                                            .client
-                                            .ticket
-                                            .lock()
-                                            .unwrap_or_else(|p| p.into_inner());
-                                        *slot = Some(HeldShort {
-                                            ticket: Arc::new(ShortTicket::from_field(v)?),
-                                            uses: 0,
-                                            first_used: unix_now(),
-                                        });
-                                    }
-                                }
-                            }
-                            InnerEvent::Body(b) => self.body += b.len() as u64,
-                        }
-                    }
-                }
-                Event::End => self.ended = true,
+    /// Keeps the short ticket an answer carries (ticket mode).
+    fn took_head(&self, h: &ResponseHead) -> Result<()> {
+        if self.mode == KeyMode::Ticket {
+            if let Some(v) = inner::field(&h.fields, TICKET_FIELD) {
+                let mut slot = self.ticket.lock().unwrap_or_else(|p| p.into_inner());
+                *slot = Some(HeldShort {
+                    ticket: Arc::new(ShortTicket::from_field(v)?),
+                    uses: 0,
+                    first_used: unix_now(),
+                });
             }
         }
         Ok(())
-    }
-
-    fn end(&mut self) -> Result<u64> {
-        if !self.ended {
-            bail!("sealed response ended early");
-        }
-        if let Some(d) = self.decoder.take() {
-            d.finish()?;
-        }
-        Ok(self.body)
     }
 }
 

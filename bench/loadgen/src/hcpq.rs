@@ -10,20 +10,21 @@
 
 use std::sync::{Arc, Mutex};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use httpcrypt_proto::client::pq::HybridKey;
 use httpcrypt_proto::client::{ClientCredential, PreparedRequest};
 use httpcrypt_proto::hybrid::cert::parse_cert_list;
 use httpcrypt_proto::hybrid::HybridRequest;
-use httpcrypt_proto::inner::{self, Field, InnerEvent, RequestHead, ResponseDecoder};
+use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
 use httpcrypt_proto::outer::{self, Form, Mount};
-use httpcrypt_proto::stream::{self, Event, Opener};
+use httpcrypt_proto::stream::{self, Opener};
 use httpcrypt_proto::ticket::{Ticket, TICKET_FIELD};
 use httpcrypt_proto::{KexSecret, Limits, Profile, SessionKey};
 use rand_core::OsRng;
 
 use crate::hc::unix_now;
-use crate::http1::{self, BodySink, Buffers, Reply};
+use crate::http1::{self, Buffers, Reply};
+use crate::sink::SealedSink;
 
 /// How the hybrid client keys its requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,87 +190,30 @@ impl HcPqClient {
     where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
     {
-        let mut sink = PqSink {
-            client: self,
-            opener: Opener::response_for(
-                &pending.key,
-                pending.n0,
-                pending.profile,
-                self.limits.record_limit(),
-            ),
-            decoder: Some(ResponseDecoder::new(self.limits)),
-            status: None,
-            received: 0,
-            body: 0,
-            ended: false,
-            key: pending.key,
-        };
+        let client = self;
+        let key = pending.key.clone();
+        let opener = Opener::response_for(
+            &pending.key,
+            pending.n0,
+            pending.profile,
+            self.limits.record_limit(),
+        );
+        let mut sink = SealedSink::new(opener, self.limits, |h| client.took_head(h, &key));
         let reply = http1::exchange(io, req, bufs, &mut sink).await?;
-        if sink.status != Some(200) {
-            bail!("inner status {:?}", sink.status);
-        }
-        Ok((reply, sink.received))
+        Ok((reply, sink.ok_len()?))
     }
-}
 
-/// Opens a sealed response record by record and parses the inner response;
-/// in ticket mode keeps the first ticket with the session key it resumes.
-#[derive(Debug)]
-struct PqSink<'a> {
-    client: &'a HcPqClient,
-    opener: Opener,
-    decoder: Option<ResponseDecoder>,
-    status: Option<u16>,
-    received: u64,
-    body: u64,
-    ended: bool,
-    key: SessionKey,
-}
-
-impl BodySink for PqSink<'_> {
-    fn data(&mut self, bytes: &[u8]) -> Result<()> {
-        self.received += bytes.len() as u64;
-        self.opener.receive(bytes)?;
-        let decoder = self.decoder.as_mut().context("data after the end")?;
-        while let Some(ev) = self.opener.next_event()? {
-            match ev {
-                Event::Data { plaintext, .. } => {
-                    decoder.receive(plaintext)?;
-                    while let Some(iev) = decoder.next_event()? {
-                        match iev {
-                            InnerEvent::Head(h) => {
-                                self.status = Some(h.status);
-                                if self.client.mode == PqMode::Ticket {
-                                    if let Some(v) = inner::field(&h.fields, TICKET_FIELD) {
-                                        let mut slot = self
-                                            .client
-                                            .ticket
-                                            .lock()
-                                            .unwrap_or_else(|p| p.into_inner());
-                                        if slot.is_none() {
-                                            let t = Ticket::from_field(v)?;
-                                            *slot = Some(Arc::new((t, self.key.clone())));
-                                        }
-                                    }
-                                }
-                            }
-                            InnerEvent::Body(b) => self.body += b.len() as u64,
-                        }
-                    }
+    /// Keeps the first ticket an answer carries, with the session key it
+    /// resumes (ticket mode).
+    fn took_head(&self, h: &ResponseHead, key: &SessionKey) -> Result<()> {
+        if self.mode == PqMode::Ticket {
+            if let Some(v) = inner::field(&h.fields, TICKET_FIELD) {
+                let mut slot = self.ticket.lock().unwrap_or_else(|p| p.into_inner());
+                if slot.is_none() {
+                    *slot = Some(Arc::new((Ticket::from_field(v)?, key.clone())));
                 }
-                Event::End => self.ended = true,
             }
         }
         Ok(())
-    }
-
-    fn end(&mut self) -> Result<u64> {
-        if !self.ended {
-            bail!("sealed response ended early");
-        }
-        if let Some(d) = self.decoder.take() {
-            d.finish()?;
-        }
-        Ok(self.body)
     }
 }

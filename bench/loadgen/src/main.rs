@@ -27,6 +27,7 @@ mod io;
 mod load;
 mod requests;
 mod server;
+mod sink;
 mod tls;
 
 #[derive(Parser)]

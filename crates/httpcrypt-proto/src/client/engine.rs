@@ -36,6 +36,16 @@ pub struct ShortPolicy {
     pub max_age: u64,
 }
 
+impl ShortPolicy {
+    /// Whether a request at `now` asks for a new short ticket when the one
+    /// held has been presented `uses` times, first at `first_used`: on its
+    /// last use under the policy, or once it is `max_age` old.
+    pub fn asks(&self, uses: u32, first_used: Option<u64>, now: u64) -> bool {
+        uses.saturating_add(1) >= self.reuse
+            || first_used.is_some_and(|f| now >= f.saturating_add(self.max_age))
+    }
+}
+
 impl Default for ShortPolicy {
     fn default() -> Self {
         ShortPolicy {
@@ -188,11 +198,7 @@ impl HostState {
     pub fn asks_ticket(&self, policy: &ShortPolicy, now: u64) -> bool {
         match &self.short {
             None => true,
-            Some(t) => {
-                t.uses.saturating_add(1) >= policy.reuse
-                    || t.first_used
-                        .is_some_and(|f| now >= f.saturating_add(policy.max_age))
-            }
+            Some(t) => policy.asks(t.uses, t.first_used, now),
         }
     }
 
@@ -383,6 +389,17 @@ pub enum Refusal {
     Busy(u64),
     /// Anything else: the call fails with this problem type (empty if none).
     Other(String),
+}
+
+impl Refusal {
+    /// Whether this refusal, with status `status`, of a request that
+    /// presented a short ticket says the ticket's key is gone: a 400
+    /// `malformed` (`no_cookie`), since the contract's cookie shape (§11.3)
+    /// does not cover short tickets. The client drops the ticket and tries
+    /// once more with a key (spec §7.3).
+    pub fn drops_short_ticket(&self, status: u16) -> bool {
+        matches!(self, Refusal::Other(t) if status == 400 && t == problem_type::MALFORMED)
+    }
 }
 
 /// Reads a non-200 outer answer with status `status` and body `body`.
@@ -658,6 +675,16 @@ mod tests {
         assert_eq!(h.ticket_for(&key).map(|(_, s)| s), Some(Suite::Hybrid));
         // Pinned: past the keys' life, nothing settles it without discovery.
         assert_eq!(h.next_key(Pq::Prefer, NOW + 3601), None);
+    }
+
+    #[test]
+    fn only_a_malformed_400_drops_a_short_ticket() {
+        let (status, body) = crate::outer::format_problem(&crate::Error::NoCookie, &[]).unwrap();
+        assert!(judge_refusal(status, body.as_bytes()).drops_short_ticket(status));
+        let (status, body) = crate::outer::format_problem(&crate::Error::Replay, &[]).unwrap();
+        assert!(!judge_refusal(status, body.as_bytes()).drops_short_ticket(status));
+        let (status, body) = crate::outer::format_problem(&crate::Error::UnknownKey, &[]).unwrap();
+        assert!(!judge_refusal(status, body.as_bytes()).drops_short_ticket(status));
     }
 
     #[test]

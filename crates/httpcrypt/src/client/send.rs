@@ -19,7 +19,6 @@ use httpcrypt_proto::client::{
     is_own_field, judge_refusal, needs_problem_body, request_head, Attempts, ClientCredential,
     HeadPlan, Pq, PreparedRequest, Refusal, Retry, ServerKey, Suite, PROBLEM_LIMIT,
 };
-use httpcrypt_proto::error::problem_type::MALFORMED;
 use httpcrypt_proto::hybrid::HybridRequest;
 use httpcrypt_proto::inner::{self, ResponseHead};
 use httpcrypt_proto::outer;
@@ -403,7 +402,12 @@ impl Client {
         short: bool,
     ) -> Result<Outcome, Error> {
         let body = read_limited(body, PROBLEM_LIMIT).await.unwrap_or_default();
-        match judge_refusal(status.as_u16(), &body) {
+        let refusal = judge_refusal(status.as_u16(), &body);
+        if short && refusal.drops_short_ticket(status.as_u16()) {
+            self.hosts.with(authority, |h| h.state.drop_short_ticket());
+            return Ok(Outcome::Again(Retry::ShortTicket));
+        }
+        match refusal {
             Refusal::UnknownKey(certs) => {
                 let identity = self.identity_for(authority);
                 let require = self.config.require_identity;
@@ -441,17 +445,6 @@ impl Client {
                 Ok(Outcome::Again(Retry::Admission))
             }
             Refusal::Busy(secs) => Ok(Outcome::Again(Retry::Busy(secs))),
-            // A short ticket whose ticket key the server no longer holds
-            // is no cookie it knows: the contract's shape test (§11.3) does
-            // not cover short tickets, so the answer is `no_cookie`, not
-            // `unknown-key`. Drop the ticket and try again with a key, as
-            // after `unknown-key` (spec §7.3).
-            Refusal::Other(type_uri)
-                if short && status == StatusCode::BAD_REQUEST && type_uri == MALFORMED =>
-            {
-                self.hosts.with(authority, |h| h.state.drop_short_ticket());
-                Ok(Outcome::Again(Retry::ShortTicket))
-            }
             Refusal::Other(type_uri) => Err(Error::Refused {
                 status: status.as_u16(),
                 type_uri,
