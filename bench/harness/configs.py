@@ -37,9 +37,9 @@ DESCRIPTIONS = {
     "hc-plain": "`httpcrypt serve`, plaintext GET outside the mount (null baseline: same listener and files, no crypto)",
     "hc-fresh": "`httpcrypt serve`, fresh client key per request (one X25519 on the server), no tickets",
     "hc-cached": "`httpcrypt serve`, one client key reused (session-cache hit, no X25519), no tickets",
-    "hc-ticket": "`httpcrypt serve` with tickets; client presents the ticket of its first response (default client and server)",
+    "hc-ticket": "`httpcrypt serve` with tickets; the client asks for short tickets (spec §7.3) and presents the one it holds, asking again every 16th request (default client and server)",
     "hc2-fresh": "`httpcrypt serve --compact` (request profile 2, spec §4.5), fresh client key per request, no tickets",
-    "hc2-ticket": "`httpcrypt serve --compact` with tickets, profile 2, client presents its ticket",
+    "hc2-ticket": "`httpcrypt serve --compact` with tickets, profile 2, short tickets as in hc-ticket",
     "hcpq-fresh": "`httpcrypt serve --compact --pq on`, suite 2 (X25519 + ML-KEM-768, spec/hybrid.md): fresh X25519 "
                   "key and fresh ML-KEM encapsulation per request, request profile 2, POST form (1,088-byte "
                   "ciphertext first in the body), no tickets",
