@@ -159,8 +159,9 @@ class Bench(servers.Harness):
             raise RuntimeError(f"loadgen floor failed: {r.stderr.strip()}")
         d = json.loads(r.stdout)
         self.say(f"floor: X25519 {d['x25519_us']:.1f} µs, exchange crypto {d['crypto_us']:.2f} µs "
-                 f"({d['crypto_1k_us']:.2f} with 1 KiB), protocol core {d['core_us']:.2f} µs "
-                 f"({d['core_1k_us']:.2f} with 1 KiB); suite 2: X-Wing agreement {d['xwing_us']:.1f} µs, "
+                 f"({d['crypto_1k_us']:.2f} with 1 KiB, {d['crypto_1m_us']:.0f} with 1 MiB), protocol core "
+                 f"{d['core_us']:.2f} µs ({d['core_1k_us']:.2f} with 1 KiB, {d['core_1m_us']:.0f} with "
+                 f"1 MiB); suite 2: X-Wing agreement {d['xwing_us']:.1f} µs, "
                  f"protocol core with it {d['core_pq_us']:.1f} µs")
         return d
 
@@ -296,6 +297,8 @@ def main():
         # 100 B and a 1 KiB answer within its noise of each other.
         if not (0 < fl.get("crypto_us", 0) < fl.get("core_us", 0) and fl.get("x25519_us", 0) > 0
                 and 0 < fl.get("crypto_1k_us", 0) < fl.get("core_1k_us", 0)
+                and fl.get("crypto_1k_us", 0) < fl.get("crypto_1m_us", 0)
+                and fl.get("core_1k_us", 0) < fl.get("core_1m_us", 0)
                 and fl.get("x25519_us", 0) < fl.get("xwing_us", 0) < fl.get("core_pq_us", 0)):
             bad.append(f"implausible floor {fl}")
         # The post-quantum TLS pair must have agreed on the hybrid group.

@@ -88,11 +88,7 @@ def ratios(result):
         _paired(result, "hc-ticket", "hc-plain", "keepalive/100b", cpu), "<= 1.15", lambda x: x <= 1.15,
         "server CPU per request, keep-alive, 100 B: httpcrypt default client (ticket) / the same server's "
         "plaintext path")
-    best_tls = None
-    for name in ("nginx-tls12", "nginx-tls13"):
-        v = _agg(result, name, "keepalive/1m", "rps")
-        if v is not None and (best_tls is None or v > best_tls[1]):
-            best_tls = (name, v)
+    best_tls = best_nginx_tls(result)
     put("bulk_1m_throughput_httpcrypt_over_nginx_tls",
         _paired(result, "hc-ticket", best_tls[0], "keepalive/1m", rps) if best_tls else None,
         ">= 1.0", lambda x: x >= 1.0,
@@ -217,7 +213,28 @@ SHARE_OF = {
                                       lambda x: x >= 0.93),
     "rustls_tls13_pq_share_of_ceiling": ("newconn_100b_cpu_rustls_tls13_pq_over_httpcrypt_pq", "(info)",
                                          None),
+    "bulk_1m_share_of_ceiling": ("bulk_1m_throughput_httpcrypt_over_nginx_tls", "(info)", None),
 }
+
+
+def best_nginx_tls(result):
+    """(name, responses per second) of the faster nginx HTTPS configuration
+    in the bulk cell, or None."""
+    best = None
+    for name in ("nginx-tls12", "nginx-tls13"):
+        v = _agg(result, name, "keepalive/1m", "rps")
+        if v is not None and (best is None or v > best[1]):
+            best = (name, v)
+    return best
+
+
+def _tls_of(result, tls):
+    """The TLS configuration a FLOOR_OF entry names ("nginx-best": the
+    faster nginx HTTPS in the bulk cell, as its key is defined)."""
+    if tls == "nginx-best":
+        best = best_nginx_tls(result)
+        return best[0] if best else None
+    return tls
 
 
 def _ours_floor(fl, cell, agreement):
@@ -225,7 +242,10 @@ def _ours_floor(fl, cell, agreement):
     agreement (None: a known session key; "x25519"; "xwing": suite 2),
     with the core (`core`) and with the cryptography alone (`crypto`); None
     when the floor tool of the run did not time it."""
-    size = "_1k" if cell.endswith("/1k") and "core_1k_us" in fl else ""
+    size = ""
+    for suffix in ("1k", "1m"):
+        if cell.endswith("/" + suffix) and f"core_{suffix}_us" in fl:
+            size = "_" + suffix
     if agreement == "xwing":
         if "core_pq_us" not in fl:
             return None
@@ -274,6 +294,7 @@ def share(result, key):
     if not fl or key not in FLOOR_OF:
         return None
     cell, agreement, tls, side = FLOOR_OF[key]
+    tls = _tls_of(result, tls)
     ours = _ours_floor(fl, cell, agreement)
     if ours is None or tls is None:
         return None
@@ -302,6 +323,10 @@ FLOOR_OF = {
     "newconn_100b_cpu_rustls_tls13_over_httpcrypt": ("newconn/100b", "x25519", "rustls-tls13", "hc-fresh"),
     "newconn_100b_cpu_rustls_tls13_pq_over_httpcrypt_pq": ("newconn/100b", "xwing", "rustls-tls13-pq",
                                                            "hcpq-fresh"),
+    # A throughput ratio: both servers keep their core busy in this cell,
+    # so answers per second go as the inverse of CPU per answer, and the
+    # ceiling is formed from CPU like the others.
+    "bulk_1m_throughput_httpcrypt_over_nginx_tls": ("keepalive/1m", None, "nginx-best", "hc-ticket"),
 }
 
 
@@ -316,11 +341,14 @@ def floors(result):
     if not fl:
         return out
     for key, (cell, agreement, tls, _) in FLOOR_OF.items():
+        if tls == "nginx-best" and best_nginx_tls(result) is None:
+            continue
         plain = _agg(result, "hc-plain", cell, "cpu_us")
         ours = _ours_floor(fl, cell, agreement)
         if not plain or ours is None:
             continue
         v = {}
+        tls = _tls_of(result, tls)
         for part in ("core", "crypto"):
             if tls:
                 theirs = _agg(result, tls, cell, "cpu_us")
@@ -447,6 +475,8 @@ def floor_section(result):
            f"strike register, answer head, seal) {fl['core_us']:.2f} µs"
            + (f"; with a 1 KiB answer, for the 1 KiB row, {fl['crypto_1k_us']:.2f} and "
               f"{fl['core_1k_us']:.2f} µs" if with_1k else "")
+           + (f"; with a 1 MiB answer (64 records of 16 KiB), for the bulk row, "
+              f"{fl['crypto_1m_us']:.0f} and {fl['core_1m_us']:.0f} µs" if "core_1m_us" in fl else "")
            + (f"; for suite 2 (spec/hybrid.md), the server's X-Wing agreement (X25519, ML-KEM-768 "
               f"decapsulation, combiner) {fl['xwing_us']:.1f} µs and the sans-IO core on a fresh "
               f"suite-2 GET (1,088-byte ciphertext in the query), that agreement included, "

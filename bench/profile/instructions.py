@@ -65,6 +65,70 @@ ANSWERED = [
 # Allocation entry points (glibc's, which Rust's global allocator and aws-lc use).
 MALLOC = ("malloc", "__libc_malloc", "calloc", "__libc_calloc")
 
+# Where a function's own instructions are counted in the breakdown by
+# component, in this order of the table. The protocol's own work (the
+# cryptography and the sans-IO core) is what `loadgen floor` times; every
+# other row is what the server spends around it.
+COMPONENTS = [
+    ("cryptography", "aws-lc, RustCrypto ChaCha20 and SHA-3: the AEAD records, HChaCha20, X25519"),
+    ("protocol core", "`httpcrypt_proto`: outer checks, cookie scan, inner head, strike register, "
+                      "and the base64url codec it decodes the query and cookie with"),
+    ("layer", "`httpcrypt`: the service around the core, the listener, the file service"),
+    ("HTTP stack", "`hyper`, `http`, `httparse`, `h2`, `tower`: the outer request and answer"),
+    ("runtime", "`tokio`, `mio`, futures: tasks, wake-ups, readiness"),
+    ("allocator", "glibc malloc and free"),
+    ("copies", "`memcpy`, `memmove`, `memset`, `memcmp`"),
+    ("std and other", "the Rust standard library (hashing, formatting, UTF-8 checks) and the rest"),
+]
+_CRYPTO = ("aws_lc", "chacha20", "poly1305", "poly_hash", "sha3", "keccak", "x25519", "curve25519",
+           "blake2", "ml_kem", "hchacha", "sha2", "hmac")
+# Codecs the protocol core calls for its own fields (the query's and the
+# cookie's base64url).
+_CORE = ("httpcrypt_proto", "base64_simd", "base64", "vsimd")
+_HTTP = ("hyper", "http", "httparse", "h2", "tower", "tower_service", "tower_layer", "http_body",
+         "http_body_util", "hyper_util", "bytes")
+_RUNTIME = ("tokio", "mio", "futures_util", "futures_core", "futures", "pin_project_lite")
+_ALLOC = ("malloc", "free", "calloc", "realloc", "cfree", "__libc_malloc", "__libc_free",
+          "__libc_calloc", "__libc_realloc", "_int_malloc", "_int_free", "_int_realloc",
+          "malloc_consolidate", "tcache_get", "tcache_put", "unlink_chunk", "_int_free_merge_chunk",
+          "_int_free_create_chunk", "_int_free_maybe_consolidate", "__rust_alloc", "__rust_dealloc",
+          "__rust_realloc", "__rdl_alloc", "__rdl_dealloc", "__rdl_realloc")
+
+
+def _crate(fn):
+    """The crate a demangled function name belongs to: for `<T as Trait>::f`
+    the crate of T (whose code it is); generic glue such as
+    `core::ptr::drop_in_place<T>` is counted for T's crate too."""
+    name = fn.lstrip("<&*").removeprefix("mut ").removeprefix("dyn ").lstrip("<&*")
+    head = name.split("::", 1)[0]
+    if head in ("core", "alloc") and "<" in name:
+        inner = name[name.index("<") + 1:].lstrip("&*<").removeprefix("mut ").removeprefix("dyn ")
+        inner_head = inner.split("::", 1)[0]
+        if inner_head and inner_head not in ("core", "alloc", "std"):
+            return inner_head
+    return head
+
+
+def component(fn):
+    """The row of COMPONENTS a function's own instructions belong to."""
+    low = fn.lower()
+    if fn in _ALLOC or low.startswith(("_int_malloc", "_int_free", "__libc_malloc", "__libc_free")):
+        return "allocator"
+    if low.startswith(("__mem", "memcpy", "memmove", "memset", "memcmp", "bcmp", "__nss_database_lookup")):
+        return "copies"
+    crate = _crate(fn)
+    if crate in _CORE:
+        return "protocol core"
+    if crate.startswith("httpcrypt"):
+        return "layer"
+    if any(crate == c or crate.startswith(c + "_") for c in _HTTP):
+        return "HTTP stack"
+    if crate in _RUNTIME:
+        return "runtime"
+    if any(t in low for t in _CRYPTO):
+        return "cryptography"
+    return "std and other"
+
 
 def parse(path):
     """Instructions of each function's own (exclusive), and calls made to
@@ -156,7 +220,61 @@ def measure(bins, work, cfg, mode, count, warmup):
         "instructions": total / n,
         "mallocs": sum(calls[m] for m in MALLOC) / n,
         "top": [(f, c / n) for f, c in own.most_common(15)],
+        "components": by_component(own, n),
+        "component_top": component_top(own, n),
     }
+
+
+def component_top(own, n, k=4):
+    """The `k` functions with the most instructions of their own in each
+    row of COMPONENTS, per request."""
+    rows = collections.defaultdict(list)
+    for fn, c in own.most_common():
+        row = rows[component(fn)]
+        if len(row) < k:
+            row.append((fn, c / n))
+    return {name: rows.get(name, []) for name, _ in COMPONENTS}
+
+
+def by_component(own, n):
+    """Instructions per request of each row of COMPONENTS."""
+    out = collections.Counter()
+    for fn, c in own.items():
+        out[component(fn)] += c
+    return {name: out[name] / n for name, _ in COMPONENTS}
+
+
+def breakdown(res, m):
+    """Rows of the breakdown by component for mode `m`: each configuration's
+    instructions per request in each component, and what the ticket and
+    cache-hit paths add to the plaintext path there."""
+    names = [name for name, _, _ in CONFIGS if "components" in res.get(f"{name}|{m}", {})]
+    if "plain" not in names:
+        return []
+    adds = [n for n in ("cached", "ticket") if n in names]
+    out = ["| component | " + " | ".join(names) + " | " +
+           " | ".join(f"{n} − plain" for n in adds) + " |",
+           "|---|" + "---:|" * (len(names) + len(adds))]
+    comp = lambda name: res[f"{name}|{m}"]["components"]  # noqa: E731
+    for row, _ in COMPONENTS:
+        cells = [f"{comp(n)[row]:,.0f}" for n in names]
+        cells += [f"{comp(n)[row] - comp('plain')[row]:+,.0f}" for n in adds]
+        out.append(f"| {row} | " + " | ".join(cells) + " |")
+    totals = [f"{sum(comp(n).values()):,.0f}" for n in names]
+    totals += [f"{sum(comp(n).values()) - sum(comp('plain').values()):+,.0f}" for n in adds]
+    out.append("| **all** | " + " | ".join(totals) + " |")
+    out.append("")
+    if "ticket" in names and "component_top" in res[f"ticket|{m}"]:
+        top = res[f"ticket|{m}"]["component_top"]
+        out.append("In the ticket configuration, the functions with the most instructions of their own "
+                   "in each component:")
+        out.append("")
+        for row, _ in COMPONENTS:
+            fns = "; ".join(f"`{f[:80]}` {c:,.0f}" for f, c in top.get(row, []))
+            if fns:
+                out.append(f"- **{row}**: {fns}")
+        out.append("")
+    return out
 
 
 def before_after(res, before):
@@ -204,6 +322,12 @@ def report(res, count, before=None):
             tops = "; ".join(f"`{f[:70]}` {c:,.0f}" for f, c in r["top"][:10])
             out.append(f"- **{name}**, most instructions of their own: {tops}")
         out.append("")
+        rows = breakdown(res, m)
+        if rows:
+            out += ["Where the instructions go, by component (each function's own instructions, "
+                    "counted for the crate whose code it is):", ""] + rows
+    if any("components" in v for k, v in res.items() if not k.startswith("_")):
+        out += ["Components: " + "; ".join(f"**{n}**: {d}" for n, d in COMPONENTS) + ".", ""]
     rows = [(name, req, status, res[f"{name}|answered"])
             for name, req, status in ANSWERED if f"{name}|answered" in res]
     if rows:

@@ -21,6 +21,10 @@
 //!   (`httpcrypt_proto::server`).
 //! - `crypto_1k_us`, `core_1k_us`: the same two with a 1 KiB answer, for the
 //!   benchmark's 1 KiB cells.
+//! - `crypto_1m_us`, `core_1m_us`: the same with a 1 MiB answer (64 records
+//!   of the server's 16 KiB), for the bulk cell: on a machine where the TLS
+//!   servers' AES-GCM is much faster than ChaCha20-Poly1305, this alone
+//!   bounds the bulk ratio.
 //! - `xwing_us`: the suite-2 agreement (spec/hybrid.md H1) in place of the
 //!   X25519: X25519, ML-KEM-768 decapsulation and the X-Wing combiner, as
 //!   the server runs it (`HybridServerKey::agree`).
@@ -207,7 +211,7 @@ pub fn run(a: FloorArgs) -> Result<()> {
     });
 
     // Times the cryptography and the core with an answer of `len` bytes.
-    let mut time_with_answer = |len: usize| -> Result<(f64, f64)> {
+    let mut time_with_answer = |len: usize, iters: usize| -> Result<(f64, f64)> {
         let body = vec![b'x'; len];
         // Every part is checked once before it is timed; the answer's
         // plaintext, as the server seals it, comes out of the first.
@@ -247,7 +251,7 @@ pub fn run(a: FloorArgs) -> Result<()> {
             "the sealed answer does not carry the body"
         );
 
-        let crypto = time(a.reps, a.iters, |i| {
+        let crypto = time(a.reps, iters, |i| {
             let p = &pool[i % POOL];
             let opener = Opener::request(&p.key, p.n0, limits.record_limit());
             black_box(stream::open_all(opener, black_box(&p.stream)).ok());
@@ -258,7 +262,7 @@ pub fn run(a: FloorArgs) -> Result<()> {
             black_box(stream::seal_all(sealer, &answer, record, &mut out).ok());
         });
 
-        let core = time(a.reps, a.iters, |i| {
+        let core = time(a.reps, iters, |i| {
             let p = &pool[i % POOL];
             let Ok(Accept::Request(acc)) = server::accept(
                 &keys,
@@ -299,8 +303,10 @@ pub fn run(a: FloorArgs) -> Result<()> {
         });
         Ok((crypto, core))
     };
-    let (crypto, core) = time_with_answer(100)?;
-    let (crypto_1k, core_1k) = time_with_answer(1024)?;
+    let (crypto, core) = time_with_answer(100, a.iters)?;
+    let (crypto_1k, core_1k) = time_with_answer(1024, a.iters)?;
+    // A 1 MiB answer takes about as long as 500 of the small ones.
+    let (crypto_1m, core_1m) = time_with_answer(1 << 20, (a.iters / 500).max(3))?;
 
     // Suite 2: the same server identity with one hybrid key (a kex key and
     // the ML-KEM-768 key its certificate names), asked by the generator's
@@ -420,6 +426,8 @@ pub fn run(a: FloorArgs) -> Result<()> {
         "core_us": core,
         "crypto_1k_us": crypto_1k,
         "core_1k_us": core_1k,
+        "crypto_1m_us": crypto_1m,
+        "core_1m_us": core_1m,
         "xwing_us": xwing,
         "core_pq_us": core_pq,
         "iters": a.iters,

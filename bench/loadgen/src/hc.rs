@@ -13,7 +13,7 @@ use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
 use httpcrypt_proto::outer::{self, Form, Mount};
 use httpcrypt_proto::profile::Profile;
 use httpcrypt_proto::stream::{self, Opener, Sealer};
-use httpcrypt_proto::ticket::{ShortTicket, ASK_SHORT, TICKET_FIELD};
+use httpcrypt_proto::ticket::{AnyTicket, ShortTicket, ASK_SHORT, TICKET_FIELD};
 use httpcrypt_proto::{KexPublic, KexSecret, KeyCert, KeyId, Limits, SessionKey};
 use rand_core::OsRng;
 
@@ -223,9 +223,16 @@ impl HcClient {
     fn took_head(&self, h: &ResponseHead) -> Result<()> {
         if self.mode == KeyMode::Ticket {
             if let Some(v) = inner::field(&h.fields, TICKET_FIELD) {
+                let ticket = match AnyTicket::from_field(v)? {
+                    AnyTicket::Short(t) => t,
+                    AnyTicket::V1(_) => bail!(
+                        "the server answered a short-ticket ask with a v1 ticket: it predates \
+                         spec §7.3, which the generator's ticket mode needs"
+                    ),
+                };
                 let mut slot = self.ticket.lock().unwrap_or_else(|p| p.into_inner());
                 *slot = Some(HeldShort {
-                    ticket: Arc::new(ShortTicket::from_field(v)?),
+                    ticket: Arc::new(ticket),
                     uses: 0,
                     first_used: unix_now(),
                 });

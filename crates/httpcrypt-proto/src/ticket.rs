@@ -170,10 +170,24 @@ impl TicketContents {
 
 /// The last ticket opened, and what it held: a server keeps one per
 /// connection, where a client presents the same ticket with every request.
-/// The same ticket bytes under the same ticket key skip the AEAD; the expiry
-/// rule of [`TicketKey::open`] still applies to them.
+/// The same ticket bytes under the same ticket key skip the AEAD (a v1
+/// ticket) or the SHA3-256 (a short one); the expiry rule of
+/// [`TicketKey::open`] still applies to v1 tickets, and a short ticket's
+/// key is only asked for once its ticket key and kex key were found
+/// unexpired (`ServerKeys::short_ticket_key`).
 #[derive(Debug, Default)]
-pub struct LastOpened(Option<(KeyId, [u8; SEALED_TICKET_LEN], TicketContents)>);
+pub struct LastOpened(Option<Opened>);
+
+#[derive(Debug)]
+enum Opened {
+    V1(KeyId, [u8; SEALED_TICKET_LEN], TicketContents),
+    Short {
+        tid: KeyId,
+        kid: KeyId,
+        h: [u8; SHORT_H_LEN],
+        key: SessionKey,
+    },
+}
 
 impl LastOpened {
     /// [`TicketKey::open`], answered from memory when `sealed` is the ticket
@@ -184,14 +198,38 @@ impl LastOpened {
         sealed: &[u8; SEALED_TICKET_LEN],
         now: u64,
     ) -> Result<TicketContents> {
-        if let Some((tid, last, contents)) = &self.0 {
+        if let Some(Opened::V1(tid, last, contents)) = &self.0 {
             if *tid == tk.tid && last == sealed {
                 return contents.clone().unexpired(now);
             }
         }
         let contents = tk.open(sealed, now)?;
-        self.0 = Some((tk.tid, *sealed, contents.clone()));
+        self.0 = Some(Opened::V1(tk.tid, *sealed, contents.clone()));
         Ok(contents)
+    }
+
+    /// [`TicketKey::short_key`], answered from memory when `(kid, h)` is the
+    /// short ticket this derived last under `tk`; the key is remembered.
+    pub fn short_key(&mut self, tk: &TicketKey, kid: &KeyId, h: &[u8; SHORT_H_LEN]) -> SessionKey {
+        if let Some(Opened::Short {
+            tid,
+            kid: last_kid,
+            h: last_h,
+            key,
+        }) = &self.0
+        {
+            if *tid == tk.tid && last_kid == kid && last_h == h {
+                return key.clone();
+            }
+        }
+        let key = tk.short_key(kid, h);
+        self.0 = Some(Opened::Short {
+            tid: tk.tid,
+            kid: *kid,
+            h: *h,
+            key: key.clone(),
+        });
+        key
     }
 }
 
@@ -377,5 +415,36 @@ mod tests {
         // The same bytes under another ticket key are not the remembered ticket.
         let other = TicketKey::new(KeyId([9; 10]), [2; 32]);
         assert_eq!(last.open(&other, &sealed, 10), Err(Error::UnknownKey));
+    }
+
+    /// A short ticket's key comes from memory only for the same ticket
+    /// key ID, kex key and `h`; anything else is derived, and a v1 ticket
+    /// and a short one take turns in the one slot without mixing.
+    #[test]
+    fn last_opened_remembers_a_short_ticket_exactly() {
+        let tk = TicketKey::new(KeyId([1; 10]), [2; 32]);
+        let other = TicketKey::new(KeyId([9; 10]), [2; 32]);
+        let (kid, h) = (KeyId([4; 10]), [5u8; 16]);
+        let mut last = LastOpened::default();
+        let k = last.short_key(&tk, &kid, &h);
+        assert_eq!(k, tk.short_key(&kid, &h));
+        assert_eq!(last.short_key(&tk, &kid, &h), k);
+        for (t, kid2, h2) in [
+            (&other, kid, h),
+            (&tk, KeyId([3; 10]), h),
+            (&tk, kid, [6u8; 16]),
+        ] {
+            assert_eq!(last.short_key(t, &kid2, &h2), t.short_key(&kid2, &h2));
+            assert_ne!(last.short_key(t, &kid2, &h2), k);
+        }
+        let c = TicketContents {
+            key: SessionKey::from_bytes([3; 32]),
+            kid,
+            expiry: 1000,
+        };
+        let sealed: [u8; SEALED_TICKET_LEN] = tk.seal(&c, [5; 24]).sealed().try_into().unwrap();
+        assert_eq!(last.open(&tk, &sealed, 10).unwrap(), c);
+        assert_eq!(last.short_key(&tk, &kid, &h), k);
+        assert_eq!(last.open(&tk, &sealed, 10).unwrap(), c);
     }
 }

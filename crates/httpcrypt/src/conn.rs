@@ -144,6 +144,23 @@ impl ConnState {
             .open(tk, sealed, now)
     }
 
+    /// The key of a short ticket presented on this connection (spec §7.3):
+    /// a client presents the same one with each request of a keep-alive
+    /// connection, so the last one derived is remembered, as a v1 ticket's
+    /// contents are.
+    pub(crate) fn short_key(
+        &self,
+        tk: &TicketKey,
+        kid: &httpcrypt_proto::KeyId,
+        h: &[u8; httpcrypt_proto::ticket::SHORT_H_LEN],
+    ) -> httpcrypt_proto::SessionKey {
+        self.0
+            .opened
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .short_key(tk, kid, h)
+    }
+
     /// Records that a ticket for session `session` went out.
     pub(crate) fn ticket_issued(&self, session: u64) {
         self.0

@@ -294,6 +294,15 @@ impl<A: server::Agreement + ?Sized> server::Agreement for HybridAgreement<'_, A>
         self.outer.open_ticket(tk, sealed, now)
     }
 
+    fn short_key(
+        &mut self,
+        tk: &TicketKey,
+        kid: &KeyId,
+        h: &[u8; crate::ticket::SHORT_H_LEN],
+    ) -> SessionKey {
+        self.outer.short_key(tk, kid, h)
+    }
+
     fn agree(&mut self, sk: &server::ServerKey, ct_x: &KexPublic) -> Result<SessionKey> {
         let hk = self.keys.key(&sk.kid, self.now).ok_or(Error::UnknownKey)?;
         match self.query {

@@ -154,12 +154,20 @@ impl ServerKeys {
         h: &[u8; crate::ticket::SHORT_H_LEN],
         now: u64,
     ) -> Result<(KeyId, SessionKey)> {
+        let (kid, tk) = self.short_ticket_key(tid, now)?;
+        Ok((kid, tk.short_key(&kid, h)))
+    }
+
+    /// The kex key ID and the ticket key of short tickets under `tid` at
+    /// `now`, checked as [`ServerKeys::open_short_ticket`] checks them,
+    /// without deriving a ticket's key.
+    pub fn short_ticket_key(&self, tid: &KeyId, now: u64) -> Result<(KeyId, &TicketKey)> {
         let entry = self.ticket_entry(tid, now).ok_or(Error::UnknownKey)?;
         let kid = entry.kid.ok_or(Error::UnknownKey)?;
         if self.key(&kid, now).is_none() {
             return Err(Error::UnknownKey);
         }
-        Ok((kid, entry.key.short_key(&kid, h)))
+        Ok((kid, &entry.key))
     }
 
     /// What `id` names at `now`.
@@ -395,6 +403,19 @@ pub trait Agreement {
     ) -> Result<TicketContents> {
         tk.open(sealed, now)
     }
+
+    /// The key of the short ticket `(tk, h)` issued for a session under
+    /// `kid` (spec §7.3), asked only once the ticket key and the kex key are
+    /// known to be unexpired. A caller may answer from short tickets it has
+    /// already derived under the same ticket key.
+    fn short_key(
+        &mut self,
+        tk: &TicketKey,
+        kid: &KeyId,
+        h: &[u8; crate::ticket::SHORT_H_LEN],
+    ) -> SessionKey {
+        tk.short_key(kid, h)
+    }
 }
 
 /// An [`Agreement`] with one X25519 for every fresh-key request, no gate,
@@ -474,7 +495,10 @@ pub fn accept(
             }
             (contents.kid, contents.key)
         }
-        Credential::ShortTicket { tid, h } => keys.open_short_ticket(tid, h, now)?,
+        Credential::ShortTicket { tid, h } => {
+            let (kid, tk) = keys.short_ticket_key(tid, now)?;
+            (kid, agreement.short_key(tk, &kid, h))
+        }
     };
     let query_stream = match query_stream {
         Some(q) => Some(outer::decode_query(q, limits.max_body)?),

@@ -172,6 +172,18 @@ impl Agreement for LayerAgreement<'_> {
             None => tk.open(sealed, now),
         }
     }
+
+    fn short_key(
+        &mut self,
+        tk: &TicketKey,
+        kid: &httpcrypt_proto::KeyId,
+        h: &[u8; httpcrypt_proto::ticket::SHORT_H_LEN],
+    ) -> httpcrypt_proto::SessionKey {
+        match self.conn {
+            Some(c) => c.short_key(tk, kid, h),
+            None => tk.short_key(kid, h),
+        }
+    }
 }
 
 /// What the session cache gave a fresh-key request.
