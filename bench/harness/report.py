@@ -485,7 +485,10 @@ def floor_section(result):
            "(and the X25519 where the key is fresh), they give the best ratio any server on this "
            "protocol could show here: the HTTP layer around the core, the longer outer request and "
            "the application's request would all have to cost nothing. For the TLS keys the bound is "
-           "a ceiling (TLS over us)."
+           "a ceiling (TLS over us). The bulk key compares answers per second; both servers keep "
+           "their core busy in that cell, so its ceiling is formed from CPU per answer like the "
+           "others: the TLS server's over this run's plaintext 1 MiB answer plus the core sealing "
+           "1 MiB."
            + ("" if with_1k else " This run's floor tool sealed only a 100 B answer, so the "
               "1 KiB row's bound is lower than a 1 KiB answer's cryptography would make it.")
            + "\n",
