@@ -340,15 +340,15 @@ def floors(result):
     out = {}
     if not fl:
         return out
-    for key, (cell, agreement, tls, _) in FLOOR_OF.items():
-        if tls == "nginx-best" and best_nginx_tls(result) is None:
-            continue
+    for key, (cell, agreement, named, _) in FLOOR_OF.items():
+        tls = _tls_of(result, named)
         plain = _agg(result, "hc-plain", cell, "cpu_us")
         ours = _ours_floor(fl, cell, agreement)
-        if not plain or ours is None:
+        # A TLS key whose TLS configuration this run did not measure has no
+        # ceiling.
+        if (named and not tls) or not plain or ours is None:
             continue
         v = {}
-        tls = _tls_of(result, tls)
         for part in ("core", "crypto"):
             if tls:
                 theirs = _agg(result, tls, cell, "cpu_us")

@@ -41,8 +41,8 @@ P = _load_profile()
 CONFIGS = {c[0]: c for c in P.CONFIGS}
 
 
-# The files a run can ask for (`--size`).
-SIZES = {"100b": 100, "1m": 1024 * 1024}
+# The files a run can ask for (`--size`): bytes and how the report names them.
+SIZES = {"100b": (100, "100 B"), "1m": (1024 * 1024, "1 MiB")}
 
 
 def measure(binary, bins, work, cfg, mode, duration, flags=(), size="100b"):
@@ -87,7 +87,7 @@ def main():
     work = tempfile.mkdtemp(prefix="hc-ab-")
     os.makedirs(os.path.join(work, "root"))
     with open(os.path.join(work, "root", a.size), "wb") as f:
-        f.write(os.urandom(SIZES[a.size]))
+        f.write(os.urandom(SIZES[a.size][0]))
     subprocess.run([a.b, "keygen", "--dir", os.path.join(work, "keys")], check=True,
                    stdout=subprocess.DEVNULL)
     sides = {"A": a.a, "B": a.b}
@@ -142,7 +142,7 @@ def main():
         f"{reps} repetitions; in each, every mode and configuration runs on build A and on build B "
         "back to back (the order flips every repetition), each on a fresh `httpcrypt serve --workers 1` "
         f"pinned to CPU 0 with `loadgen` on CPU 1 for {duration:g} s after a warm-up, "
-        f"{'100 B' if a.size == '100b' else '1 MiB'} file. "
+        f"{SIZES[a.size][1]} file. "
         "Server CPU µs per request (user + system, from /proc), medians; the ratios to the plaintext "
         "path are taken per repetition, as in `bench/run`."
         + "".join(f" Side {side}'s server also had the `serve` options `{' '.join(f)}`."

@@ -88,11 +88,11 @@ _CORE = ("httpcrypt_proto", "base64_simd", "base64", "vsimd")
 _HTTP = ("hyper", "http", "httparse", "h2", "tower", "tower_service", "tower_layer", "http_body",
          "http_body_util", "hyper_util", "bytes")
 _RUNTIME = ("tokio", "mio", "futures_util", "futures_core", "futures", "pin_project_lite")
-_ALLOC = ("malloc", "free", "calloc", "realloc", "cfree", "__libc_malloc", "__libc_free",
-          "__libc_calloc", "__libc_realloc", "_int_malloc", "_int_free", "_int_realloc",
-          "malloc_consolidate", "tcache_get", "tcache_put", "unlink_chunk", "_int_free_merge_chunk",
-          "_int_free_create_chunk", "_int_free_maybe_consolidate", "__rust_alloc", "__rust_dealloc",
-          "__rust_realloc", "__rdl_alloc", "__rdl_dealloc", "__rdl_realloc")
+# glibc's allocator: these names, and every `_int_*` and `__libc_*` helper.
+_ALLOC = ("malloc", "free", "calloc", "realloc", "cfree", "malloc_consolidate", "tcache_get",
+          "tcache_put", "unlink_chunk", "__rust_alloc", "__rust_dealloc", "__rust_realloc",
+          "__rdl_alloc", "__rdl_dealloc", "__rdl_realloc")
+_ALLOC_PREFIXES = ("_int_", "__libc_malloc", "__libc_free", "__libc_calloc", "__libc_realloc")
 
 
 def _crate(fn):
@@ -112,7 +112,7 @@ def _crate(fn):
 def component(fn):
     """The row of COMPONENTS a function's own instructions belong to."""
     low = fn.lower()
-    if fn in _ALLOC or low.startswith(("_int_malloc", "_int_free", "__libc_malloc", "__libc_free")):
+    if fn in _ALLOC or fn.startswith(_ALLOC_PREFIXES):
         return "allocator"
     if low.startswith(("__mem", "memcpy", "memmove", "memset", "memcmp", "bcmp", "__nss_database_lookup")):
         return "copies"
@@ -220,28 +220,23 @@ def measure(bins, work, cfg, mode, count, warmup):
         "instructions": total / n,
         "mallocs": sum(calls[m] for m in MALLOC) / n,
         "top": [(f, c / n) for f, c in own.most_common(15)],
-        "components": by_component(own, n),
-        "component_top": component_top(own, n),
+        **by_component(own, n),
     }
 
 
-def component_top(own, n, k=4):
-    """The `k` functions with the most instructions of their own in each
-    row of COMPONENTS, per request."""
-    rows = collections.defaultdict(list)
+def by_component(own, n, k=4):
+    """Instructions per request of each row of COMPONENTS (`components`),
+    and the `k` functions with the most instructions of their own in each
+    (`component_top`)."""
+    total = collections.Counter()
+    top = collections.defaultdict(list)
     for fn, c in own.most_common():
-        row = rows[component(fn)]
-        if len(row) < k:
-            row.append((fn, c / n))
-    return {name: rows.get(name, []) for name, _ in COMPONENTS}
-
-
-def by_component(own, n):
-    """Instructions per request of each row of COMPONENTS."""
-    out = collections.Counter()
-    for fn, c in own.items():
-        out[component(fn)] += c
-    return {name: out[name] / n for name, _ in COMPONENTS}
+        row = component(fn)
+        total[row] += c
+        if len(top[row]) < k:
+            top[row].append((fn, c / n))
+    return {"components": {name: total[name] / n for name, _ in COMPONENTS},
+            "component_top": {name: top.get(name, []) for name, _ in COMPONENTS}}
 
 
 def breakdown(res, m):

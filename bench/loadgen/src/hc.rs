@@ -8,7 +8,7 @@
 use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context, Result};
-use httpcrypt_proto::client::ShortPolicy;
+use httpcrypt_proto::client::{ShortPolicy, ShortUse};
 use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
 use httpcrypt_proto::outer::{self, Form, Mount};
 use httpcrypt_proto::profile::Profile;
@@ -54,8 +54,7 @@ pub struct HcClient {
 #[derive(Debug)]
 struct HeldShort {
     ticket: Arc<ShortTicket>,
-    uses: u32,
-    first_used: u64,
+    used: ShortUse,
 }
 
 /// What is needed to open one response.
@@ -121,9 +120,9 @@ impl HcClient {
         let n0 = p.request_n0(unix_now(), &mut OsRng);
         let name_pad = outer::random_pad_for(p, &mut OsRng);
         let value_pad = outer::random_pad_for(p, &mut OsRng);
-        // The client's rule (`HostState::asks_ticket`, `ShortPolicy::asks`):
-        // ask when no ticket is held, on the held ticket's last use, or once
-        // it is old.
+        // The client's rule (`HostState::asks_ticket`, `ShortUse`): ask when
+        // no ticket is held, on the held ticket's last use, or once it is
+        // old; a request that asks starts the count again.
         let (ticket, ask) = match self.mode {
             KeyMode::Ticket => {
                 let policy = ShortPolicy::default();
@@ -131,14 +130,11 @@ impl HcClient {
                 let mut slot = self.ticket.lock().unwrap_or_else(|p| p.into_inner());
                 match slot.as_mut() {
                     Some(h) => {
-                        let ask = policy.asks(h.uses, Some(h.first_used), now)
+                        let ask = h.used.asks(&policy, now)
                             && self.asks.load(std::sync::atomic::Ordering::Relaxed);
-                        h.uses = h.uses.saturating_add(1);
+                        h.used.used(now);
                         if ask {
-                            // As `HostState::asked_ticket`: the count starts
-                            // again, so concurrent requests do not all ask.
-                            h.uses = 0;
-                            h.first_used = now;
+                            h.used.asked(now);
                         }
                         (Some(h.ticket.clone()), ask)
                     }
@@ -233,8 +229,7 @@ impl HcClient {
                 let mut slot = self.ticket.lock().unwrap_or_else(|p| p.into_inner());
                 *slot = Some(HeldShort {
                     ticket: Arc::new(ticket),
-                    uses: 0,
-                    first_used: unix_now(),
+                    used: ShortUse::default(),
                 });
             }
         }

@@ -137,11 +137,7 @@ impl ConnState {
         sealed: &[u8; SEALED_TICKET_LEN],
         now: u64,
     ) -> Result<TicketContents, httpcrypt_proto::Error> {
-        self.0
-            .opened
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .open(tk, sealed, now)
+        self.opened().open(tk, sealed, now)
     }
 
     /// The key of a short ticket presented on this connection (spec §7.3):
@@ -154,11 +150,12 @@ impl ConnState {
         kid: &httpcrypt_proto::KeyId,
         h: &[u8; httpcrypt_proto::ticket::SHORT_H_LEN],
     ) -> httpcrypt_proto::SessionKey {
-        self.0
-            .opened
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .short_key(tk, kid, h)
+        self.opened().short_key(tk, kid, h)
+    }
+
+    /// The last ticket opened on this connection, v1 or short.
+    fn opened(&self) -> std::sync::MutexGuard<'_, LastOpened> {
+        self.0.opened.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Records that a ticket for session `session` went out.

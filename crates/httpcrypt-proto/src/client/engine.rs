@@ -36,13 +36,39 @@ pub struct ShortPolicy {
     pub max_age: u64,
 }
 
-impl ShortPolicy {
-    /// Whether a request at `now` asks for a new short ticket when the one
-    /// held has been presented `uses` times, first at `first_used`: on its
-    /// last use under the policy, or once it is `max_age` old.
-    pub fn asks(&self, uses: u32, first_used: Option<u64>, now: u64) -> bool {
-        uses.saturating_add(1) >= self.reuse
-            || first_used.is_some_and(|f| now >= f.saturating_add(self.max_age))
+/// How much a held short ticket has been used (spec §7.3): the count and
+/// clock that [`ShortPolicy`] is applied to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShortUse {
+    /// Requests that presented it since it arrived or was last asked about.
+    uses: u32,
+    /// When that count started (unix seconds): its first use, or the last
+    /// request that asked for a new one.
+    first_used: Option<u64>,
+}
+
+impl ShortUse {
+    /// Whether a request at `now` asks for a new short ticket under
+    /// `policy`: on the ticket's last use, or once it is `max_age` old.
+    pub fn asks(&self, policy: &ShortPolicy, now: u64) -> bool {
+        self.uses.saturating_add(1) >= policy.reuse
+            || self
+                .first_used
+                .is_some_and(|f| now >= f.saturating_add(policy.max_age))
+    }
+
+    /// Counts one request at `now` that presented the ticket.
+    pub fn used(&mut self, now: u64) {
+        self.uses = self.uses.saturating_add(1);
+        self.first_used.get_or_insert(now);
+    }
+
+    /// Notes that a request at `now` asked for a new ticket: the count
+    /// starts again, so requests sent before the new ticket arrives
+    /// (concurrent ones) present this one without asking too.
+    pub fn asked(&mut self, now: u64) {
+        self.uses = 0;
+        self.first_used = Some(now);
     }
 }
 
@@ -60,10 +86,7 @@ impl Default for ShortPolicy {
 struct HeldShort {
     ticket: ShortTicket,
     suite: Suite,
-    /// Requests that presented it.
-    uses: u32,
-    /// When it was first presented (unix seconds).
-    first_used: Option<u64>,
+    used: ShortUse,
 }
 
 /// Largest problem document a client reads (refusals, inner problems).
@@ -198,7 +221,7 @@ impl HostState {
     pub fn asks_ticket(&self, policy: &ShortPolicy, now: u64) -> bool {
         match &self.short {
             None => true,
-            Some(t) => policy.asks(t.uses, t.first_used, now),
+            Some(t) => t.used.asks(policy, now),
         }
     }
 
@@ -207,8 +230,7 @@ impl HostState {
     /// ticket arrives (concurrent ones) present it without asking too.
     pub fn asked_ticket(&mut self, now: u64) {
         if let Some(t) = &mut self.short {
-            t.uses = 0;
-            t.first_used = Some(now);
+            t.used.asked(now);
         }
     }
 
@@ -220,8 +242,7 @@ impl HostState {
     /// Counts one request at `now` that presented the short ticket held.
     pub fn used_short_ticket(&mut self, now: u64) {
         if let Some(t) = &mut self.short {
-            t.uses = t.uses.saturating_add(1);
-            t.first_used.get_or_insert(now);
+            t.used.used(now);
         }
     }
 
@@ -322,8 +343,7 @@ impl HostState {
                     self.short = Some(HeldShort {
                         ticket,
                         suite,
-                        uses: 0,
-                        first_used: None,
+                        used: ShortUse::default(),
                     });
                 }
                 Err(_) => {}

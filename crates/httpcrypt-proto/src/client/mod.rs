@@ -23,7 +23,7 @@ pub mod retry;
 pub use crate::outer::{fits_get_form, fits_get_form_for};
 pub use engine::{
     is_own_field, judge_refusal, needs_problem_body, options_max_age, HostState, Refusal,
-    ShortPolicy, PROBLEM_LIMIT, SHORT_TICKET_MAX_AGE, SHORT_TICKET_REUSE,
+    ShortPolicy, ShortUse, PROBLEM_LIMIT, SHORT_TICKET_MAX_AGE, SHORT_TICKET_REUSE,
 };
 pub use head::{request_head, HeadPlan};
 pub use pq::{HybridKey, KemCache, Pq, PqState, ServerKey, Suite};
