@@ -220,3 +220,55 @@ fn short_ticket_refusals() {
         Some(Error::Integrity)
     );
 }
+
+/// An agreement that remembers the last short ticket's key, as a
+/// connection does (`LastOpened`).
+#[derive(Default)]
+struct Remembering(crate::ticket::LastOpened);
+
+impl Agreement for Remembering {
+    fn short_key(
+        &mut self,
+        tk: &TicketKey,
+        kid: &KeyId,
+        h: &[u8; crate::ticket::SHORT_H_LEN],
+    ) -> SessionKey {
+        self.0.short_key(tk, kid, h)
+    }
+}
+
+/// A short ticket's key taken from memory does not pass over the checks of
+/// its ticket key and kex key: once either is gone, the same request gets
+/// the same refusal as without the memory.
+#[test]
+fn a_remembered_short_ticket_is_still_checked_against_its_keys() {
+    let mount = Mount::new("/hc").unwrap();
+    let limits = Limits::default();
+    let (keys, tk, kid) = short_ticket_server(9_000, true);
+    let ticket = tk.issue_short(&kid, [7; 16]);
+    let bytes = short_ticket_request(&ticket, "");
+    let o = ParsedOuter::parse(&bytes).unwrap();
+    let mut memory = Remembering::default();
+    let accepted = |keys: &ServerKeys, now, memory: &mut Remembering| {
+        accept(keys, &mount, &o.as_request(), &limits, now, memory).map(|a| match a {
+            Accept::Request(a) => a.session_key().clone(),
+            other => panic!("not a request: {other:?}"),
+        })
+    };
+    for _ in 0..2 {
+        assert_eq!(
+            accepted(&keys, 5_000, &mut memory).as_ref(),
+            Ok(ticket.key())
+        );
+    }
+    assert_eq!(
+        accepted(&keys, 9_001, &mut memory).err(),
+        Some(Error::NoCookie)
+    );
+    let mut held = ServerKeys::new();
+    held.add_ticket_key_for(TicketKey::new(tk.tid(), *tk.to_bytes()), kid, 9_000);
+    assert_eq!(
+        accepted(&held, 5_000, &mut memory).err(),
+        Some(Error::UnknownKey)
+    );
+}
