@@ -25,6 +25,7 @@ mod hold;
 mod http1;
 mod io;
 mod load;
+mod replay;
 mod requests;
 mod server;
 mod sink;
@@ -56,6 +57,10 @@ enum Cmd {
     /// after an answer, half a request head) and hold them until stdin
     /// closes (`bench/scale`); prints JSON lines.
     Hold(hold::HoldArgs),
+    /// Fetch a list of URLs in turn through one `httpcrypt::Client` (keys,
+    /// tickets and connections kept across them, as one browser would);
+    /// prints JSON (`bench/split`'s one-client trace replay).
+    Replay(replay::ReplayArgs),
     /// Delay NFQUEUE'd packets by a fixed time (round-trip experiment).
     Delay {
         /// Queue number of the iptables NFQUEUE rule.
@@ -181,6 +186,7 @@ fn main() {
         Cmd::Floor(a) => floor::run(a),
         Cmd::Requests(a) => requests::run(a),
         Cmd::Hold(a) => hold::run(a),
+        Cmd::Replay(a) => replay::run(a),
         Cmd::Delay { queue, ms } => delay::run(queue, Duration::from_secs_f64(ms / 1e3)),
     };
     if let Err(e) = r {

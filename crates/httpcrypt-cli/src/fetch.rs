@@ -45,6 +45,9 @@ pub fn client_for(a: &FetchArgs) -> Result<httpcrypt::Client> {
             .then(|| std::time::Duration::from_secs_f64(a.connect_timeout)),
         ..Default::default()
     };
+    if a.v1_tickets {
+        config.short_tickets = None;
+    }
     a.discovery.apply(&mut config)?;
     a.asap.apply(&mut config, a.discovery.nameserver())?;
     Ok(httpcrypt::Client::new(config))
@@ -456,13 +459,10 @@ fn report_repeat<B>(a: &FetchArgs, i: u32, rsp: &http::Response<B>) {
         .and_then(|v| v.to_str().ok())
         .and_then(|c| c.split(';').next())
         .and_then(|pair| pair.split_once('='))
-        .map_or("none", |(_, v)| {
-            let len = v.trim().len();
-            if !(43..115).contains(&len) {
-                "ticket"
-            } else {
-                "key"
-            }
+        .map_or("none", |(_, v)| match v.trim().len() {
+            0..43 => "ticket (short)",
+            43..115 => "key",
+            _ => "ticket",
         });
     eprintln!(
         "request {i}: status {}, credential {credential}",

@@ -61,6 +61,10 @@ pub struct FetchArgs {
     /// Reuse one key pair per host (the server's session cache applies).
     #[arg(long)]
     pub reuse_key: bool,
+    /// Never ask for short tickets (spec §7.3): resume with the v1
+    /// tickets the server sends on each new connection (§7.2).
+    #[arg(long)]
+    pub v1_tickets: bool,
     /// Print the inner response status and fields before the body.
     #[arg(short = 'i', long = "include")]
     pub include: bool,
@@ -99,7 +103,8 @@ pub struct FetchArgs {
     pub max_time: f64,
     /// Send the request N times through one client (later requests resume
     /// with the server's ticket); prints one line per request on stderr,
-    /// `request I: status S, credential key|ticket`, and the last body.
+    /// `request I: status S, credential key|ticket|ticket (short)`, and
+    /// the last body.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub repeat: Option<u32>,
     /// Protocol: HTTPCrypt v1, or rspamd's (as `rspamc --key`).
