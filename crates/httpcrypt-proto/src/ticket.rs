@@ -211,6 +211,19 @@ impl LastOpened {
     /// [`TicketKey::short_key`], answered from memory when `(kid, h)` is the
     /// short ticket this derived last under `tk`; the key is remembered.
     pub fn short_key(&mut self, tk: &TicketKey, kid: &KeyId, h: &[u8; SHORT_H_LEN]) -> SessionKey {
+        self.short_key_or(tk, kid, h, || tk.short_key(kid, h))
+    }
+
+    /// [`LastOpened::short_key`], with `derive` giving the key when it is
+    /// not the one remembered (a server's [`ShortKeyMemo`], shared by its
+    /// connections).
+    pub fn short_key_or(
+        &mut self,
+        tk: &TicketKey,
+        kid: &KeyId,
+        h: &[u8; SHORT_H_LEN],
+        derive: impl FnOnce() -> SessionKey,
+    ) -> SessionKey {
         if let Some(Opened::Short {
             tid,
             kid: last_kid,
@@ -222,8 +235,61 @@ impl LastOpened {
                 return key.clone();
             }
         }
-        let key = tk.short_key(kid, h);
+        let key = derive();
         self.0 = Some(Opened::Short {
+            tid: tk.tid,
+            kid: *kid,
+            h: *h,
+            key: key.clone(),
+        });
+        key
+    }
+}
+
+/// The short-ticket keys a server derived lately, whichever connection
+/// presented them (spec §7.3): a client presents one short ticket on up to
+/// R requests, over as many connections as it opens (a browser's parallel
+/// connections, one new connection per request, a proxy's pooled
+/// connections carrying many clients), and each connection's
+/// [`LastOpened`] remembers only its own last one. A direct-mapped table:
+/// the slot is named by `h`'s first bytes, and a new key takes the slot
+/// whatever it held, so a lookup costs a comparison and the memory is
+/// fixed. `h` is the client's to choose, so a client can only make others'
+/// entries leave early, which costs the server the SHA3-256 it spends
+/// without the memo. As with [`LastOpened`], a key is asked for only once
+/// its ticket key and kex key were found unexpired.
+#[derive(Debug)]
+pub struct ShortKeyMemo {
+    slots: Vec<Option<MemoEntry>>,
+}
+
+#[derive(Debug)]
+struct MemoEntry {
+    tid: KeyId,
+    kid: KeyId,
+    h: [u8; SHORT_H_LEN],
+    key: SessionKey,
+}
+
+impl ShortKeyMemo {
+    /// A memo of `slots` keys (at least one).
+    pub fn new(slots: usize) -> Self {
+        ShortKeyMemo {
+            slots: (0..slots.max(1)).map(|_| None).collect(),
+        }
+    }
+
+    /// [`TicketKey::short_key`], answered from the memo when `(kid, h)` was
+    /// derived under `tk` lately; a derived key is remembered.
+    pub fn short_key(&mut self, tk: &TicketKey, kid: &KeyId, h: &[u8; SHORT_H_LEN]) -> SessionKey {
+        let at = u32::from_le_bytes([h[0], h[1], h[2], h[3]]) as usize % self.slots.len();
+        if let Some(e) = &self.slots[at] {
+            if e.tid == tk.tid && e.kid == *kid && e.h == *h {
+                return e.key.clone();
+            }
+        }
+        let key = tk.short_key(kid, h);
+        self.slots[at] = Some(MemoEntry {
             tid: tk.tid,
             kid: *kid,
             h: *h,
@@ -446,5 +512,48 @@ mod tests {
         assert_eq!(last.open(&tk, &sealed, 10).unwrap(), c);
         assert_eq!(last.short_key(&tk, &kid, &h), k);
         assert_eq!(last.open(&tk, &sealed, 10).unwrap(), c);
+    }
+
+    /// The memo answers only for the same ticket key ID, kex key and `h`,
+    /// and a key that lands in a taken slot replaces what was there; a
+    /// connection's memory asks the memo only for a key it does not hold.
+    #[test]
+    fn the_memo_answers_exactly_and_keeps_one_key_per_slot() {
+        let tk = TicketKey::new(KeyId([1; 10]), [2; 32]);
+        let other = TicketKey::new(KeyId([9; 10]), [2; 32]);
+        let (kid, h) = (KeyId([4; 10]), [5u8; 16]);
+        let mut memo = ShortKeyMemo::new(4);
+        let k = memo.short_key(&tk, &kid, &h);
+        assert_eq!(k, tk.short_key(&kid, &h));
+        assert_eq!(memo.short_key(&tk, &kid, &h), k);
+        // Same slot (same first bytes of h), other inputs: derived anew.
+        let mut h_same_slot = h;
+        h_same_slot[15] ^= 1;
+        for (t, kid2, h2) in [
+            (&other, kid, h),
+            (&tk, KeyId([3; 10]), h),
+            (&tk, kid, h_same_slot),
+        ] {
+            assert_eq!(memo.short_key(t, &kid2, &h2), t.short_key(&kid2, &h2));
+        }
+        // The last of those took the slot: the first key is derived again,
+        // and is still the same key.
+        assert_eq!(memo.short_key(&tk, &kid, &h), k);
+        // Another slot leaves this one alone.
+        let h_other_slot = [6u8; 16];
+        memo.short_key(&tk, &kid, &h_other_slot);
+        assert!(memo.slots.iter().filter(|e| e.is_some()).count() >= 2);
+        // A connection's memory derives through the memo only on a miss.
+        let mut last = LastOpened::default();
+        let mut asked = 0;
+        for _ in 0..3 {
+            let got = last.short_key_or(&tk, &kid, &h, || {
+                asked += 1;
+                memo.short_key(&tk, &kid, &h)
+            });
+            assert_eq!(got, k);
+        }
+        assert_eq!(asked, 1);
+        assert_eq!(ShortKeyMemo::new(0).slots.len(), 1);
     }
 }

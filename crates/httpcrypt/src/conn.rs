@@ -142,15 +142,16 @@ impl ConnState {
 
     /// The key of a short ticket presented on this connection (spec §7.3):
     /// a client presents the same one with each request of a keep-alive
-    /// connection, so the last one derived is remembered, as a v1 ticket's
-    /// contents are.
+    /// connection, so the last one is remembered, as a v1 ticket's contents
+    /// are; `derive` gives any other.
     pub(crate) fn short_key(
         &self,
         tk: &TicketKey,
         kid: &httpcrypt_proto::KeyId,
         h: &[u8; httpcrypt_proto::ticket::SHORT_H_LEN],
+        derive: impl FnOnce() -> httpcrypt_proto::SessionKey,
     ) -> httpcrypt_proto::SessionKey {
-        self.opened().short_key(tk, kid, h)
+        self.opened().short_key_or(tk, kid, h, derive)
     }
 
     /// The last ticket opened on this connection, v1 or short.

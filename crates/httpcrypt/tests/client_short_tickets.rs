@@ -141,3 +141,48 @@ async fn a_short_ticket_under_a_dropped_ticket_key_is_replaced_by_a_key() {
     assert!(value.len() >= 43, "the last attempt sent a key: {value}");
     assert_eq!(x.attempts, 2, "the short ticket, then a key");
 }
+
+/// A server that demands a token for unsafe methods (spec §8.4) answers the
+/// first POST with 425, a `Random` and a short ticket; the token is bound
+/// to the short ticket's key, so the client's one retry, which presents
+/// that ticket, carries a valid token (the static files then answer 405,
+/// past the token check). Later POSTs present the ticket and the token at
+/// once. The same holds with v1 tickets.
+#[tokio::test]
+async fn a_token_demand_is_met_by_one_retry_under_a_short_ticket() {
+    for short in [true, false] {
+        let srv = common::serve_one_key_with(
+            14,
+            3600,
+            httpcrypt::ServerConfig {
+                require_token: true,
+                ..Default::default()
+            },
+        )
+        .await;
+        let client = Client::new(ClientConfig {
+            identity: Some(srv.identity.public()),
+            short_tickets: short.then(ShortPolicy::default),
+            ..Default::default()
+        });
+        for i in 0..3 {
+            let rsp = client
+                .send(
+                    http::Request::post(format!("http://{}/Cargo.toml", srv.addr))
+                        .body(Bytes::from_static(b"x"))
+                        .unwrap(),
+                )
+                .await
+                .unwrap_or_else(|e| panic!("short {short}, POST {i}: {e}"));
+            assert_eq!(rsp.status(), 405, "short {short}, POST {i}");
+            let x = rsp.extensions().get::<OuterExchange>().unwrap();
+            let cookie = x.request_headers.get(http::header::COOKIE).unwrap();
+            let value = cookie.to_str().unwrap().split('=').nth(1).unwrap();
+            let expected = if short { 22..=38 } else { 115..=131 };
+            assert!(
+                expected.contains(&value.len()),
+                "short {short}, POST {i}: {cookie:?}"
+            );
+        }
+    }
+}

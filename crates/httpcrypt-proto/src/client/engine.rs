@@ -325,7 +325,9 @@ impl HostState {
     }
 
     /// Keeps the ticket and the token an authenticated inner response head
-    /// carries, bound to the session key `k` they were sent under.
+    /// carries, bound to the session key `k` they were sent under; a token
+    /// that came with a short ticket is bound to that ticket's key, which
+    /// the client presents next (spec §7.3).
     pub fn took_head(&mut self, fields: &[Field], k: &SessionKey) {
         self.took_head_in(fields, k, Suite::Classical);
     }
@@ -333,6 +335,7 @@ impl HostState {
     /// [`HostState::took_head`] for an exchange in `suite` (a ticket of a
     /// hybrid session resumes it as hybrid, spec/hybrid.md H3).
     pub fn took_head_in(&mut self, fields: &[Field], k: &SessionKey, suite: Suite) {
+        let mut token_key = k.clone();
         if let Some(t) = inner::field(fields, TICKET_FIELD) {
             match AnyTicket::from_field(t) {
                 Ok(AnyTicket::V1(t)) => {
@@ -340,6 +343,7 @@ impl HostState {
                     self.ticket_suite = suite;
                 }
                 Ok(AnyTicket::Short(ticket)) => {
+                    token_key = ticket.key().clone();
                     self.short = Some(HeldShort {
                         ticket,
                         suite,
@@ -350,7 +354,7 @@ impl HostState {
             }
         }
         if let Some(r) = inner::field(fields, RANDOM_FIELD) {
-            self.token = Some((r.to_vec(), k.clone()));
+            self.token = Some((r.to_vec(), token_key));
         }
     }
 
@@ -543,6 +547,26 @@ mod tests {
         assert_eq!(h.token_for(&k1), Some(&b"tok"[..]));
         assert_eq!(h.token_for(&k2), None);
         assert!(h.ticket().is_none(), "no ticket field, no ticket");
+    }
+
+    /// A token that arrives with a short ticket is bound to the ticket's
+    /// key, under which the next request goes (spec §7.3, §8.4).
+    #[test]
+    fn a_token_with_a_short_ticket_is_bound_to_the_tickets_key() {
+        let mut rng = ChaCha20Rng::seed_from_u64(4);
+        let k = session_key(&mut rng);
+        let tk = crate::ticket::TicketKey::new(crate::KeyId([1; 10]), [2; 32]);
+        let short = tk.issue_short(&crate::KeyId([3; 10]), [4; 16]);
+        let mut h = HostState::default();
+        h.took_head(
+            &[
+                Field::new(TICKET_FIELD, short.to_field()),
+                Field::new("random", "tok"),
+            ],
+            &k,
+        );
+        assert_eq!(h.token_for(short.key()), Some(&b"tok"[..]));
+        assert_eq!(h.token_for(&k), None);
     }
 
     #[test]

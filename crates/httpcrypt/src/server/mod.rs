@@ -99,6 +99,9 @@ impl HttpCryptLayer {
                 defence,
                 purged: std::sync::atomic::AtomicU64::new(0),
                 session_id_key: (OsRng.next_u64(), OsRng.next_u64()),
+                short_keys: std::sync::Mutex::new(httpcrypt_proto::ticket::ShortKeyMemo::new(
+                    shared::SHORT_KEY_SLOTS,
+                )),
                 config,
                 keys,
             }),

@@ -32,6 +32,21 @@ impl Shared {
         h.finish().max(1)
     }
 
+    /// The key of a short ticket (spec §7.3), from the server's memo of
+    /// the keys it derived lately (D30): a client's connections after its
+    /// first present the ticket without the SHA3-256.
+    fn short_key(
+        &self,
+        tk: &TicketKey,
+        kid: &httpcrypt_proto::KeyId,
+        h: &[u8; httpcrypt_proto::ticket::SHORT_H_LEN],
+    ) -> SessionKey {
+        self.short_keys
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .short_key(tk, kid, h)
+    }
+
     /// Notes in the session cache that a ticket under `tid` went out for the
     /// session of `accepted`, when its client sent its public key.
     pub(super) fn note_ticket(&self, accepted: &Accepted, tid: httpcrypt_proto::KeyId) {
@@ -179,9 +194,10 @@ impl Agreement for LayerAgreement<'_> {
         kid: &httpcrypt_proto::KeyId,
         h: &[u8; httpcrypt_proto::ticket::SHORT_H_LEN],
     ) -> httpcrypt_proto::SessionKey {
+        let shared = self.shared;
         match self.conn {
-            Some(c) => c.short_key(tk, kid, h),
-            None => tk.short_key(kid, h),
+            Some(c) => c.short_key(tk, kid, h, || shared.short_key(tk, kid, h)),
+            None => shared.short_key(tk, kid, h),
         }
     }
 }
@@ -229,7 +245,11 @@ pub(super) fn issue_ticket(
 /// A short ticket (spec §7.3) for a session under `accepted.kid`, sealed
 /// under the ticket key that came with that kex key (suite 1 or 2); `None`
 /// when no held ticket key came with it.
-pub(super) fn issue_short_ticket(shared: &Shared, accepted: &Accepted, now: u64) -> Option<String> {
+pub(super) fn issue_short_ticket(
+    shared: &Shared,
+    accepted: &Accepted,
+    now: u64,
+) -> Option<httpcrypt_proto::ticket::ShortTicket> {
     let h = short_h();
     let kid = accepted.kid;
     shared
@@ -247,7 +267,6 @@ pub(super) fn issue_short_ticket(shared: &Shared, accepted: &Accepted, now: u64)
                     .map(|tk| tk.issue_short(&kid, h))
             })
         })
-        .map(|t| t.to_field())
 }
 
 /// A fresh random `h` for a short ticket.

@@ -25,7 +25,13 @@ pub(super) struct Shared {
     pub(super) store: Option<Arc<ContentStore>>,
     /// Random SipHash key of [`Shared::session_id`].
     pub(super) session_id_key: (u64, u64),
+    /// Short-ticket keys derived lately, for every connection (spec §7.3).
+    pub(super) short_keys: std::sync::Mutex<httpcrypt_proto::ticket::ShortKeyMemo>,
 }
+
+/// Slots of [`Shared::short_keys`]: short tickets in use at once that skip
+/// the SHA3-256 on a connection's first request (about 80 bytes each).
+pub(super) const SHORT_KEY_SLOTS: usize = 1024;
 
 /// `ServiceExt::oneshot` with its future's `Send` stated, which the
 /// compiler cannot infer through the generic services of the layers.

@@ -23,6 +23,12 @@ pub struct OneKey {
 /// key whose certificate is valid from 10 s ago for `valid_for` seconds.
 /// `seed` tells the identity and key of one test from another's.
 pub async fn serve_one_key(seed: u8, valid_for: u64) -> OneKey {
+    serve_one_key_with(seed, valid_for, ServerConfig::default()).await
+}
+
+/// [`serve_one_key`] with the layer's configuration `config`.
+#[allow(dead_code)]
+pub async fn serve_one_key_with(seed: u8, valid_for: u64, config: ServerConfig) -> OneKey {
     let identity = IdentityKey::from_seed([seed; 32]);
     let first = epoch(
         &identity,
@@ -34,7 +40,7 @@ pub async fn serve_one_key(seed: u8, valid_for: u64) -> OneKey {
     let cert = first.cert.clone();
     let live = LiveKeys::new();
     live.add(first);
-    let layer = HttpCryptLayer::new(live.clone(), ServerConfig::default());
+    let layer = HttpCryptLayer::new(live.clone(), config);
     let svc = tower::Layer::layer(
         &layer,
         httpcrypt::services::static_files(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))),
