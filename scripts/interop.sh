@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The live interop matrix: every client (Rust `httpcrypt fetch`, Go, Python,
 # TypeScript) against a real `httpcrypt serve`, a `gateway` in front of a
-# plaintext upstream, a server and a gateway that announce request profile
+# plaintext upstream (and one that demands a token, `--require-token`), a server and a gateway that announce request profile
 # 2 (`--compact`, spec §4.5), a two-instance fleet behind haproxy (round robin
 # per request, so tickets and keys issued by one instance are used at the
 # other), and a server and a gateway that take only suite 2, the hybrid
@@ -75,6 +75,9 @@ for _ in $(seq 1 100); do grep -q '^PORT' "$work/upstream.out" 2>/dev/null && br
 p_up=$(awk '/^PORT/{print $2}' "$work/upstream.out")
 p_gw=$(free_port)
 start gateway "$bin" gateway --keys "$work/keys" --upstream "http://127.0.0.1:$p_up" --mount /hc --listen "127.0.0.1:$p_gw"
+# A gateway that demands a token for unsafe methods (spec §8.4).
+p_tgw=$(free_port)
+start token-gateway "$bin" gateway --require-token --keys "$work/keys" --upstream "http://127.0.0.1:$p_up" --mount /hc --listen "127.0.0.1:$p_tgw"
 # Request profile 2 (spec §4.5): a server and a gateway that announce it.
 "$bin" keygen --dir "$work/compact-keys" >/dev/null
 p_c=$(free_port)
@@ -118,7 +121,7 @@ backend instances
   server b 127.0.0.1:$p_b
 EOF
 start haproxy "$haproxy_bin" -db -f "$work/haproxy.cfg"
-for p in "$p_serve" "$p_gw" "$p_a" "$p_b" "$p_lb" "$p_c" "$p_cgw" "$p_pq" "$p_pqgw"; do wait_port "$p"; done
+for p in "$p_serve" "$p_gw" "$p_tgw" "$p_a" "$p_b" "$p_lb" "$p_c" "$p_cgw" "$p_pq" "$p_pqgw"; do wait_port "$p"; done
 
 # --- the drivers ----------------------------------------------------------------
 driver() { # driver CLIENT ARGS...: the hcfetch contract for each client
@@ -146,6 +149,7 @@ done
 # $work/fail-<client>-<case>.log).
 s="http://127.0.0.1:$p_serve"
 g="http://127.0.0.1:$p_gw"
+tg="http://127.0.0.1:$p_tgw"
 f="http://127.0.0.1:$p_lb"
 cs="http://127.0.0.1:$p_c"
 cg="http://127.0.0.1:$p_cgw"
@@ -159,6 +163,25 @@ case_ticket() {
   driver "$1" --mount /hc --repeat 3 "$s/hello.txt" >"$out" 2>"$err" &&
     grep -q '^request 1: status 200, credential key' "$err" &&
     grep -q '^request 3: status 200, credential ticket' "$err"
+}
+case_short_ticket() {
+  driver "$1" --mount /hc --repeat 3 "$s/hello.txt" >"$out" 2>"$err" &&
+    grep -q '^request 1: status 200, credential key$' "$err" &&
+    grep -q '^request 2: status 200, credential ticket (short)$' "$err" &&
+    grep -q '^request 3: status 200, credential ticket (short)$' "$err" &&
+    [ "$(cat "$out")" = "hello from httpcrypt" ]
+}
+case_v1_ticket() {
+  driver "$1" --v1-tickets --mount /hc --repeat 3 "$s/hello.txt" >"$out" 2>"$err" &&
+    grep -q '^request 1: status 200, credential key$' "$err" &&
+    grep -q '^request 3: status 200, credential ticket$' "$err" &&
+    [ "$(cat "$out")" = "hello from httpcrypt" ]
+}
+case_pq_short_ticket() {
+  driver "$1" --pq require --mount /hc --identity="$pq_identity" --repeat 3 "$ps/hello.txt" >"$out" 2>"$err" &&
+    grep -q '^request 1: status 200, credential key' "$err" &&
+    grep -q '^request 3: status 200, credential ticket (short)' "$err" &&
+    [ "$(cat "$out")" = "hello from httpcrypt" ]
 }
 case_big() { driver "$1" --mount /hc "$s/big.bin" >"$out" 2>"$err" && [ "$(sha256sum <"$out" | cut -d' ' -f1)" = "$big_sha" ]; }
 case_404() { driver "$1" --mount /hc --repeat 1 "$s/nothing-here" >"$out" 2>"$err" && grep -q '^request 1: status 404' "$err"; }
@@ -178,6 +201,18 @@ case_gw_upload() {
   driver "$1" --mount /hc -X POST --data-file "$work/upload.bin" "$g/sink" >"$out" 2>"$err" &&
     [ "$(cat "$out")" = "$up_len $up_sha" ]
 }
+# The token demand: the first POST is answered 425 with a token and a
+# ticket, and the client's one retry carries the token (bound to a short
+# ticket's key when one came with it, spec §7.3); the later POSTs present
+# the ticket and the token at once.
+case_gw_token() {
+  driver "$1" --mount /hc $2 -X POST -d token "$tg/echo" --repeat 3 >"$out" 2>"$err" &&
+    [ "$(grep -c ': status 200, credential' "$err")" = 3 ] &&
+    grep -q "^request 3: status 200, credential $3" "$err" &&
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["method"] == "POST", d' "$out"
+}
+case_gw_token_short() { case_gw_token "$1" "" "ticket (short)"; }
+case_gw_token_v1() { case_gw_token "$1" --v1-tickets "ticket$"; }
 case_gw_missing() { driver "$1" --mount /hc --repeat 1 "$g/missing" >"$out" 2>"$err" && grep -q '^request 1: status 404' "$err"; }
 case_fleet() {
   # Both instances must have answered this client's requests.
@@ -222,16 +257,21 @@ cases=(
   "serve:pinned identity:case_pinned"
   "serve:wrong pin refused:case_wrong_pin"
   "serve:tickets (3 requests):case_ticket"
+  "serve:short tickets (3 requests):case_short_ticket"
+  "serve:v1 tickets (--v1-tickets):case_v1_ticket"
   "serve:4 MiB download:case_big"
   "serve:inner 404:case_404"
   "gateway:POST echo:case_gw_echo"
   "gateway:3 MiB streamed upload:case_gw_upload"
   "gateway:upstream 404:case_gw_missing"
+  "gateway:token demanded, short tickets:case_gw_token_short"
+  "gateway:token demanded, v1 tickets:case_gw_token_v1"
   "fleet:2 instances, round robin:case_fleet"
   "compact:tickets (3 requests):case_c_ticket"
   "compact:4 MiB download:case_c_big"
   "compact:gateway, 3 MiB upload:case_c_upload"
   "hybrid:pinned, tickets (3 requests):case_pq_ticket"
+  "hybrid:short tickets (3 requests):case_pq_short_ticket"
   "hybrid:4 MiB download:case_pq_big"
   "hybrid:gateway, 3 MiB upload:case_pq_upload"
   "hybrid:v1-only server refused:case_pq_downgrade"

@@ -566,6 +566,22 @@ def report(res, summary, figs, path):
         L.append(f"| {label} | {m['origin']} | {m['origin'] / d:.4f} | {http / m['origin']:.2f}× | "
                  + (f"{ideal / d:.4f} | {m['origin'] / ideal:.3f} |" if ideal else "— | — |"))
     L.append("")
+    one, one_v1, warm = (t["modes"].get(k) for k in ("split_warm_one_client", "split_warm_one_client_v1",
+                                                    "split_warm"))
+    if one and one_v1 and warm and one["ideal"]:
+        n = t["window"]
+        L.append("The last two rows fetch the same warm window with one client process that keeps its "
+                 "session, as one browser would (`loadgen replay`: one `httpcrypt::Client`, its "
+                 "certificates, ticket and connection to the proxy kept across the requests; credentials "
+                 f"presented: {one['credentials']} with short tickets, {one_v1['credentials']} with v1 "
+                 "tickets). Per request the origin then carries "
+                 f"{(warm['origin'] - one['origin']) / n:.0f} bytes less than with a new `httpcrypt fetch` "
+                 "process per request: a short ticket's cookie is 21 characters shorter than a public "
+                 "key's, and an answer to a request that presents one and does not ask carries no ticket "
+                 "(spec §7.3). A client that holds v1 tickets saves "
+                 f"{(warm['origin'] - one_v1['origin']) / n:.0f} bytes: its cookie is 72 characters longer "
+                 "than a key's, while the answers on the proxy's connection carry a ticket only when the "
+                 "session changes (D29).\n")
     L.append(f"![trace bandwidth](figures/{figs[1]}.png)\n")
     lat = res["latency"]
     L.append("## 3. Latency of uncached requests\n")
