@@ -1,12 +1,14 @@
 package httpcrypt
 
 // The client's decisions, without IO: per-host state (keys and when they
-// were fetched, the reused key pair, the last ticket and token, the clock
-// offset, the admission cookie, the suite-2 keys and pin), which key,
-// credential, profile and nonce an attempt uses, its inner request head and
-// outer form (spec §4, §4.5, §8.4, §14.5, spec/hybrid.md H3), and what an
-// answer means for the call (spec §11.5: retry, error or response). Its
-// key decisions, both suites, are in engine_keys.go. Transport
+// were fetched, the reused key pair, the last ticket of each form and the
+// token, the clock offset, the admission cookie, the suite-2 keys and pin),
+// which key, credential, profile and nonce an attempt uses, its inner
+// request head and outer form (spec §4, §4.5, §7.3, §8.4, §14.5,
+// spec/hybrid.md H3), and what an answer means for the call (spec §11.5:
+// retry, error or response). Its key decisions, both suites, are in
+// engine_keys.go; its ticket decisions (which ticket, when to ask for a
+// short one) in engine_tickets.go. Transport
 // (transport.go) is the thin driver around it: it fetches keys, sends what
 // the engine planned, and reads the bytes the engine decides on, as the
 // Python client's Engine and its drivers do.
@@ -53,6 +55,8 @@ type hostState struct {
 	admitAt int64
 	// ticketHybrid: the ticket was issued in a suite-2 session.
 	ticketHybrid bool
+	// short is the last short ticket (spec §7.3), kept apart from the v1 one.
+	short *heldShort
 	hybridState
 }
 
@@ -97,27 +101,29 @@ type attempt struct {
 	k          SessionKey
 	n0         [NonceLen]byte
 	cookie     string
-	credential string // "key" or "ticket": what the outer cookie carries
+	credential string // "key", "ticket" or "ticket (short)": what the outer cookie carries
 	echo       bool   // an hc1-admit echo rides along
 	admitD     int    // the difficulty the echo solved
 	head       []byte // the formatted inner request head
 	exact      int64  // the inner body length, -1 when unknown
+	// short is the short ticket presented (spec §7.3), nil for another
+	// credential; ask: the inner head asks for a new one.
+	short *ShortTicket
+	ask   bool
 	// hybrid: a suite-2 session (a fresh hybrid key, or a ticket issued in
 	// one); ctM the ML-KEM ciphertext sent before the stream (fresh key).
 	hybrid bool
 	ctM    []byte
 }
 
-// plan chooses the credential (a ticket, a hybrid agreement, or a key pair
-// per the policy), the profile and n0 of an attempt on key server, solves
-// an admission puzzle when the host asked for one (CPU work, bounded by
-// ctx), and formats the inner head of req. noBody: the body is nil or
-// http.NoBody.
+// plan chooses the credential (a short or v1 ticket, a hybrid agreement, or
+// a key pair per the policy), whether to ask for a short ticket, the
+// profile and n0 of an attempt on key server, solves an admission puzzle
+// when the host asked for one (CPU work, bounded by ctx), and formats the
+// inner head of req. noBody: the body is nil or http.NoBody.
 func (e *engine) plan(ctx context.Context, req *http.Request, authority string, server *serverKey, noBody bool, ownDate bool) (*attempt, error) {
 	now := e.now()
-	var ticket *Ticket
-	var ticketKey SessionKey
-	var ticketHybrid bool
+	var tc ticketChoice
 	var own *KexSecret
 	var offset int64
 	var token string
@@ -128,11 +134,7 @@ func (e *engine) plan(ctx context.Context, req *http.Request, authority string, 
 		if h.admit != nil && now < h.admitAt+AdmitEchoSeconds {
 			admit, admitD = h.admit, h.admitD
 		}
-		// A ticket of a v1 session would be a classical request: not to a
-		// server key of suite 2 (spec/hybrid.md H3, H5).
-		if !e.opts.NoTickets && h.ticket != nil && (h.ticketHybrid || server.hybrid == nil) {
-			ticket, ticketKey, ticketHybrid = h.ticket, h.ticketKey, h.ticketHybrid
-		}
+		tc = e.chooseTicket(h, server, now)
 		if e.opts.KeyPolicy == ReuseKeyPerHost && server.hybrid == nil {
 			if h.own == nil {
 				h.own = GenerateKexSecret()
@@ -141,7 +143,7 @@ func (e *engine) plan(ctx context.Context, req *http.Request, authority string, 
 		}
 		offset, token, tokenKey = h.offset, h.token, h.tokenKey
 	})
-	a := &attempt{authority: authority, credential: "key"}
+	a := &attempt{authority: authority, credential: "key", ask: tc.ask}
 	// Profile 2 exactly when the chosen key's certificate has version 2
 	// (spec §4.5), unless turned off or the authority is not sent verbatim
 	// as the outer Host (which record 0 binds). Suite 2 uses the v1 layout
@@ -160,9 +162,13 @@ func (e *engine) plan(ctx context.Context, req *http.Request, authority string, 
 	}
 	var err error
 	switch {
-	case ticket != nil:
-		a.k, a.credential, a.hybrid = ticketKey, "ticket", ticketHybrid
-		a.cookie, err = FormatCookie(ticket.TID(), ticket.Sealed(), pad(), pad())
+	case tc.short != nil:
+		// spec §7.3: tid and h in the cookie, the request sealed under k'.
+		a.k, a.credential, a.hybrid, a.short = tc.short.Key, "ticket (short)", tc.hybrid, tc.short
+		a.cookie, err = FormatCookie(tc.short.TID, tc.short.H[:], pad(), pad())
+	case tc.v1 != nil:
+		a.k, a.credential, a.hybrid = tc.v1Key, "ticket", tc.hybrid
+		a.cookie, err = FormatCookie(tc.v1.TID(), tc.v1.Sealed(), pad(), pad())
 	case server.hybrid != nil:
 		// X-Wing's ct_X is ephemeral: a fresh X25519 key whatever the policy.
 		var ag *HybridAgreement
@@ -188,7 +194,7 @@ func (e *engine) plan(ctx context.Context, req *http.Request, authority string, 
 	} else {
 		a.n0 = [NonceLen]byte(randomBytes(NonceLen))
 	}
-	if ticket == nil && admit != nil {
+	if tc.short == nil && tc.v1 == nil && admit != nil {
 		// Spec §14.5: a key request to a host that challenged us in the
 		// last 25 s carries the cookie with a solution for this n0.
 		sol, err := SolvePuzzle(ctx, admit, &a.n0, admitD)
@@ -211,9 +217,10 @@ func (e *engine) plan(ctx context.Context, req *http.Request, authority string, 
 
 // innerHead formats the inner request: Host, the caller's fields (every
 // one the service needs travels here, erratum E1), a Date at the corrected
-// time, Content-Length, and the tokens of spec §8.4. Profile 2 sends no
-// Date (the time is in n0) and no Host (the outer one is bound), except a
-// Host the caller set apart from the URL's.
+// time, Content-Length, the ask for a short ticket (spec §7.3), and the
+// tokens of spec §8.4. Profile 2 sends no Date (the time is in n0) and no
+// Host (the outer one is bound), except a Host the caller set apart from
+// the URL's.
 func (e *engine) innerHead(req *http.Request, a *attempt, date int64, ownDate bool, token string, tokenKey SessionKey) []byte {
 	head := RequestHead{Method: req.Method, Target: req.URL.RequestURI()}
 	if head.Method == "" {
@@ -248,6 +255,9 @@ func (e *engine) innerHead(req *http.Request, a *attempt, date int64, ownDate bo
 	}
 	if a.exact > 0 || a.exact == 0 && (req.Method == "POST" || req.Method == "PUT") {
 		head.Fields = append(head.Fields, Field{"Content-Length", strconv.FormatInt(a.exact, 10)})
+	}
+	if a.ask {
+		head.Fields = append(head.Fields, Field{TicketField, AskShort})
 	}
 	if isUnsafe(head.Method) {
 		// A token bound to this very session key proves an earlier round
@@ -316,20 +326,32 @@ const (
 	retryAdmission // outer 429 urn:httpcrypt:admission: the cookie is stored
 	retryBusy      // outer 429 urn:httpcrypt:busy: wait, then again
 	retryHybrid    // outer 400 urn:httpcrypt:hybrid-required to a v1 attempt: look for suite 2
+	retryShort     // outer 400 urn:httpcrypt:malformed to a short ticket: dropped, again with a key
 )
 
-// answered keeps the ticket and the token an authenticated inner head
-// carries, bound to the attempt's session key (and its suite: a ticket of
-// a hybrid session carries the hybrid key forward).
+// answered keeps the ticket (either form) and the token an authenticated
+// inner head carries, bound to the attempt's session key (and its suite:
+// a ticket of a hybrid session carries the hybrid key forward). A token
+// that comes with a short ticket is bound to that ticket's key k' instead
+// (spec §7.3, §8.4): the next request presents the ticket and runs under
+// k', so a token-required answer's single retry carries it.
 func (e *engine) answered(a *attempt, h *ResponseHead) {
-	if v, ok := Get(h.Fields, TicketField); ok {
-		if tic, err := ParseTicketField(v); err == nil {
-			e.host(a.authority, func(hs *hostState) { hs.ticket, hs.ticketKey, hs.ticketHybrid = tic, a.k, a.hybrid })
+	ticket, hasTicket := Get(h.Fields, TicketField)
+	token, hasToken := Get(h.Fields, RandomField)
+	if !hasTicket && !hasToken {
+		return
+	}
+	e.host(a.authority, func(hs *hostState) {
+		tokenKey := a.k
+		if hasTicket {
+			if st := hs.tookTicket(ticket, a); st != nil {
+				tokenKey = st.Key
+			}
 		}
-	}
-	if v, ok := Get(h.Fields, RandomField); ok {
-		e.host(a.authority, func(hs *hostState) { hs.token, hs.tokenKey = v, a.k })
-	}
+		if hasToken {
+			hs.token, hs.tokenKey = token, tokenKey
+		}
+	})
 }
 
 // mayBeProblem says whether an inner answer may be a protocol problem,
@@ -370,8 +392,9 @@ func (e *engine) judgeProblem(a *attempt, h *ResponseHead, body []byte) (out out
 // refusal decides on a non-200 outer answer (unauthenticated, so only a
 // hint): an admission challenge stores its cookie for the host, busy
 // sets the wait, unknown-key takes the problem's certificates (verified
-// in authenticated mode); all three are retried. Anything else is an
-// error. retryAfter is the outer Retry-After field.
+// in authenticated mode), a 400 malformed to a short ticket drops it; all
+// four are retried. Anything else is an error. retryAfter is the outer
+// Retry-After field.
 func (e *engine) refusal(a *attempt, status int, retryAfter string, body []byte, cs *call) (outcome, error) {
 	p, _ := ParseProblem(body)
 	if p == nil {
@@ -397,6 +420,9 @@ func (e *engine) refusal(a *attempt, status int, retryAfter string, body []byte,
 				// wants a key agreement: go again with a key.
 				h.ticket = nil
 			}
+			if a.short != nil {
+				h.dropShort(a.short)
+			}
 		})
 		return retryAdmission, nil
 	}
@@ -416,6 +442,14 @@ func (e *engine) refusal(a *attempt, status int, retryAfter string, body []byte,
 	if p.Type == ProblemHybridRequired && e.hybridRequired(a) {
 		return retryHybrid, nil
 	}
+	if a.short != nil && status == http.StatusBadRequest && p.Type == ProblemMalformed {
+		// spec §7.3: a short ticket under a ticket key the server no longer
+		// holds is no_cookie (the contract's cookie shape, §11.3, does not
+		// cover short tickets): drop it and go again with a key, as after
+		// unknown-key.
+		e.host(a.authority, func(h *hostState) { h.dropShort(a.short) })
+		return retryShort, nil
+	}
 	if p.Type == ProblemUnknownKey {
 		var certs []*KeyCert
 		for _, l := range p.Certs {
@@ -427,7 +461,7 @@ func (e *engine) refusal(a *attempt, status int, retryAfter string, body []byte,
 		keys, err := e.acceptCerts(certs)
 		now := e.now()
 		e.host(a.authority, func(h *hostState) {
-			h.ticket = nil
+			h.ticket, h.short = nil, nil
 			if err == nil {
 				h.keys, h.fetched = keys, now
 			} else {
@@ -479,9 +513,10 @@ func newCall(start time.Time, replayable bool) *call {
 
 // follow decides whether the call goes on after an attempt that asked
 // for a retry (spec §11.5, §14.5): nil to send again (after busyWait for
-// retryBusy), else the call's error. unknown-key, stale and token-required
-// are retried once each; admission challenges and busy answers together
-// MaxAdmissionRetries times; nothing without a replayable body.
+// retryBusy), else the call's error. unknown-key, stale, token-required
+// and a refused short ticket are retried once each; admission challenges
+// and busy answers together MaxAdmissionRetries times; nothing without a
+// replayable body.
 func (cs *call) follow(out outcome) error {
 	if out == retryAdmission || out == retryBusy {
 		final := &Error{Code: CodeAdmissionRequired, Type: ProblemAdmission, Status: http.StatusTooManyRequests}
@@ -499,6 +534,7 @@ func (cs *call) follow(out outcome) error {
 			retryStale:      &Error{Code: CodeStale, Type: ProblemStale, Status: 425, Authenticated: true},
 			retryToken:      &Error{Code: CodeTokenRequired, Type: ProblemTokenRequired, Status: 425, Authenticated: true},
 			retryHybrid:     &Error{Code: CodeHybridRequired, Type: ProblemHybridRequired, Status: 400},
+			retryShort:      &Error{Code: CodeNoCookie, Type: ProblemMalformed, Status: 400},
 		}[out]
 	}
 	cs.retried[out] = true

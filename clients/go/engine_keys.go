@@ -215,6 +215,9 @@ func (e *engine) hybridRequired(a *attempt) bool {
 		if a.credential == "ticket" {
 			h.ticket = nil
 		}
+		if a.short != nil {
+			h.dropShort(a.short)
+		}
 	})
 	return true
 }

@@ -43,14 +43,21 @@ func TestHybridVectors(t *testing.T) {
 }
 
 // TestHybridVectorsCorruptedCopyFails runs a copy of vectors/hybrid/ in
-// which every case is altered in what it expects (a character of its
-// first output string, or the error code): every one must fail, so a
-// runner that checks nothing cannot pass.
+// which every case is altered in what it expects: every one must fail, so
+// a runner that checks nothing cannot pass.
 func TestHybridVectorsCorruptedCopyFails(t *testing.T) {
+	corruptedCopyFails(t, hybridVectorDir())
+}
+
+// corruptedCopyFails runs a copy of the vectors of src in which every case
+// is altered in what it expects (a character of its first output string,
+// or the error code), and requires every one to fail.
+func corruptedCopyFails(t *testing.T, src string) {
+	t.Helper()
 	dir := t.TempDir()
-	files, err := filepath.Glob(filepath.Join(hybridVectorDir(), "*.json"))
+	files, err := filepath.Glob(filepath.Join(src, "*.json"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no hybrid vectors: %v", err)
+		t.Fatalf("no vectors in %s: %v", src, err)
 	}
 	for _, f := range files {
 		raw, err := os.ReadFile(f)

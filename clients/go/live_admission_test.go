@@ -28,7 +28,7 @@ func needDefence(t *testing.T) {
 
 // wireEntry is one outer request as a middlebox sees it.
 type wireEntry struct {
-	ticket bool   // the credential pair carries a ticket (115+ characters)
+	ticket bool   // the credential pair carries a ticket (115+ characters, or a short one's 22–38)
 	echo   bool   // an hc1-admit pair of 39 characters
 	status int    // outer status
 	typ    string // problem type of a non-200 answer
@@ -54,7 +54,7 @@ func (w *tap) RoundTrip(r *http.Request) (*http.Response, error) {
 	e := wireEntry{status: rsp.StatusCode}
 	first, rest, _ := strings.Cut(cookie, ";")
 	if _, v, ok := strings.Cut(first, "="); ok {
-		e.ticket = len(v) >= ticketB64Len
+		e.ticket = len(v) >= ticketB64Len || len(v) <= shortB64Len+MaxPad
 	}
 	if v, ok := strings.CutPrefix(strings.TrimSpace(rest), AdmitCookieName+"="); ok && len(v) == admitEchoB64Len {
 		e.echo = true
@@ -155,14 +155,25 @@ func TestLiveAdmissionDefence(t *testing.T) {
 	s := startServe(t, "", "", "--defence", "auto", "--defence-threshold", "4", "--max-difficulty", "12")
 	url := "http://" + s.addr + "/index.html"
 
-	// Idle: no challenge, and a ticket for later.
-	holderTap := newTap()
-	holder, hrec := newClient(Options{Mount: "/hc", Base: holderTap})
-	if rsp, _, err := fetch(t, holder, "GET", url, nil); err != nil || rsp.StatusCode != 200 {
-		t.Fatalf("idle server: %v %v", rsp, err)
+	// Idle: no challenge, and a ticket for later: a short one (spec §7.3)
+	// and, for a client with short tickets off, a v1 one.
+	type holding struct {
+		tap    *tap
+		client *http.Client
+		rec    *recorder
+		ticket string
 	}
-	if x := hrec.last(); x.Credential != "key" || x.Attempts != 1 || x.Challenges != 0 || x.Echo {
-		t.Fatalf("an idle server challenged: %+v", x)
+	var holders []holding
+	for _, v1 := range []bool{false, true} {
+		holderTap := newTap()
+		holder, hrec := newClient(Options{Mount: "/hc", Base: holderTap, NoShortTickets: v1})
+		if rsp, _, err := fetch(t, holder, "GET", url, nil); err != nil || rsp.StatusCode != 200 {
+			t.Fatalf("idle server: %v %v", rsp, err)
+		}
+		if x := hrec.last(); x.Credential != "key" || x.Attempts != 1 || x.Challenges != 0 || x.Echo {
+			t.Fatalf("an idle server challenged: %+v", x)
+		}
+		holders = append(holders, holding{holderTap, holder, hrec, map[bool]string{false: "ticket (short)", true: "ticket"}[v1]})
 	}
 
 	// A burst of fresh-key calls (4 at a time, one client, no tickets)
@@ -238,19 +249,21 @@ func TestLiveAdmissionDefence(t *testing.T) {
 		t.Fatalf("fresh client before the ticket request: %+v, want a challenge solved", x)
 	}
 	solved := x.Difficulty
-	before := len(holderTap.entries())
-	for i := 0; i < 3; i++ {
-		rsp, _, err := fetch(t, holder, "GET", url, nil)
-		if err != nil || rsp.StatusCode != 200 {
-			t.Fatalf("ticket request %d: %v %v", i, rsp, err)
+	for _, h := range holders {
+		before := len(h.tap.entries())
+		for i := 0; i < 3; i++ {
+			rsp, _, err := fetch(t, h.client, "GET", url, nil)
+			if err != nil || rsp.StatusCode != 200 {
+				t.Fatalf("%s request %d: %v %v", h.ticket, i, rsp, err)
+			}
+			if x := h.rec.last(); x.Credential != h.ticket || x.Attempts != 1 || x.Challenges != 0 || x.Busy != 0 || x.Echo {
+				t.Fatalf("%s request %d under the defence: %+v", h.ticket, i, x)
+			}
 		}
-		if x := hrec.last(); x.Credential != "ticket" || x.Attempts != 1 || x.Challenges != 0 || x.Busy != 0 || x.Echo {
-			t.Fatalf("ticket request %d under the defence: %+v", i, x)
-		}
-	}
-	for _, e := range holderTap.entries()[before:] {
-		if !e.ticket || e.echo || e.status != 200 {
-			t.Fatalf("ticket request on the wire: %+v, want a ticket, no echo, 200", e)
+		for _, e := range h.tap.entries()[before:] {
+			if !e.ticket || e.echo || e.status != 200 {
+				t.Fatalf("%s request on the wire: %+v, want a ticket, no echo, 200", h.ticket, e)
+			}
 		}
 	}
 	x = freshCall(t, url)

@@ -9,6 +9,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -33,15 +35,21 @@ func TestLiveHybrid(t *testing.T) {
 	const page = "<h1>hello over httpcrypt</h1>\n"
 
 	// require, authenticated: the GET form with ct_M in the query, then
-	// tickets of the hybrid session.
-	c, rec := newClient(Options{Mount: "/hc", Identity: s.identity, PQ: PQRequire})
-	for i, want := range []string{"key", "ticket", "ticket"} {
-		rsp, body, err := fetch(t, c, "GET", url, nil)
-		if err != nil || rsp.StatusCode != 200 || string(body) != page {
-			t.Fatalf("request %d: %v %v %q", i+1, rsp, err, body)
-		}
-		if x := rec.last(); x.Suite != 2 || x.Credential != want || x.OuterMethod != "GET" || x.Attempts != 1 {
-			t.Fatalf("request %d: %+v, want suite 2 with a %s over the GET form", i+1, x, want)
+	// tickets of the hybrid session: short ones (spec §7.3, presented as
+	// hybrid ticket requests under the suite-2 kid) or v1 ones.
+	for _, v1 := range []bool{false, true} {
+		w := &wireLog{base: &http.Transport{}}
+		c, rec := newClient(Options{Mount: "/hc", Identity: s.identity, PQ: PQRequire, NoShortTickets: v1, Base: w})
+		ticket := map[bool]string{false: "ticket (short)", true: "ticket"}[v1]
+		for i, want := range []string{"key", ticket, ticket} {
+			rsp, body, err := fetch(t, c, "GET", url, nil)
+			if err != nil || rsp.StatusCode != 200 || string(body) != page {
+				t.Fatalf("request %d: %v %v %q", i+1, rsp, err, body)
+			}
+			if x := rec.last(); x.Suite != 2 || x.Credential != want || x.OuterMethod != "GET" || x.Attempts != 1 {
+				t.Fatalf("request %d: %+v, want suite 2 with a %s over the GET form", i+1, x, want)
+			}
+			wantCookieValue(t, fmt.Sprintf("request %d", i+1), w.last().cookie, want)
 		}
 	}
 	// The POST form: ct_M, then the sealed stream.
@@ -107,7 +115,7 @@ func TestLiveHybridHcfetch(t *testing.T) {
 	if err != nil && !errors.As(err, &ee) {
 		t.Fatal(err)
 	}
-	want := "request 1: status 200, credential key, suite 2\nrequest 2: status 200, credential ticket, suite 2\n"
+	want := "request 1: status 200, credential key\nrequest 2: status 200, credential ticket (short)\n"
 	if err != nil || stderr.String() != want || !strings.Contains(stdout.String(), "hello") {
 		t.Fatalf("hcfetch --pq require: %v stdout %q stderr %q", err, stdout.String(), stderr.String())
 	}

@@ -180,23 +180,48 @@ func wantCode(t *testing.T, err error, code string) {
 	}
 }
 
+// cookieValueLens are the lengths of the outer cookie value (pad
+// included) of each credential: a public key, a v1 ticket (spec §4.1), a
+// short ticket (§7.3).
+var cookieValueLens = map[string][2]int{"key": {43, 59}, "ticket": {115, 131}, "ticket (short)": {22, 38}}
+
+// wantCookieValue checks that the credential pair of an outer Cookie field
+// has the value length of credential.
+func wantCookieValue(t *testing.T, what, cookie, credential string) {
+	t.Helper()
+	first, _, _ := strings.Cut(cookie, ";")
+	_, v, _ := strings.Cut(first, "=")
+	if r := cookieValueLens[credential]; len(v) < r[0] || len(v) > r[1] {
+		t.Fatalf("%s: cookie value of %d characters %q for a %s", what, len(v), v, credential)
+	}
+}
+
 func TestLiveGetFileAndTickets(t *testing.T) {
 	s := startServe(t, "", "")
-	c, rec := newClient(Options{Mount: "/hc"})
 	url := "http://" + s.addr + "/index.html"
-	for i, want := range []string{"key", "ticket", "ticket"} {
-		rsp, body, err := fetch(t, c, "GET", url, nil)
-		if err != nil {
-			t.Fatalf("request %d: %v", i+1, err)
-		}
-		if rsp.StatusCode != 200 || string(body) != "<h1>hello over httpcrypt</h1>\n" {
-			t.Fatalf("request %d: status %d body %q", i+1, rsp.StatusCode, body)
-		}
-		x := rec.last()
-		if x.Credential != want || x.OuterMethod != "GET" || x.Attempts != 1 {
-			t.Fatalf("request %d: %+v, want credential %s over the GET form", i+1, x, want)
+	// By default the first request asks for a short ticket (spec §7.3) and
+	// the later ones present it; with short tickets off, the v1 ticket the
+	// server sends on each new connection (§7.2).
+	for _, v1 := range []bool{false, true} {
+		w := &wireLog{base: &http.Transport{}}
+		c, rec := newClient(Options{Mount: "/hc", NoShortTickets: v1, Base: w})
+		ticket := map[bool]string{false: "ticket (short)", true: "ticket"}[v1]
+		for i, want := range []string{"key", ticket, ticket} {
+			rsp, body, err := fetch(t, c, "GET", url, nil)
+			if err != nil {
+				t.Fatalf("request %d: %v", i+1, err)
+			}
+			if rsp.StatusCode != 200 || string(body) != "<h1>hello over httpcrypt</h1>\n" {
+				t.Fatalf("request %d: status %d body %q", i+1, rsp.StatusCode, body)
+			}
+			x := rec.last()
+			if x.Credential != want || x.OuterMethod != "GET" || x.Attempts != 1 {
+				t.Fatalf("request %d: %+v, want credential %s over the GET form", i+1, x, want)
+			}
+			wantCookieValue(t, fmt.Sprintf("request %d", i+1), w.last().cookie, want)
 		}
 	}
+	c, _ := newClient(Options{Mount: "/hc"})
 	// An inner 404 is an authenticated answer, not an error.
 	rsp, _, err := fetch(t, c, "GET", "http://"+s.addr+"/missing", nil)
 	if err != nil || rsp.StatusCode != 404 {
@@ -331,7 +356,7 @@ func TestLiveUnknownKeyRetry(t *testing.T) {
 	dir := t.TempDir()
 	first := filepath.Join(dir, "k1")
 	s1 := startServe(t, addr, first)
-	c, rec := newClient(Options{Mount: "/hc"})
+	c, rec := newClient(Options{Mount: "/hc", NoShortTickets: true})
 	url := "http://" + addr + "/index.html"
 	if _, _, err := fetch(t, c, "GET", url, nil); err != nil {
 		t.Fatal(err)
@@ -347,6 +372,55 @@ func TestLiveUnknownKeyRetry(t *testing.T) {
 	}
 	if x := rec.last(); x.Attempts != 2 || x.Credential != "key" {
 		t.Fatalf("expected one unknown-key retry with a key, got %+v", x)
+	}
+}
+
+// TestLiveShortTicketRefused: a server restarted on new keys no longer holds
+// the ticket key of the client's short ticket and answers it 400 malformed
+// (no_cookie: a short ticket's cookie is not the contract's HTTPCrypt
+// shape, spec §7.3). The client drops the ticket and goes again with a key:
+// the cached one, refused with the new certificates (unknown-key), then
+// the new one. That answer brings a new short ticket, presented next.
+func TestLiveShortTicketRefused(t *testing.T) {
+	addr := freePort(t)
+	dir := t.TempDir()
+	s := startServe(t, addr, filepath.Join(dir, "k1"))
+	w := &wireLog{base: &http.Transport{}}
+	c, rec := newClient(Options{Mount: "/hc", Base: w})
+	url := "http://" + addr + "/index.html"
+	for i, want := range []string{"key", "ticket (short)"} {
+		if _, _, err := fetch(t, c, "GET", url, nil); err != nil || rec.last().Credential != want {
+			t.Fatalf("request %d: %v %+v", i+1, err, rec.last())
+		}
+	}
+	stopAll(t, s)
+	startServe(t, addr, filepath.Join(dir, "k2"))
+	c.Transport.(*Transport).CloseIdleConnections()
+	w.mu.Lock()
+	before := len(w.seen)
+	w.mu.Unlock()
+	rsp, body, err := fetch(t, c, "GET", url, nil)
+	if err != nil || rsp.StatusCode != 200 || !strings.Contains(string(body), "hello") {
+		t.Fatalf("after restart: %v %v", rsp, err)
+	}
+	if x := rec.last(); x.Attempts != 3 || x.Credential != "key" {
+		t.Fatalf("after restart: %+v, want 3 attempts ending with a key", x)
+	}
+	w.mu.Lock()
+	sent := w.seen[before:]
+	w.mu.Unlock()
+	if len(sent) != 3 {
+		t.Fatalf("after restart the client sent %+v", sent)
+	}
+	for i, cred := range []string{"ticket (short)", "key", "key"} {
+		wantCookieValue(t, fmt.Sprintf("attempt %d", i+1), sent[i].cookie, cred)
+	}
+	rsp, body, err = fetch(t, c, "GET", url, nil)
+	if err != nil || rsp.StatusCode != 200 || !strings.Contains(string(body), "hello") {
+		t.Fatalf("after the recovery: %v %v", rsp, err)
+	}
+	if x := rec.last(); x.Attempts != 1 || x.Credential != "ticket (short)" {
+		t.Fatalf("after the recovery: %+v, want the new short ticket", x)
 	}
 }
 
@@ -434,13 +508,58 @@ func TestLiveReplayIsNotRetried(t *testing.T) {
 
 func TestLiveTokenRequired(t *testing.T) {
 	s := startGateway2(t, "--require-token")
-	c, rec := newClient(Options{Mount: "/hc"})
-	rsp, body, err := fetch(t, c, "POST", "http://"+s.addr+"/sink", strings.NewReader("payload"))
-	if err != nil || rsp.StatusCode != 200 || !strings.HasPrefix(string(body), "7 ") {
-		t.Fatalf("token retry: %v %v %q", rsp, err, body)
-	}
-	if x := rec.last(); x.Attempts != 2 || x.Credential != "ticket" {
-		t.Fatalf("expected one token retry under the ticket: %+v", x)
+	// The first side effect is answered 425 token-required with a token
+	// and a ticket; the single retry (spec §8.4) presents both and gets
+	// through. With short tickets the token is bound to the short ticket's
+	// key k' (spec §7.3), under which the retry runs. Later side effects
+	// present the ticket with the kept token and go through at once; with
+	// R = 2 the short ticket is renewed along the way, its token rebound to
+	// the new ticket's key.
+	for _, tc := range []struct {
+		name string
+		opts Options
+	}{
+		{"short tickets", Options{}},
+		{"short tickets renewed", Options{ShortTickets: ShortPolicy{Reuse: 2}}},
+		{"v1 tickets", Options{NoShortTickets: true}},
+	} {
+		w := &wireLog{base: &http.Transport{}}
+		tc.opts.Mount, tc.opts.Base = "/hc", w
+		c, rec := newClient(tc.opts)
+		credential := map[bool]string{false: "ticket (short)", true: "ticket"}[tc.opts.NoShortTickets]
+		for i := 0; i < 5; i++ {
+			w.mu.Lock()
+			before := len(w.seen)
+			w.mu.Unlock()
+			rsp, body, err := fetch(t, c, "POST", "http://"+s.addr+"/sink", strings.NewReader("payload"))
+			if err != nil || rsp.StatusCode != 200 || !strings.HasPrefix(string(body), "7 ") {
+				t.Fatalf("%s, call %d: %v %v %q", tc.name, i+1, rsp, err, body)
+			}
+			attempts := 1
+			if i == 0 {
+				attempts = 2
+			}
+			x := rec.last()
+			if x.Attempts != attempts || x.Credential != credential {
+				t.Fatalf("%s, call %d: %+v, want %d attempts, the last under a %s", tc.name, i+1, x, attempts, credential)
+			}
+			w.mu.Lock()
+			sent := w.seen[before:]
+			w.mu.Unlock()
+			var posts []wireReq
+			for _, r := range sent {
+				if r.method != http.MethodOptions {
+					posts = append(posts, r)
+				}
+			}
+			if len(posts) != attempts {
+				t.Fatalf("%s, call %d: %d requests on the wire, want %d", tc.name, i+1, len(posts), attempts)
+			}
+			if i == 0 {
+				wantCookieValue(t, tc.name+", call 1, attempt 1", posts[0].cookie, "key")
+			}
+			wantCookieValue(t, fmt.Sprintf("%s, call %d", tc.name, i+1), posts[len(posts)-1].cookie, credential)
+		}
 	}
 }
 
@@ -684,15 +803,26 @@ func TestLiveHcfetch(t *testing.T) {
 		return stdout.String(), stderr.String(), code
 	}
 	url := "http://" + s.addr + "/index.html"
-	out, errOut, code := run("--mount", "/hc", "--identity", s.identity, "--repeat", "3", url)
-	if code != 0 || out != "<h1>hello over httpcrypt</h1>\n" {
-		t.Fatalf("hcfetch: code %d stdout %q stderr %q", code, out, errOut)
+	// Short tickets by default (spec §7.3); --v1-tickets never asks, so the
+	// server's v1 tickets are presented.
+	for _, tc := range []struct {
+		flags  []string
+		ticket string
+	}{{nil, "ticket (short)"}, {[]string{"--v1-tickets"}, "ticket"}} {
+		args := append(append([]string{"--mount", "/hc", "--identity", s.identity, "--repeat", "3"}, tc.flags...), url)
+		out, errOut, code := run(args...)
+		if code != 0 || out != "<h1>hello over httpcrypt</h1>\n" {
+			t.Fatalf("hcfetch %v: code %d stdout %q stderr %q", tc.flags, code, out, errOut)
+		}
+		want := fmt.Sprintf("request 1: status 200, credential key\nrequest 2: status 200, credential %s\nrequest 3: status 200, credential %s\n", tc.ticket, tc.ticket)
+		if errOut != want {
+			t.Fatalf("hcfetch %v stderr %q, want %q", tc.flags, errOut, want)
+		}
 	}
-	want := "request 1: status 200, credential key\nrequest 2: status 200, credential ticket\nrequest 3: status 200, credential ticket\n"
-	if errOut != want {
-		t.Fatalf("hcfetch stderr %q, want %q", errOut, want)
+	if _, errOut, code := run("--mount", "/hc", "--v1-tickets=yes", url); code != 2 || !strings.Contains(errOut, "--v1-tickets takes no value") {
+		t.Fatalf("--v1-tickets=yes: code %d stderr %q", code, errOut)
 	}
-	_, errOut, code = run("--mount", "/hc", "-X", "DELETE", "-H", "X-A: b", url)
+	_, errOut, code := run("--mount", "/hc", "-X", "DELETE", "-H", "X-A: b", url)
 	if code != 0 || !strings.Contains(errOut, "request 1: status 405, credential key") {
 		t.Fatalf("inner 405 is still an authenticated answer: %d %q", code, errOut)
 	}
@@ -721,19 +851,25 @@ func TestLiveFleetInstancesShareKeysAndTickets(t *testing.T) {
 	a := startServe(t, "", keysA)
 	b := startServe(t, "", keysB)
 	// One address, connections alternating between the two instances.
+	// Short tickets are accepted by every instance that shares the ticket
+	// keys (spec §7.3: the server keeps no state per ticket), as v1 ones are.
 	p := startProxy(t, "", false, false, a.addr, b.addr)
-	c, rec := newClient(Options{Mount: "/hc", Identity: identity, Base: &http.Transport{DisableKeepAlives: true}})
-	for i, want := range []string{"key", "ticket", "ticket", "ticket"} {
-		rsp, body, err := fetch(t, c, "GET", "http://"+p.addr()+"/index.html", nil)
-		if err != nil || rsp.StatusCode != 200 || !strings.Contains(string(body), "hello") {
-			t.Fatalf("request %d: %v %v", i+1, rsp, err)
+	for _, v1 := range []bool{false, true} {
+		c, rec := newClient(Options{Mount: "/hc", Identity: identity, NoShortTickets: v1, Base: &http.Transport{DisableKeepAlives: true}})
+		ticket := map[bool]string{false: "ticket (short)", true: "ticket"}[v1]
+		before := p.conns.Load()
+		for i, want := range []string{"key", ticket, ticket, ticket} {
+			rsp, body, err := fetch(t, c, "GET", "http://"+p.addr()+"/index.html", nil)
+			if err != nil || rsp.StatusCode != 200 || !strings.Contains(string(body), "hello") {
+				t.Fatalf("request %d: %v %v", i+1, rsp, err)
+			}
+			if x := rec.last(); x.Credential != want || x.Attempts != 1 {
+				t.Fatalf("request %d: %+v, want %s on the first attempt", i+1, x, want)
+			}
 		}
-		if x := rec.last(); x.Credential != want || x.Attempts != 1 {
-			t.Fatalf("request %d: %+v, want %s on the first attempt", i+1, x, want)
+		if n := p.conns.Load() - before; n < 5 {
+			t.Fatalf("only %d connections: the instances did not alternate", n)
 		}
-	}
-	if n := p.conns.Load(); n < 5 {
-		t.Fatalf("only %d connections: the instances did not alternate", n)
 	}
 }
 
@@ -746,11 +882,11 @@ type wireLog struct {
 	rewriteH string
 }
 
-type wireReq struct{ method, target, host string }
+type wireReq struct{ method, target, host, cookie string }
 
 func (w *wireLog) RoundTrip(r *http.Request) (*http.Response, error) {
 	w.mu.Lock()
-	w.seen = append(w.seen, wireReq{r.Method, r.URL.RequestURI(), r.Host})
+	w.seen = append(w.seen, wireReq{r.Method, r.URL.RequestURI(), r.Host, r.Header.Get("Cookie")})
 	rewrite := w.rewriteH
 	w.mu.Unlock()
 	if rewrite != "" && r.Method != http.MethodOptions {
@@ -802,28 +938,37 @@ func TestLiveCompact(t *testing.T) {
 		}
 	}
 
-	// Fresh key, then tickets: every request in profile 2.
-	for i, cred := range []string{"key", "ticket", "ticket"} {
-		before := time.Now().Unix()
-		rsp, body, err := fetch(t, c, "GET", url, nil)
-		if err != nil || rsp.StatusCode != 200 || string(body) != want {
-			t.Fatalf("request %d: %v %v %q", i+1, rsp, err, body)
+	// Fresh key, then tickets (short ones by default, spec §7.3, or v1
+	// ones): every request in profile 2.
+	for _, v1 := range []bool{false, true} {
+		ticket := map[bool]string{false: "ticket (short)", true: "ticket"}[v1]
+		if v1 {
+			w = &wireLog{base: &http.Transport{}}
+			c, rec = newClient(Options{Mount: "/hc", Identity: s.identity, Base: w, NoShortTickets: true})
 		}
-		x, wire := rec.last(), w.last()
-		if x.Profile != ProfileCompact || x.Credential != cred || x.Attempts != 1 || x.OuterMethod != "GET" {
-			t.Fatalf("request %d: %+v, want profile 2 with a %s", i+1, x, cred)
-		}
-		n0 := compactSegment(t, wire.target)
-		if tm := NonceTime(&n0); tm < before-1 || tm > time.Now().Unix()+1 {
-			t.Fatalf("request %d: time in n0 %d, clock %d", i+1, tm, before)
-		}
-		if wire.host != s.addr {
-			t.Fatalf("request %d: outer Host %q", i+1, wire.host)
-		}
-		// The inner response of a one-record answer has neither Date nor
-		// Content-Length (spec §4.5).
-		if rsp.Header.Get("Date") != "" || rsp.Header.Get("Content-Length") != "" {
-			t.Fatalf("request %d: inner response fields %v", i+1, rsp.Header)
+		for i, cred := range []string{"key", ticket, ticket} {
+			before := time.Now().Unix()
+			rsp, body, err := fetch(t, c, "GET", url, nil)
+			if err != nil || rsp.StatusCode != 200 || string(body) != want {
+				t.Fatalf("request %d: %v %v %q", i+1, rsp, err, body)
+			}
+			x, wire := rec.last(), w.last()
+			if x.Profile != ProfileCompact || x.Credential != cred || x.Attempts != 1 || x.OuterMethod != "GET" {
+				t.Fatalf("request %d: %+v, want profile 2 with a %s", i+1, x, cred)
+			}
+			wantCookieValue(t, fmt.Sprintf("request %d", i+1), wire.cookie, cred)
+			n0 := compactSegment(t, wire.target)
+			if tm := NonceTime(&n0); tm < before-1 || tm > time.Now().Unix()+1 {
+				t.Fatalf("request %d: time in n0 %d, clock %d", i+1, tm, before)
+			}
+			if wire.host != s.addr {
+				t.Fatalf("request %d: outer Host %q", i+1, wire.host)
+			}
+			// The inner response of a one-record answer has neither Date nor
+			// Content-Length (spec §4.5).
+			if rsp.Header.Get("Date") != "" || rsp.Header.Get("Content-Length") != "" {
+				t.Fatalf("request %d: inner response fields %v", i+1, rsp.Header)
+			}
 		}
 	}
 	// An inner 404 is an answer too.

@@ -55,9 +55,50 @@ func (m PQMode) String() string {
 	return "off"
 }
 
+// Defaults of ShortPolicy (spec §7.3).
+const (
+	// DefaultShortTicketReuse is R: the requests one short ticket is
+	// presented with before the client asks for a new one. Requests that
+	// carry the same ticket are linkable to each other, as requests under
+	// one reused key pair are.
+	DefaultShortTicketReuse = 16
+	// DefaultShortTicketMaxAge is T: how long after its first use the
+	// client asks for a new short ticket.
+	DefaultShortTicketMaxAge = 600 * time.Second
+)
+
+// ShortPolicy says when a client asks for a new short ticket (spec §7.3).
+// Zero fields take the defaults.
+type ShortPolicy struct {
+	// Reuse is R, the requests per short ticket: the request that uses
+	// the held ticket for the R-th time asks for a new one (1 asks on
+	// every request, so no two requests share a ticket).
+	Reuse int
+	// MaxAge is T: a request once T has passed since the held ticket's
+	// first use asks for a new one (whole seconds, the engine's clock).
+	MaxAge time.Duration
+}
+
+// reuse is R with its default.
+func (p ShortPolicy) reuse() int {
+	if p.Reuse <= 0 {
+		return DefaultShortTicketReuse
+	}
+	return p.Reuse
+}
+
+// maxAge is T in seconds with its default.
+func (p ShortPolicy) maxAge() int64 {
+	if p.MaxAge <= 0 {
+		return int64(DefaultShortTicketMaxAge / time.Second)
+	}
+	return int64(p.MaxAge / time.Second)
+}
+
 // Options configure a Transport. The zero value is the Rust client's
 // default: opportunistic mode, empty mount, GET form for small requests,
-// tickets on, a fresh key pair per request.
+// tickets on (short tickets asked for and presented), a fresh key pair
+// per request.
 type Options struct {
 	// Mount is the server's HTTPCrypt path prefix (e.g. "/hc").
 	Mount string
@@ -72,8 +113,15 @@ type Options struct {
 	KeyPolicy KeyPolicy
 	// NoGetForm always uses the POST form.
 	NoGetForm bool
-	// NoTickets never presents tickets the server issued.
+	// NoTickets never presents tickets the server issued (and never asks
+	// for short ones).
 	NoTickets bool
+	// NoShortTickets never asks for short tickets (spec §7.3): the server's
+	// v1 tickets (§7.2) are presented instead, as by a client of the
+	// contract alone (hcfetch --v1-tickets).
+	NoShortTickets bool
+	// ShortTickets says when to ask for a new short ticket (R and T).
+	ShortTickets ShortPolicy
 	// NoCompact always uses the v1 request layout, even with a key whose
 	// certificate has version 2 (spec §4.5 lets a client do so).
 	NoCompact bool
@@ -97,7 +145,8 @@ type Options struct {
 
 // Exchange describes what a middlebox saw of one call.
 type Exchange struct {
-	// Credential is what the outer cookie carried: "key" or "ticket".
+	// Credential is what the outer cookie carried: "key" (a public key),
+	// "ticket" (a v1 ticket) or "ticket (short)" (a short ticket, spec §7.3).
 	Credential string
 	// Attempts counts the outer requests (2 after a retry).
 	Attempts int

@@ -13,6 +13,7 @@ const (
 	idB64Len     = 14
 	publicB64Len = 43
 	ticketB64Len = 115
+	shortB64Len  = 22 // a short ticket's h (spec §7.3)
 	// MaxPad is the longest cookie pad.
 	MaxPad = 16
 	// GetFormLimit: the GET form is used only while the request line stays below it.
@@ -261,13 +262,20 @@ func DecodeQuery(q string, maxBody int) ([]byte, error) {
 
 // Credential is what a server finds in the cookie.
 type Credential struct {
-	// Ticket: the pair named a ticket key; Value is the sealed ticket.
+	// Ticket: the pair named a ticket key; Value is the sealed ticket, or
+	// with Short the short ticket's h (spec §7.3).
 	Ticket bool
+	Short  bool
 	ID     KID
-	// Value is the client public key (32 bytes) or the sealed ticket (86).
+	// Value is the client public key (32 bytes), the sealed ticket (86)
+	// or h (16).
 	Value []byte
 }
 
+// hasShape says whether a pair looks like an HTTPCrypt cookie of the
+// contract (spec §11.3). A short ticket's 22–38 characters are not in the
+// shape (§7.3): the contract's no_cookie for other cookies of that length
+// stays as it is.
 func hasShape(name, value string) bool {
 	nameOK := len(name) >= idB64Len && len(name) <= idB64Len+MaxPad && isB64(name)
 	vl := len(value)
@@ -288,7 +296,9 @@ func stripPad(text string, n int) ([]byte, error) {
 }
 
 // ScanCookies finds the first pair naming a known ID (spec §11.3); lookup
-// says whether an ID is a key ("key"), a ticket key ("ticket") or unknown ("").
+// says whether an ID is a key ("key"), a ticket key ("ticket") or unknown
+// (""). Under a ticket key a value of at most 38 characters is a short
+// ticket (§7.3); the lengths of the two forms do not overlap.
 func ScanCookies(fields []string, lookup func(KID) string) (*Credential, error) {
 	shaped := false
 	for _, f := range fields {
@@ -317,15 +327,18 @@ func ScanCookies(fields []string, lookup func(KID) string) (*Credential, error) 
 			if pad := name[idB64Len:]; len(pad) > MaxPad || !isB64(pad) {
 				return nil, ErrBadCookie
 			}
-			n := 32
+			n, short := 32, false
 			if kind == "ticket" {
 				n = SealedTicketLen
+				if len(value) <= shortB64Len+MaxPad {
+					n, short = ShortHLen, true
+				}
 			}
 			v, err := stripPad(value, n)
 			if err != nil {
 				return nil, err
 			}
-			return &Credential{Ticket: kind == "ticket", ID: id, Value: v}, nil
+			return &Credential{Ticket: kind == "ticket", Short: short, ID: id, Value: v}, nil
 		}
 	}
 	if shaped {

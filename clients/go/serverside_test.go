@@ -3,6 +3,7 @@ package httpcrypt
 import (
 	"bytes"
 	"crypto/ed25519"
+	"crypto/sha3"
 	"encoding/hex"
 	"slices"
 	"strconv"
@@ -21,6 +22,11 @@ type testServer struct {
 	now           int64
 	mount         Mount
 	maxBody       int
+	// ticketKID is the kex key the ticket key came with, under which its
+	// short tickets run (spec §7.3); nil: the ticket key takes v1 tickets
+	// only. With a suite-2 key the same ticket key also sits in the
+	// suite-2 table under suite2TID, for short tickets of hybrid sessions.
+	ticketKID *KID
 	// kem and hcert, when set, are the server's suite-2 key: its ML-KEM
 	// key and the certificate naming it with kex (spec/hybrid.md H2).
 	// pqOnly refuses v1 fresh-key requests (hybrid_required) and v1
@@ -42,6 +48,8 @@ type accepted struct {
 	host    string
 	// hybrid: a suite-2 session (fresh hybrid key or a ticket of one).
 	hybrid bool
+	// short: the cookie carried a short ticket (spec §7.3).
+	short bool
 }
 
 func testServerFrom(t *testing.T, in map[string]any) *testServer {
@@ -59,8 +67,13 @@ func testServerFrom(t *testing.T, in map[string]any) *testServer {
 		t.Fatal(err)
 	}
 	tk := obj(in, "ticket_key")
-	return &testServer{kex: kex, cert: cert, identity: id, ticket: ticketKeyFrom(tk), ticketExpires: num(tk, "expires"),
+	s := &testServer{kex: kex, cert: cert, identity: id, ticket: ticketKeyFrom(tk), ticketExpires: num(tk, "expires"),
 		now: num(in, "now"), mount: m, maxBody: int(numOr(in, "max_body", 16<<20))}
+	if _, ok := tk["kid"].(string); ok {
+		kid := KID(hx(tk, "kid"))
+		s.ticketKID = &kid
+	}
+	return s
 }
 
 // parseOuter splits an HTTP/1.1 request into method, target, fields, body.
@@ -147,7 +160,13 @@ func (s *testServer) accept(raw []byte) (*accepted, error) {
 	}
 	var k SessionKey
 	kid := cred.ID
-	if cred.Ticket {
+	if cred.Short {
+		var tk *TicketKey
+		if kid, tk, err = s.shortTicketKey(cred.ID); err != nil {
+			return nil, err
+		}
+		k = tk.ShortKey(kid, [ShortHLen]byte(cred.Value))
+	} else if cred.Ticket {
 		c, err := s.ticket.Open(cred.Value, s.now)
 		if err != nil {
 			return nil, s.refuseClassical(cookies, err)
@@ -180,11 +199,48 @@ func (s *testServer) accept(raw []byte) (*accepted, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &accepted{head: head, body: ibody, key: k, n0: r.N0, kid: kid, profile: r.Profile, host: host, hybrid: hybrid}, nil
+	return &accepted{head: head, body: ibody, key: k, n0: r.N0, kid: kid, profile: r.Profile, host: host, hybrid: hybrid, short: cred.Short}, nil
+}
+
+// suite2TID is the ID under which a server's suite-2 key table holds its
+// ticket key for short tickets: SHA3-256("hc1-short-ticket-suite2" ||
+// tid)[0..10]. A short ticket carries no kid, so the one issued in a
+// hybrid session names the suite-2 key by this ID.
+func suite2TID(tid KID) KID {
+	h := sha3.Sum256(append([]byte("hc1-short-ticket-suite2"), tid[:]...))
+	return KID(h[:KIDLen])
+}
+
+// shortTicketKey is the kex key ID and the ticket key of the short tickets
+// under id (spec §7.3): the ticket key must have come with a kex key that
+// is still held, else unknown_key. Under suite2TID it is the suite-2 key.
+func (s *testServer) shortTicketKey(id KID) (KID, *TicketKey, error) {
+	if s.ticketKID == nil {
+		return KID{}, nil, ErrUnknownKey
+	}
+	kid, tk := *s.ticketKID, s.ticket
+	if s.hcert != nil && id == suite2TID(s.ticket.TID) {
+		kid, tk = s.hcert.KID(), &TicketKey{TID: id, Key: s.ticket.Key}
+	}
+	if s.lookup(kid) != "key" {
+		return KID{}, nil, ErrUnknownKey
+	}
+	return kid, tk, nil
+}
+
+// issueShort is the short ticket the server answers an ask with, for the
+// session acc runs under (its suite's table), h fresh random.
+func (s *testServer) issueShort(acc *accepted) *ShortTicket {
+	tk := s.ticket
+	if acc.hybrid {
+		tk = &TicketKey{TID: suite2TID(tk.TID), Key: tk.Key}
+	}
+	return tk.IssueShort(acc.kid, [ShortHLen]byte(randomBytes(ShortHLen)))
 }
 
 // lookup says what id names now: a key of either suite ("key"; the v1
-// key not in pqOnly mode), the ticket key ("ticket"), or nothing.
+// key not in pqOnly mode), the ticket key ("ticket", also under its
+// suite-2 ID for short tickets), or nothing.
 func (s *testServer) lookup(id KID) string {
 	switch {
 	case id == s.cert.KID() && !s.pqOnly && s.now <= int64(s.cert.NotAfter):
@@ -192,6 +248,8 @@ func (s *testServer) lookup(id KID) string {
 	case s.hcert != nil && id == s.hcert.KID() && s.now <= int64(s.hcert.NotAfter):
 		return "key"
 	case s.ticket != nil && id == s.ticket.TID && s.now <= s.ticketExpires:
+		return "ticket"
+	case s.ticket != nil && s.hcert != nil && s.ticketKID != nil && id == suite2TID(s.ticket.TID) && s.now <= s.ticketExpires:
 		return "ticket"
 	}
 	return ""

@@ -1,6 +1,7 @@
 package httpcrypt
 
 import (
+	"crypto/sha3"
 	"encoding/binary"
 
 	"golang.org/x/crypto/chacha20poly1305"
@@ -13,6 +14,21 @@ const (
 	TicketLen       = KIDLen + SealedTicketLen           // 96
 	// TicketField is the inner response field carrying a ticket.
 	TicketField = "Ticket"
+)
+
+// Short ticket sizes (spec §7.3).
+const (
+	// ShortHLen is the length of a short ticket's random part h, the
+	// cookie value.
+	ShortHLen = 16
+	// ShortTicketLen is a short ticket as the Ticket field carries it:
+	// tid || h || k' (78 base64url characters; a v1 ticket has 128).
+	ShortTicketLen = KIDLen + ShortHLen + KeyLen
+	// AskShort is the value of the inner request field Ticket that asks
+	// for a short ticket.
+	AskShort = "short"
+	// shortLabel separates the short-ticket key derivation.
+	shortLabel = "hc1-short-ticket"
 )
 
 // Ticket is what a server returns in the inner `Ticket` field:
@@ -38,8 +54,41 @@ func (t *Ticket) Sealed() []byte { return t[KIDLen:] }
 // Field is the base64url form for the inner `Ticket` field.
 func (t *Ticket) Field() string { return EncodeB64u(t[:]) }
 
-// TicketKey seals and opens tickets (the server's side; the client only
-// carries tickets). Here for the vectors and the in-memory exchange tests.
+// ShortTicket is a short ticket as the client holds it (spec §7.3): the
+// cookie parts tid and h, and the key k' its requests are sealed under
+// (their responses are opened under it too).
+type ShortTicket struct {
+	TID KID
+	H   [ShortHLen]byte
+	Key SessionKey
+}
+
+// ParseShortTicketField decodes a short `Ticket` field value: exactly 78
+// canonical base64url characters, else bad_base64.
+func ParseShortTicketField(v string) (*ShortTicket, error) {
+	b, err := decodeFixed(v, ShortTicketLen)
+	if err != nil {
+		return nil, err
+	}
+	t := &ShortTicket{TID: KID(b[:KIDLen]), H: [ShortHLen]byte(b[KIDLen : KIDLen+ShortHLen])}
+	t.Key = SessionKey(b[KIDLen+ShortHLen:])
+	return t, nil
+}
+
+// Field is the base64url form for the inner `Ticket` field: b64u(tid || h || k').
+func (t *ShortTicket) Field() string {
+	b := make([]byte, 0, ShortTicketLen)
+	b = append(append(append(b, t.TID[:]...), t.H[:]...), t.Key[:]...)
+	return EncodeB64u(b)
+}
+
+// isShortTicketField tells the two forms of a `Ticket` field apart by
+// their length (spec §7.3): 78 characters for a short ticket.
+func isShortTicketField(v string) bool { return len(v) == b64u.EncodedLen(ShortTicketLen) }
+
+// TicketKey seals and opens tickets and derives short tickets' keys (the
+// server's side; the client only carries tickets). Here for the vectors
+// and the in-memory exchange tests.
 type TicketKey struct {
 	TID KID
 	Key [32]byte
@@ -67,6 +116,25 @@ func (tk *TicketKey) Seal(c TicketContents, n [NonceLen]byte) *Ticket {
 	copy(t[KIDLen:], n[:])
 	aead.Seal(t[KIDLen+NonceLen:KIDLen+NonceLen], n[:], plain, tk.TID[:])
 	return &t
+}
+
+// ShortKey is k' = SHA3-256("hc1-short-ticket" || ticket_key || tid ||
+// kid || h), the key of the short ticket (tid, h) issued for a session
+// under kex key kid (spec §7.3).
+func (tk *TicketKey) ShortKey(kid KID, h [ShortHLen]byte) SessionKey {
+	d := sha3.New256()
+	d.Write([]byte(shortLabel))
+	d.Write(tk.Key[:])
+	d.Write(tk.TID[:])
+	d.Write(kid[:])
+	d.Write(h[:])
+	return SessionKey(d.Sum(nil))
+}
+
+// IssueShort makes the short ticket with random part h (fresh random per
+// ticket) for a session under kid.
+func (tk *TicketKey) IssueShort(kid KID, h [ShortHLen]byte) *ShortTicket {
+	return &ShortTicket{TID: tk.TID, H: h, Key: tk.ShortKey(kid, h)}
 }
 
 // Open opens ticket[10..]; a ticket that does not open or has expired

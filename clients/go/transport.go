@@ -72,10 +72,10 @@ func (t *Transport) CloseIdleConnections() {
 	}
 }
 
-// ForgetKeys drops the cached server keys (of both suites) and tickets of
-// authority. A pin to suite 2 stays.
+// ForgetKeys drops the cached server keys (of both suites) and tickets
+// (both forms) of authority. A pin to suite 2 stays.
 func (t *Transport) ForgetKeys(authority string) {
-	t.host(authority, func(h *hostState) { h.keys, h.hybrid, h.ticket = nil, nil, nil })
+	t.host(authority, func(h *hostState) { h.keys, h.hybrid, h.ticket, h.short = nil, nil, nil, nil })
 }
 
 // SetKeys installs server keys for authority (e.g. learnt from DNS).
@@ -205,7 +205,8 @@ func closedBeforeAnswer(err error) bool {
 // RoundTrip sends req (an http:// URL: its path and query are the inner
 // target) through HTTPCrypt. It retries once on unknown-key (with the
 // problem's certificates), once on stale (correcting the clock from the
-// inner Date), once on token-required, and once when a pooled connection
+// inner Date), once on token-required, once with a key when a short
+// ticket was refused (spec §7.3), and once when a pooled connection
 // closed before answering an idempotent request; never on replay. Retries
 // need a body that can be read again (nil, http.NoBody or GetBody).
 //

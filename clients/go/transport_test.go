@@ -31,8 +31,18 @@ type memServer struct {
 	// rawInner, if set, is the inner response sealed instead of the
 	// generated one.
 	rawInner string
-	// issueTickets adds a Ticket field to every response.
+	// issueTickets adds a v1 Ticket field to every response but those to
+	// a request presenting a short ticket.
 	issueTickets bool
+	// shortTickets answers a request that asks (`Ticket: short`) with a
+	// short ticket instead, as the Rust server does (spec §7.3).
+	shortTickets bool
+	// tokenSecret, if set, demands a token as `httpcrypt serve
+	// --require-token` does (spec §8.4): a side-effecting request without a
+	// `Random` verifying under its key is answered 425 token-required, and
+	// a request with `Client-Random` gets a `Random`, bound to the key k'
+	// of a short ticket the same answer issues, else to the request's key.
+	tokenSecret []byte
 	// hidePQ answers 404 to OPTIONS {mount}/pq even with a suite-2 key
 	// (a server without suite 2, or an attacker hiding it).
 	hidePQ atomic.Bool
@@ -54,6 +64,11 @@ type memSeen struct {
 	head    *RequestHead
 	stale   bool
 	hybrid  bool
+	// cookie is the outer Cookie field; short: it carried a short ticket;
+	// asked: the inner head asked for one.
+	cookie string
+	short  bool
+	asked  bool
 }
 
 // newCompactMemServer is newMemServer with a version-2 certificate: the
@@ -83,8 +98,9 @@ func newMemServer(t *testing.T, start int64) *memServer {
 	cert := SignCert(id, 1, uint32(start-60), uint32(start+7200), kex.Public())
 	m := &memServer{clock: &atomic.Int64{}}
 	m.clock.Store(start)
+	kid := cert.KID()
 	m.srv = &testServer{kex: kex, cert: cert, identity: id, now: start, mount: "/hc", maxBody: 16 << 20,
-		ticket: &TicketKey{TID: KID{9}, Key: [32]byte{9}}, ticketExpires: start + 7200}
+		ticket: &TicketKey{TID: KID{9}, Key: [32]byte{9}}, ticketExpires: start + 7200, ticketKID: &kid}
 	return m
 }
 
@@ -139,8 +155,11 @@ func (m *memServer) RoundTrip(r *http.Request) (*http.Response, error) {
 		_, err := CheckNonceTime(&acc.n0, m.srv.now, DefaultWindow)
 		stale = err != nil
 	}
+	ask, _ := Get(acc.head.Fields, TicketField)
+	asked := ask == AskShort
 	m.mu.Lock()
-	m.seen = append(m.seen, memSeen{profile: acc.profile, target: r.URL.RequestURI(), host: acc.host, n0: acc.n0, head: acc.head, stale: stale, hybrid: acc.hybrid})
+	m.seen = append(m.seen, memSeen{profile: acc.profile, target: r.URL.RequestURI(), host: acc.host, n0: acc.n0, head: acc.head, stale: stale, hybrid: acc.hybrid,
+		cookie: r.Header.Get("Cookie"), short: acc.short, asked: asked})
 	m.mu.Unlock()
 	sum := sha256.Sum256(acc.body)
 	payload := fmt.Sprintf("%s %s %d %x", acc.head.Method, acc.head.Target, len(acc.body), sum)
@@ -152,9 +171,25 @@ func (m *memServer) RoundTrip(r *http.Request) (*http.Response, error) {
 		status, ctype, payload = 425, contentTypeProblem, fmt.Sprintf(`{"type":%q,"status":425}`, ProblemStale)
 	}
 	ticket := ""
-	if m.issueTickets {
+	tokenKey := acc.key
+	switch {
+	case asked && m.shortTickets:
+		st := m.srv.issueShort(acc)
+		ticket = TicketField + ": " + st.Field() + "\r\n"
+		tokenKey = st.Key
+	case m.issueTickets && !acc.short:
 		tic := m.srv.ticket.Seal(TicketContents{Key: acc.key, KID: acc.kid, Expiry: uint32(m.srv.ticketExpires)}, [NonceLen]byte(randomBytes(NonceLen)))
 		ticket = TicketField + ": " + tic.Field() + "\r\n"
+	}
+	if m.tokenSecret != nil {
+		if !stale && isUnsafe(acc.head.Method) && !m.tokenValid(acc) {
+			status, ctype, payload = 425, contentTypeProblem, fmt.Sprintf(`{"type":%q,"status":425}`, ProblemTokenRequired)
+		}
+		if v, ok := Get(acc.head.Fields, ClientRandomField); ok {
+			if cr, err := decodeFixed(v, 24); err == nil {
+				ticket += RandomField + ": " + FormatRandom(m.tokenSecret, tokenKey, [24]byte(cr)) + "\r\n"
+			}
+		}
 	}
 	date := "Date: " + FormatDate(m.srv.now) + "\r\n"
 	nonce := randomBytes(NonceLen)
@@ -175,6 +210,17 @@ func (m *memServer) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	rsp := plainResponse(200, contentTypeOctet, string(out))
 	return rsp, nil
+}
+
+// tokenValid says whether acc presents a `Random` that verifies under its
+// session key.
+func (m *memServer) tokenValid(acc *accepted) bool {
+	v, ok := Get(acc.head.Fields, RandomField)
+	if !ok {
+		return false
+	}
+	_, err := VerifyRandom(m.tokenSecret, acc.key, v)
+	return err == nil
 }
 
 func memClient(m *memServer, opts Options) *http.Client {

@@ -19,7 +19,7 @@ step "lint (eslint)"
 timeout 300 npx eslint .
 
 step "vectors + live Node tests (node --test)"
-timeout 1500 node --test --test-timeout=900000 test/vectors.test.mjs test/hybrid-vectors.test.mjs test/hybrid.test.mjs test/hybrid-parsers.test.mjs test/engine.test.mjs test/client.test.mjs test/compact.test.mjs test/admission.test.mjs test/live.test.mjs test/hybrid-live.test.mjs test/hcfetch.test.mjs test/admission-live.test.mjs test/diagnose.test.mjs
+timeout 1500 node --test --test-timeout=900000 test/vectors.test.mjs test/hybrid-vectors.test.mjs test/short-ticket-vectors.test.mjs test/hybrid.test.mjs test/hybrid-parsers.test.mjs test/engine.test.mjs test/short-ticket.test.mjs test/client.test.mjs test/compact.test.mjs test/admission.test.mjs test/live.test.mjs test/hybrid-live.test.mjs test/short-ticket-live.test.mjs test/hcfetch.test.mjs test/admission-live.test.mjs test/diagnose.test.mjs
 
 step "Chromium"
 if [ ! -x /usr/bin/chromium ]; then

@@ -261,8 +261,9 @@ def test_engine_uses_profile_two_for_a_version_two_key() -> None:
     rsp = s.serve(_outer_bytes(a))
     acc, head, _ = s.seen[-1]
     assert acc.profile == 2 and acc.host == "h:1"
-    # Neither Host nor Date inside (the caller's Host equals the outer one).
-    assert head.fields == [("Accept", "*/*")]
+    # Neither Host nor Date inside (the caller's Host equals the outer one);
+    # the first request to a host asks for a short ticket (spec §7.3).
+    assert head.fields == [("Accept", "*/*"), ("Ticket", "short")]
     h, body = _read(e, a, rsp)
     assert (h.status, body) == (200, b"ok")
     # One FINAL record after 16 random bytes, and in it neither Date nor
@@ -288,7 +289,7 @@ def test_caller_host_that_differs_stays_inside() -> None:
     key = e.store_certs("h", 200, None, s.certs())
     a = e.build("http", "h", key, "GET", "/", [("Host", "other.example")], b"")
     s.serve(_outer_bytes(a))
-    assert s.seen[-1][1].fields == [("Host", "other.example")]
+    assert s.seen[-1][1].fields == [("Host", "other.example"), ("Ticket", "short")]
 
 
 def test_version_one_key_and_compact_off_use_v1() -> None:

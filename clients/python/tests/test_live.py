@@ -31,6 +31,7 @@ from .live import (
     REPO,
     Driver,
     FlipProxy,
+    Result,
     Server,
     binary,
     free_port,
@@ -154,21 +155,57 @@ def test_pinned_identity(served: Server, flavour: str) -> None:
 
 
 def test_ticket_on_second_request(served: Server, flavour: str) -> None:
-    d = make(flavour, mount="/hc")
-    try:
-        first = d.get(served.base + "/index.html")
-        second = d.get(served.base + "/index.html")
-        assert first.info.credential == "key"
-        assert second.info.credential == "ticket"
-        assert second.body == INDEX
-    finally:
-        d.close()
+    # By default the first request asks for a short ticket (spec §7.3) and
+    # the second presents it; with short tickets off, the v1 ticket (§7.2).
+    for short, credential in ((True, "short_ticket"), (False, "ticket")):
+        d = make(flavour, mount="/hc", short_tickets=short)
+        try:
+            first = d.get(served.base + "/index.html")
+            second = d.get(served.base + "/index.html")
+            assert first.info.credential == "key"
+            assert second.info.credential == credential
+            assert second.body == INDEX
+        finally:
+            d.close()
     no_tickets = make(flavour, mount="/hc", tickets=False)
     try:
         no_tickets.get(served.base + "/index.html")
         assert no_tickets.get(served.base + "/index.html").info.credential == "key"
     finally:
         no_tickets.close()
+
+
+def _cookie_value(r: Result) -> str:
+    """The value of the outer cookie's first pair (pad included)."""
+    cookie = next(v for n, v in r.info.request_headers if n == "Cookie")
+    return cookie.split(";", 1)[0].split("=", 1)[1]
+
+
+def test_short_tickets(served: Server, gateway: Server, flavour: str) -> None:
+    """Several requests through one client: a key, then a short ticket
+    (cookie value 22-38 characters) on every later one, presented for R = 3
+    requests; the third of them asks again and the next presents the new
+    ticket (spec §7.3). The bodies are right throughout."""
+    d = make(flavour, mount="/hc", short_ticket_reuse=3)
+    try:
+        rs = [d.get(served.base + "/index.html") for _ in range(6)]
+        assert all(r.status == 200 and r.body == INDEX for r in rs)
+        assert [r.info.credential for r in rs] == ["key"] + ["short_ticket"] * 5
+        assert 43 <= len(_cookie_value(rs[0])) <= 43 + 16
+        values = [_cookie_value(r) for r in rs[1:]]
+        assert all(22 <= len(v) <= 22 + 16 for v in values), values
+        hs = [v[:22] for v in values]  # h, without the pad
+        assert hs[0] == hs[1] == hs[2] != hs[3] == hs[4]
+        assert all(r.info.attempts == 1 for r in rs)
+        # A POST with a body, presenting the short ticket, through the gateway.
+        g = d.post(gateway.base + "/echo", b"x" * 3000)  # discovers, asks
+        g2 = d.post(gateway.base + "/echo", b"y" * 3000)
+        assert (g.info.credential, g2.info.credential) == ("key", "short_ticket")
+        doc = httpx.Response(200, content=g2.body).json()
+        assert doc["length"] == 3000 and doc["sha256"] == hashlib.sha256(b"y" * 3000).hexdigest()
+        assert 22 <= len(_cookie_value(g2)) <= 22 + 16
+    finally:
+        d.close()
 
 
 def test_reuse_key(served: Server, flavour: str) -> None:
@@ -208,7 +245,7 @@ def test_unknown_key_retry(bin_path: Path, tmp_path: Path, flavour: str) -> None
                      tmp_path / "serve.log")
 
     s = run("keys1")
-    d = make(flavour, mount="/hc")
+    d = make(flavour, mount="/hc", short_tickets=False)
     try:
         assert d.get(s.base + "/index.html").info.attempts == 1  # caches cert (and a ticket)
         s.stop()
@@ -216,6 +253,42 @@ def test_unknown_key_retry(bin_path: Path, tmp_path: Path, flavour: str) -> None
         r = d.get(s.base + "/index.html")
         assert r.status == 200 and r.body == INDEX
         assert r.info.attempts == 2 and r.info.credential == "key"
+    finally:
+        d.close()
+        s.stop()
+
+
+def test_refused_short_ticket_recovers_with_a_key(bin_path: Path, tmp_path: Path,
+                                                  flavour: str) -> None:
+    """The server restarted with new keys forgets the held short ticket's
+    ticket key: a short ticket's cookie is not the contract's HTTPCrypt
+    shape, so the answer is 400 malformed (no_cookie). The client drops the
+    ticket and tries a key: the cached certificate's, refused with the new
+    certificates (unknown-key), then the new key (spec §7.3, §11.5)."""
+    (tmp_path / "root").mkdir()
+    (tmp_path / "root" / "index.html").write_bytes(INDEX)
+    port = free_port()
+
+    def run(keys: str) -> Server:
+        ident = keygen(bin_path, tmp_path / keys)
+        return start(bin_path, ["serve", "--keys", str(tmp_path / keys), "--root",
+                                str(tmp_path / "root"), "--mount", "/hc"], ident, port,
+                     tmp_path / "serve.log")
+
+    s = run("keys1")
+    d = make(flavour, mount="/hc")
+    try:
+        d.get(s.base + "/index.html")
+        assert d.get(s.base + "/index.html").info.credential == "short_ticket"
+        s.stop()
+        s = run("keys2")
+        r = d.get(s.base + "/index.html")
+        assert r.status == 200 and r.body == INDEX
+        assert r.info.attempts == 3 and r.info.credential == "key"
+        # That answer brought a short ticket from the new server.
+        again = d.get(s.base + "/index.html")
+        assert again.info.credential == "short_ticket" and again.info.attempts == 1
+        assert again.body == INDEX
     finally:
         d.close()
         s.stop()
@@ -345,15 +418,27 @@ def test_gateway_echo_reconstruction(gateway: Server, flavour: str) -> None:
 
 
 def test_token_required_retry(token_gateway: Server, flavour: str) -> None:
-    d = make(flavour, mount="/hc")
-    try:
-        r = d.post(token_gateway.base + "/echo", b"side effect")
-        # 425 token-required (with a token and a ticket), then the retry.
-        assert r.status == 200 and r.info.attempts == 2 and r.info.credential == "ticket"
-        assert httpx.Response(200, content=r.body).json()["length"] == 11
-        assert d.get(token_gateway.base + "/echo").info.attempts == 1  # GET needs none
-    finally:
-        d.close()
+    """The first side effect takes one token-required retry; later ones
+    present the token they hold. With short tickets the 425 brings the
+    short ticket and a token bound to its key ``k'`` (spec §7.3, §8.4), and
+    an answer that brings a new short ticket (R = 2: every other request
+    asks) a token bound to the new one's key."""
+    cases: list[tuple[str, dict[str, object]]] = [
+        ("ticket", {"short_tickets": False}), ("short_ticket", {}),
+        ("short_ticket", {"short_ticket_reuse": 2})]
+    for credential, kw in cases:
+        d = make(flavour, mount="/hc", **kw)
+        try:
+            for i in range(4):
+                body = b"side effect %d" % i
+                r = d.post(token_gateway.base + "/echo", body)
+                # 425 token-required (with a token and a ticket), then the retry.
+                assert (r.status, r.info.attempts, r.info.credential) == (
+                    200, 2 if i == 0 else 1, credential), (kw, i)
+                assert httpx.Response(200, content=r.body).json()["length"] == len(body)
+            assert d.get(token_gateway.base + "/echo").info.attempts == 1  # GET needs none
+        finally:
+            d.close()
     no_tickets = make(flavour, mount="/hc", tickets=False)
     try:
         # Without a ticket the retry runs under a new key, which the token
@@ -415,6 +500,15 @@ def test_hcfetch_contract(served: Server, gateway: Server, tmp_path: Path) -> No
     assert p.stdout == INDEX
     assert p.stderr.decode().splitlines() == [
         "request 1: status 200, credential key",
+        "request 2: status 200, credential ticket (short)",
+        "request 3: status 200, credential ticket (short)",
+    ]
+    # --v1-tickets never asks: the server's v1 tickets are presented.
+    p = _hcfetch("--mount", "/hc", "--v1-tickets", "--repeat", "3", served.base + "/index.html")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == INDEX
+    assert p.stderr.decode().splitlines() == [
+        "request 1: status 200, credential key",
         "request 2: status 200, credential ticket",
         "request 3: status 200, credential ticket",
     ]
@@ -441,14 +535,17 @@ def _segment(url: str) -> str:
 
 def test_compact_profile(compact_served: Server, flavour: str) -> None:
     """Against ``serve --compact`` the client sends profile 2: fresh key,
-    then ticket, in the GET and POST forms, pinned identity."""
+    then ticket (short, or v1 with short tickets off), in the GET and POST
+    forms, pinned identity."""
     base = compact_served.base
-    for get_form in (True, False):
-        d = make(flavour, mount="/hc", identity=compact_served.identity, get_form=get_form)
+    for get_form, short in ((True, True), (False, True), (True, False), (False, False)):
+        d = make(flavour, mount="/hc", identity=compact_served.identity, get_form=get_form,
+                 short_tickets=short)
         try:
             first = d.get(base + "/index.html")
             second = d.get(base + "/index.html")
-            for r, credential in ((first, "key"), (second, "ticket")):
+            resumed = "short_ticket" if short else "ticket"
+            for r, credential in ((first, "key"), (second, resumed)):
                 assert r.status == 200 and r.body == INDEX
                 assert r.info.credential == credential and r.info.attempts == 1
                 assert r.info.profile == 2
@@ -460,8 +557,9 @@ def test_compact_profile(compact_served: Server, flavour: str) -> None:
                 assert abs(int.from_bytes(n0[:5], "big") - time.time()) < 30
                 name, value = next(v for n, v in r.info.request_headers
                                    if n == "Cookie").split("=")
-                assert len(name) <= 14 + 7 and len(value) <= (43 if credential == "key"
-                                                               else 115) + 7
+                lengths = {"key": 43, "ticket": 115, "short_ticket": 22}
+                assert lengths[credential] <= len(value) <= lengths[credential] + 7
+                assert len(name) <= 14 + 7
             assert d.get(base + "/missing.html").status == 404
         finally:
             d.close()

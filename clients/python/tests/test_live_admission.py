@@ -129,9 +129,10 @@ def test_challenge_solved_then_echo_reused(defended: Server, flavour: str) -> No
             q.stop()
 
 
-def test_ticket_request_is_never_challenged(defended: Server, flavour: str) -> None:
+@pytest.mark.parametrize("short", [True, False], ids=["short-ticket", "v1-ticket"])
+def test_ticket_request_is_never_challenged(defended: Server, flavour: str, short: bool) -> None:
     p = _under_pressure(defended)
-    d: Driver = DRIVERS[flavour](mount="/hc")
+    d: Driver = DRIVERS[flavour](mount="/hc", short_tickets=short)
     try:
         first = d.get(defended.base + "/index.html")
         assert first.status == 200 and first.info.credential == "key"
@@ -139,7 +140,8 @@ def test_ticket_request_is_never_challenged(defended: Server, flavour: str) -> N
         for _ in range(3):
             r = d.get(defended.base + "/index.html")
             assert r.status == 200 and r.body == INDEX
-            assert r.info.credential == "ticket" and r.info.attempts == 1
+            assert r.info.credential == ("short_ticket" if short else "ticket")
+            assert r.info.attempts == 1
             assert r.info.admission is None
             assert "hc1-admit" not in _cookie(r.info.request_headers)
         assert p.challenged > 0
@@ -177,7 +179,7 @@ def test_hcfetch_obeys_the_defence(defended: Server) -> None:
         assert out.stdout == INDEX
         assert out.stderr.decode().splitlines() == [
             "request 1: status 200, credential key",
-            "request 2: status 200, credential ticket",
+            "request 2: status 200, credential ticket (short)",
         ]
         assert p.challenged > 0
     finally:

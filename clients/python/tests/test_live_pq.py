@@ -76,16 +76,25 @@ def flavour(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+@pytest.mark.parametrize("short", [True, False], ids=["short-ticket", "v1-ticket"])
 @pytest.mark.parametrize("mode", ["require", "prefer"])
-def test_hybrid_request_and_ticket(pq_on: Server, flavour: str, mode: str) -> None:
-    d = DRIVERS[flavour](mount="/hc", identity=pq_on.identity, pq=mode)
+def test_hybrid_request_and_ticket(pq_on: Server, flavour: str, mode: str, short: bool) -> None:
+    """A hybrid session resumed with its ticket: a short one by default (the
+    server issues it under the suite-2 table's ticket key; the client
+    presents it with no ciphertext, spec §7.3), a v1 one with short tickets
+    off."""
+    d = DRIVERS[flavour](mount="/hc", identity=pq_on.identity, pq=mode, short_tickets=short)
     try:
         r = d.get(pq_on.base + "/index.html")
         assert (r.status, r.body) == (200, INDEX)
         assert (r.info.credential, r.info.suite) == ("key", 2)
-        r2 = d.get(pq_on.base + "/index.html")
-        assert (r2.status, r2.body) == (200, INDEX)
-        assert (r2.info.credential, r2.info.suite) == ("ticket", 2)
+        for _ in range(2):
+            r2 = d.get(pq_on.base + "/index.html")
+            assert (r2.status, r2.body) == (200, INDEX)
+            resumed = "short_ticket" if short else "ticket"
+            assert (r2.info.credential, r2.info.suite, r2.info.attempts) == (resumed, 2, 1)
+            cookie = next(v for n, v in r2.info.request_headers if n == "Cookie")
+            assert len(cookie.split("=", 1)[1]) <= (22 if short else 115) + 16
     finally:
         d.close()
 
@@ -133,7 +142,7 @@ def test_hcfetch_pq(pq_on: Server) -> None:
         capture_output=True, timeout=60, cwd=REPO)
     assert out.returncode == 0, out.stderr.decode()
     assert out.stdout == INDEX
-    assert b"request 2: status 200, credential ticket" in out.stderr
+    assert b"request 2: status 200, credential ticket (short)\n" in out.stderr
 
 
 def test_hybrid_only_refuses_v1(pq_only: Server) -> None:

@@ -1,20 +1,22 @@
 #!/usr/bin/env node
 // hcfetch: the interop driver of the TypeScript client.
 //
-//   hcfetch [--mount PATH] [--identity B64U] [--pq off|prefer|require] [-X METHOD]
-//           [-H 'Name: value']... [-d DATA | --data-file FILE] [--repeat N] URL
+//   hcfetch [--mount PATH] [--identity B64U] [--pq off|prefer|require] [--v1-tickets]
+//           [-X METHOD] [-H 'Name: value']... [-d DATA | --data-file FILE] [--repeat N] URL
 //
 // Sends the request N times through one client; per request one stderr
-// line `request I: status S, credential key|ticket` (with `--pq prefer` or
-// `require`, followed by `, suite 1|2`: spec/hybrid.md); the last body raw to
-// stdout. Exit 0 when every request got an authenticated inner response,
-// 1 on any protocol error (`error: CODE` on stderr), 2 on bad usage.
+// line `request I: status S, credential key|ticket|ticket (short)` (with
+// `--pq prefer` or `require`, followed by `, suite 1|2`: spec/hybrid.md); the
+// last body raw to stdout. The client asks for short tickets (spec §7.3)
+// unless `--v1-tickets` is given. Exit 0 when every request got an
+// authenticated inner response, 1 on any protocol error (`error: CODE` on
+// stderr), 2 on bad usage.
 import { createReadStream } from 'node:fs';
 import { Readable } from 'node:stream';
 import { createClient, exchangeInfo, HttpCryptError } from '../dist/index.js';
 
 function usage(msg) {
-  process.stderr.write(`hcfetch: ${msg}\nusage: hcfetch [--mount PATH] [--identity B64U] [--pq off|prefer|require] [-X METHOD] [-H 'Name: value']... [-d DATA | --data-file FILE] [--repeat N] URL\n`);
+  process.stderr.write(`hcfetch: ${msg}\nusage: hcfetch [--mount PATH] [--identity B64U] [--pq off|prefer|require] [--v1-tickets] [-X METHOD] [-H 'Name: value']... [-d DATA | --data-file FILE] [--repeat N] URL\n`);
   process.exit(2);
 }
 
@@ -36,6 +38,10 @@ for (let i = 0; i < args.length; i++) {
     case '--pq':
       opt.pq = next();
       if (!['off', 'prefer', 'require'].includes(opt.pq)) usage('--pq takes off, prefer or require');
+      break;
+    case '--v1-tickets':
+      if (inline !== undefined) usage('--v1-tickets takes no value');
+      opt.v1Tickets = true;
       break;
     case '-X': case '--request': opt.method = next(); break;
     case '-H': case '--header': opt.headers.push(next()); break;
@@ -79,6 +85,7 @@ try {
     ...(opt.mount !== undefined ? { mount: opt.mount } : {}),
     ...(opt.identity !== undefined ? { identity: opt.identity } : {}),
     ...(opt.pq !== undefined ? { pq: opt.pq } : {}),
+    ...(opt.v1Tickets ? { shortTickets: false } : {}),
   });
   for (let i = 1; i <= opt.repeat; i++) {
     const init = { method, headers };
@@ -87,7 +94,8 @@ try {
     const rsp = await client.fetch(opt.url, init);
     const info = exchangeInfo(rsp);
     const suite = opt.pq !== undefined && opt.pq !== 'off' ? `, suite ${info?.suite ?? 1}` : '';
-    process.stderr.write(`request ${i}: status ${rsp.status}, credential ${info?.credential ?? 'key'}${suite}\n`);
+    const credential = info?.ticketForm === 'short' ? 'ticket (short)' : (info?.credential ?? 'key');
+    process.stderr.write(`request ${i}: status ${rsp.status}, credential ${credential}${suite}\n`);
     if (i < opt.repeat) {
       await rsp.arrayBuffer(); // verified to the end
       continue;

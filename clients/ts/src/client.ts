@@ -6,10 +6,11 @@
  * fits, else POST, streaming the body where the platform can), opens the
  * response incrementally and hands out a standard `Response` whose body
  * yields only verified bytes. The engine decides what each answer means:
- * one retry on outer `unknown-key` and one on inner `stale`, never on
- * `replay` (spec §11.5); under a server's admission defence (spec §14.5)
- * the puzzle of an outer 429 `admission` challenge is solved and `busy` is
- * waited out, at most three such retries per call. The answer to HEAD and
+ * one retry on outer `unknown-key`, one on inner `stale` and one after a
+ * refused short ticket (spec §7.3), never on `replay` (spec §11.5); under
+ * a server's admission defence (spec §14.5) the puzzle of an outer 429
+ * `admission` challenge is solved and `busy` is waited out, at most three
+ * such retries per call. The answer to HEAD and
  * a 304 have no body (erratum E2). Failures to reach or recognise a server
  * are the shared diagnoses of spec §12 (`connect_failed`, `timeout`,
  * `not_httpcrypt`, `no_endpoint`). With `pq` on, discovery asks

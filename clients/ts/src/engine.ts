@@ -1,9 +1,9 @@
 /**
  * The client's decisions, without IO: per-origin state (certificates and
  * when they were fetched, the mount found, the reused key pair, the last
- * ticket and token, the clock offset, the admission cookie), what one
- * attempt sends (credential, profile, nonce, inner head, outer form and
- * URL), and what each answer means for the call (spec §11.5: a retry, an
+ * ticket, short ticket and token, the clock offset, the admission cookie),
+ * what one attempt sends (credential, profile, nonce, inner head, outer form
+ * and URL), and what each answer means for the call (spec §11.5: a retry, an
  * error, or a response to hand out). The fetch driver (`client.ts`) does
  * the network around it, as the Python client's `Engine` and its drivers.
  *
@@ -16,6 +16,11 @@
  * Suite 2 (spec/hybrid.md) with the `pq` option: the attempt is planned on
  * a `HybridKey` (X25519 + ML-KEM-768, `ct_M` before the stream); the
  * suite-2 state, pins and `hybrid_downgrade` are `HybridState`'s (`pq.ts`).
+ *
+ * Short tickets (spec §7.3), on by default: an attempt asks with
+ * `Ticket: short` when `shortpolicy.ts` says so, and presents the held short
+ * ticket before a v1 one; a 400 `malformed` answer to a short ticket (its
+ * ticket key is gone) drops it for one retry with a key.
  */
 import { ADMIT_COOKIE_LEN, ADMIT_ECHO_SECONDS, MAX_CLIENT_DIFFICULTY, cookieDifficulty, formatEcho, solvePuzzle } from './admission.js';
 import { b64uDecodeExact } from './b64u.js';
@@ -31,9 +36,10 @@ import { type ClientCredential, type PreparedRequest, outerPayload, prepareReque
 import { DEFAULT_INNER_LIMITS, FORBIDDEN, type Field, type InnerLimits, type ResponseHead, fieldValue, formatRequestHead } from './inner.js';
 import { CERTS_TYPE, MAX_PAD, PROBLEM_TYPE, fitsGetForm, getTarget, noncePath, normalizeMount, parseProblem, randomPad } from './outer.js';
 import { type CallStats, MAX_BUSY_WAIT, type Retry } from './retry.js';
+import { type HeldShort, type ShortPolicy, ShortUse, shortPolicy } from './shortpolicy.js';
 import { DEFAULT_MAX_RECORD, sealAll } from './stream.js';
 import { concat, isIdentityKey, randomBytes } from './suite.js';
-import { TICKET_FIELD, parseTicketField } from './ticket.js';
+import { ASK_SHORT, TICKET_FIELD, parseAnyTicketField } from './ticket.js';
 import { CLIENT_RANDOM_FIELD, RANDOM_FIELD, formatClientRandom } from './token.js';
 
 /** The settings the engine decides with (part of `ClientOptions`). */
@@ -57,6 +63,15 @@ export interface EngineOptions {
   keyReuse?: boolean;
   /** Present tickets the server issues (default true). */
   tickets?: boolean;
+  /**
+   * Short tickets (spec §7.3), used when `tickets` is on. Default: on, with
+   * R = 16 requests per ticket and T = 600 s: the first request to a host
+   * asks for one (`Ticket: short`), later ones present it, and the request
+   * that uses it for the R-th time, or the first one T seconds after its
+   * first use, asks again. `{ reuse, maxAge }` sets R and T. `false`: never
+   * ask, so the server's v1 tickets are presented (spec §7.2, D29).
+   */
+  shortTickets?: boolean | Partial<ShortPolicy>;
   /**
    * Use request profile 2 with a key whose certificate announces it
    * (version 2, spec §4.5; default true). `false` keeps the v1 layout.
@@ -87,6 +102,8 @@ export interface EngineOptions {
 export interface ExchangeInfo {
   /** What the outer cookie carried on the last attempt. */
   credential: 'key' | 'ticket';
+  /** The form of that ticket: `v1` (spec §7.2) or `short` (§7.3); null for a key. */
+  ticketForm: 'v1' | 'short' | null;
   /** Requests sent (2 after a retry). */
   attempts: number;
   /** Outer form of the last attempt. */
@@ -131,6 +148,9 @@ export interface HostState {
   key: Uint8Array | null;
   /** The last ticket, with its session key and the suite of the session it resumes. */
   ticket: { ticket: Uint8Array; sessionKey: Uint8Array; suite: 1 | 2 } | null;
+  /** The last short ticket (spec §7.3), kept apart from the v1 one, with the suite it resumes and its use. */
+  short: HeldShort | null;
+  /** The last `Random` (spec §8.4) with the key it is bound to: the answered request's, or `k'` of a short ticket issued with it (§7.3). */
   token: { value: string; sessionKey: Uint8Array } | null;
   clockOffset: number;
   /** The admission cookie to echo on fresh-key requests until `until` (clock seconds), spec §14.5. */
@@ -160,6 +180,8 @@ export interface Attempt {
   readonly outerUrl: string;
   /** 2 for a hybrid fresh-key request or a ticket of a hybrid session. */
   readonly suite: 1 | 2;
+  /** Whether the inner head asks for a short ticket (`Ticket: short`, spec §7.3). */
+  readonly askTicket: boolean;
   /** The `hc1-admit` echo value this attempt carries (spec §14.5), or null. */
   readonly echo: string | null;
   readonly echoDifficulty: number | null;
@@ -180,6 +202,8 @@ export class Engine {
   readonly form: 'auto' | 'post' | 'get';
   readonly keyReuse: boolean;
   readonly tickets: boolean;
+  /** When to ask for short tickets (spec §7.3); null: never (off, or `tickets` off). */
+  readonly shortTickets: ShortPolicy | null;
   readonly compact: boolean;
   readonly recordSize: number;
   readonly maxRecord: number;
@@ -201,6 +225,8 @@ export class Engine {
     this.form = options.form ?? 'auto';
     this.keyReuse = options.keyReuse ?? false;
     this.tickets = options.tickets ?? true;
+    const short = options.shortTickets ?? true;
+    this.shortTickets = !this.tickets || short === false ? null : shortPolicy(short === true ? {} : short);
     this.compact = options.compact ?? true;
     this.recordSize = Math.max(1, options.recordSize ?? 16 * 1024);
     this.maxRecord = options.maxRecord ?? DEFAULT_MAX_RECORD;
@@ -229,7 +255,7 @@ export class Engine {
   host(origin: string): HostState {
     let h = this.#hosts.get(origin);
     if (!h) {
-      h = { certs: [], fetched: 0, maxAge: 0, key: null, ticket: null, token: null, clockOffset: 0, admit: null, mount: this.#configuredMount };
+      h = { certs: [], fetched: 0, maxAge: 0, key: null, ticket: null, short: null, token: null, clockOffset: 0, admit: null, mount: this.#configuredMount };
       if (this.#certs) {
         h.certs = this.checked(this.#certs.map(certFromText));
         h.fetched = this.now();
@@ -378,7 +404,8 @@ export class Engine {
 
   /**
    * Plans one attempt of a request to `url` on key `cert`: the credential
-   * (the host's ticket, else a key pair per `keyReuse`), the profile, the
+   * (the host's short ticket, else its ticket, else a key pair per
+   * `keyReuse`), whether it asks for a short ticket, the profile, the
    * admission echo (solving its puzzle, which `signal` may stop), the inner
    * head, the outer form and URL. A GET-form request is sealed here; a POST
    * body is sealed by the driver (`sealWhole` or record by record).
@@ -392,16 +419,26 @@ export class Engine {
     const hybrid = 'ek' in key ? key : null;
     const cert = hybrid !== null ? hybrid.cert : (key as KeyCert);
     if (this.keyReuse && h.key === null) h.key = randomBytes(32);
+    const now = this.now();
     // A ticket of a v1 session is a downgrade where suite 2 is required or pinned (spec/hybrid.md H5).
-    const ticket = this.tickets && h.ticket !== null && (h.ticket.suite === 2 || !this.hybrid.hybridOnly(origin, this.now())) ? h.ticket : null;
+    const resumes = (t: { suite: 1 | 2 } | null): boolean => t !== null && (t.suite === 2 || !this.hybrid.hybridOnly(origin, now));
+    const policy = this.shortTickets;
+    // A short ticket first (spec §7.3), counted as used; then a v1 one.
+    const short = policy !== null && resumes(h.short) ? h.short : null;
+    const askTicket = policy !== null && (h.short === null || h.short.used.asks(policy, now));
+    if (short !== null) short.used.used(now);
+    if (askTicket) h.short?.used.asked(now);
+    const ticket = short === null && this.tickets && resumes(h.ticket) ? h.ticket : null;
     const secret = h.key ?? randomBytes(32);
     const cred: ClientCredential =
-      ticket !== null
-        ? { kind: 'ticket', ticket: ticket.ticket, sessionKey: ticket.sessionKey }
-        : hybrid !== null
-          ? { kind: 'hybrid', secret, ek: hybrid.ek, kid: hybridCertKid(hybrid.cert) }
-          : { kind: 'key', secret };
-    const suite: 1 | 2 = ticket !== null ? ticket.suite : hybrid !== null ? 2 : 1;
+      short !== null
+        ? { kind: 'short_ticket', ticket: short.ticket }
+        : ticket !== null
+          ? { kind: 'ticket', ticket: ticket.ticket, sessionKey: ticket.sessionKey }
+          : hybrid !== null
+            ? { kind: 'hybrid', secret, ek: hybrid.ek, kid: hybridCertKid(hybrid.cert) }
+            : { kind: 'key', secret };
+    const suite: 1 | 2 = short !== null ? short.suite : ticket !== null ? ticket.suite : hybrid !== null ? 2 : 1;
     // Profile 2 exactly when the chosen certificate announces it (spec §4.5). Its n0 carries the
     // corrected clock; record 0 binds the outer Host as fetch writes it on the wire: URL.host.
     const profile: Profile = this.compact && certVersion(cert) === 2 ? 2 : 1;
@@ -421,12 +458,12 @@ export class Engine {
     }
 
     const len = body.bytes?.length ?? (body.stream === null ? 0 : null);
-    const head = this.innerHead(url, method, callerHeaders, len, ownDate, profile, h, p);
+    const head = this.innerHead(url, method, callerHeaders, len, ownDate, profile, h, p, askTicket);
     // Suite 2: the ML-KEM ciphertext counts against the request line too (spec/hybrid.md H3).
     const ctLen = p.kemCiphertext === null ? 0 : KEM_CIPHERTEXT_LEN;
     const fits = len !== null && fitsGetForm(mount, ctLen + head.length + len + 64, profile);
     if (this.form === 'get' && !fits) fail('config', 'the request does not fit the GET form (2000-byte request line, body in memory)');
-    const base = { origin, host: h, prepared: p, profile, method, head, echo, echoDifficulty, suite };
+    const base = { origin, host: h, prepared: p, profile, method, head, echo, echoDifficulty, suite, askTicket };
     if (this.form !== 'post' && fits) {
       const stream = sealAll(requestSealer(p), concat(head, body.bytes ?? new Uint8Array(0)), this.recordSize);
       return { ...base, form: 'get', outerUrl: origin + getTarget(mount, p.n0, outerPayload(p, stream), profile) };
@@ -436,11 +473,11 @@ export class Engine {
 
   /**
    * The inner head: target, Host, the caller's fields, a corrected Date,
-   * framing, and the tokens of spec §8.4. Profile 2 sends neither Host (the
-   * outer one is bound) nor Date (the time is in n0). `len`: the body's
-   * length, null when unknown (a stream).
+   * framing, the ask for a short ticket (spec §7.3) and the tokens of spec
+   * §8.4. Profile 2 sends neither Host (the outer one is bound) nor Date
+   * (the time is in n0). `len`: the body's length, null when unknown (a stream).
    */
-  innerHead(url: URL, method: string, callerHeaders: Headers, len: number | null, ownDate: boolean, profile: Profile, h: HostState, p: PreparedRequest): Uint8Array {
+  innerHead(url: URL, method: string, callerHeaders: Headers, len: number | null, ownDate: boolean, profile: Profile, h: HostState, p: PreparedRequest, askTicket = false): Uint8Array {
     const fields: Field[] = [];
     if (profile === 1 && !callerHeaders.has('host')) fields.push(['Host', url.host]);
     callerHeaders.forEach((value, name) => {
@@ -449,6 +486,7 @@ export class Engine {
     });
     if (profile === 1 && (ownDate || !callerHeaders.has('date'))) fields.push(['Date', formatHttpDate(this.now() + h.clockOffset)]);
     if (len !== null && (len > 0 || method === 'POST' || method === 'PUT')) fields.push(['Content-Length', String(len)]);
+    if (askTicket) fields.push([TICKET_FIELD, ASK_SHORT]);
     if (!SAFE.has(method)) {
       // A token bound to this very session key proves an earlier round trip; a fresh Client-Random asks for the next one.
       if (h.token !== null && bytesEqual(h.token.sessionKey, p.sessionKey)) fields.push([RANDOM_FIELD, h.token.value]);
@@ -467,7 +505,10 @@ export class Engine {
   /**
    * Decides on a non-200 outer answer (unauthenticated: at most a hint for
    * a retry, never data). `unknown-key` takes the problem's certificates
-   * (checked in authenticated mode) and retries; a 429 `admission`
+   * (checked in authenticated mode) and retries; a 400 `malformed` answer
+   * to a short ticket drops it and retries with a key (spec §7.3: the
+   * contract's cookie shape does not cover short tickets, so a ticket key
+   * the server no longer holds is `no_cookie`); a 429 `admission`
    * challenge stores its cookie for the host and retries (`bad_admission`
    * above `MAX_CLIENT_DIFFICULTY`); a 429 `busy` retries after its wait.
    * Anything else throws. `retryAfter`: the outer `Retry-After` field.
@@ -486,12 +527,17 @@ export class Engine {
       }
       const usable = this.checked(certs);
       h.ticket = null;
+      h.short = null;
       h.certs = usable;
       h.fetched = this.now();
       h.maxAge = usable.length > 0 ? Math.max(h.maxAge, 1) : 0;
       // Suite 2: the problem's `hybrid_certs` (spec/hybrid.md H3); the retry asks OPTIONS {mount}/pq when none is usable.
       if (this.pq !== 'off') this.hybrid.fromProblem(a.origin, problem.hybridCerts, this.now());
       return { kind: 'retry_key' };
+    }
+    if (a.prepared.ticketForm === 'short' && status === 400 && problem?.type === PROBLEM.malformed) {
+      h.short = null;
+      return { kind: 'retry_short' };
     }
     const info: ProblemInfo = {
       type: problem?.type ?? '',
@@ -513,13 +559,13 @@ export class Engine {
       }
       h.admit = { cookie, difficulty: d, until: this.clock() + ADMIT_ECHO_SECONDS };
       // Tickets never meet the defence; a challenged ticket request goes again as a fresh-key request.
-      if (a.prepared.credential === 'ticket') h.ticket = null;
+      this.#dropPresented(a);
       return { kind: 'retry_admission', problem: info };
     }
     // A suite-2-only server refused v1: a client that may use suite 2 asks OPTIONS {mount}/pq and goes again.
     if (problem?.type === PROBLEM.hybridRequired && this.pq !== 'off' && a.suite === 1) {
       this.hybrid.rediscover(a.origin);
-      if (a.prepared.credential === 'ticket') h.ticket = null;
+      this.#dropPresented(a);
       return { kind: 'retry_key' };
     }
     if (status === 429 && problem?.type === PROBLEM.busy) {
@@ -531,20 +577,40 @@ export class Engine {
     throw new HttpCryptError(type ? codeForProblem(type, 'outer') : 'refused', `outer ${status}${type ? ' ' + type : ''} (unauthenticated)`, info);
   }
 
-  /** Keeps the ticket (when tickets are on) and the token an authenticated inner head carries, bound to the attempt's session key. */
+  /** Forgets the ticket attempt `a` presented, of either form. */
+  #dropPresented(a: Attempt): void {
+    if (a.prepared.ticketForm === 'v1') a.host.ticket = null;
+    else if (a.prepared.ticketForm === 'short') a.host.short = null;
+  }
+
+  /**
+   * Keeps the ticket (when tickets are on) and the token an authenticated
+   * inner head carries. A short ticket (78 characters, spec §7.3) is kept
+   * apart from a v1 one, with the suite of the session it resumes, and
+   * starts a new count. The token is bound to the attempt's session key,
+   * except in an answer that issues a short ticket: the server computed
+   * that `Random` under the ticket's key `k'` (spec §7.3 "Tokens", §8.4),
+   * which the next request, presenting the ticket, seals under.
+   */
   answered(a: Attempt, inner: ResponseHead): void {
     const h = a.host;
     const p = a.prepared;
+    let tokenKey = p.sessionKey;
     const ticketField = fieldValue(inner.fields, TICKET_FIELD);
     if (ticketField !== undefined && this.tickets) {
       try {
-        h.ticket = { ticket: parseTicketField(ticketField), sessionKey: p.sessionKey, suite: a.suite };
+        const t = parseAnyTicketField(ticketField);
+        if (t.form === 'v1') h.ticket = { ticket: t.ticket, sessionKey: p.sessionKey, suite: a.suite };
+        else {
+          tokenKey = t.ticket.key;
+          if (this.shortTickets !== null) h.short = { ticket: t.ticket, suite: a.suite, used: new ShortUse() };
+        }
       } catch {
         // a malformed ticket is ignored; the key pair keeps working
       }
     }
     const random = fieldValue(inner.fields, RANDOM_FIELD);
-    if (random !== undefined) h.token = { value: random, sessionKey: p.sessionKey };
+    if (random !== undefined) h.token = { value: random, sessionKey: tokenKey };
   }
 
   /** Whether the answer has no body: a 1xx/204/205/304 status, or the answer to HEAD (erratum E2). */
@@ -594,6 +660,7 @@ export class Engine {
   info(a: Attempt, attempts: number, stats: CallStats): ExchangeInfo {
     return {
       credential: a.prepared.credential,
+      ticketForm: a.prepared.ticketForm,
       attempts,
       form: a.form,
       outerUrl: a.outerUrl,

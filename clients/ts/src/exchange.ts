@@ -1,6 +1,6 @@
 /**
- * The client's side of one exchange, without IO (spec §4, §7.2): derive
- * `k` (or take it from a ticket), build cookie and path, seal the request,
+ * The client's side of one exchange, without IO (spec §4, §7.2, §7.3): derive
+ * `k` (or take it from a ticket, or a short ticket's `k'`), build cookie and path, seal the request,
  * open the response. The fetch client drives these; the vectors pin them.
  * A request is v1 or profile 2 (spec §4.5: `2…` nonce segment, record 0
  * bound to the outer `Host`, response body `r || stream`).
@@ -11,18 +11,20 @@ import { DEFAULT_INNER_LIMITS, InnerDecoder, type InnerLimits, type ResponseHead
 import { formatCookie, formatOuterRequestHead, getTarget, noncePath } from './outer.js';
 import { DEFAULT_MAX_RECORD, Opener, Sealer, openAll, sealAll } from './stream.js';
 import { concat, keyId, sessionKey, x25519Public } from './suite.js';
-import { ticketId, ticketSealed } from './ticket.js';
+import { type ShortTicket, ticketId, ticketSealed } from './ticket.js';
 import { hybridEncapsulate } from './hybrid.js';
 
 /**
  * What the cookie presents: a key pair (secret), a ticket with its session
- * key, or a suite-2 agreement (spec/hybrid.md H3): the client's X25519
- * secret, the server's ML-KEM key `ek`, the suite-2 key ID, and for
- * deterministic tests the encapsulation randomness `m`.
+ * key, a short ticket (spec §7.3, with its own key `k'`), or a suite-2
+ * agreement (spec/hybrid.md H3): the client's X25519 secret, the server's
+ * ML-KEM key `ek`, the suite-2 key ID, and for deterministic tests the
+ * encapsulation randomness `m`.
  */
 export type ClientCredential =
   | { kind: 'key'; secret: Uint8Array }
   | { kind: 'ticket'; ticket: Uint8Array; sessionKey: Uint8Array }
+  | { kind: 'short_ticket'; ticket: ShortTicket }
   | { kind: 'hybrid'; secret: Uint8Array; ek: Uint8Array; kid: Uint8Array; m?: Uint8Array };
 
 /** The request profile and, for profile 2, the outer `Host` value record 0 binds (exactly as it will be sent). */
@@ -34,6 +36,8 @@ export interface PreparedRequest {
   sessionKey: Uint8Array;
   cookie: string;
   credential: 'key' | 'ticket';
+  /** The form of the ticket presented: `v1` (spec §7.2) or `short` (§7.3); null for a key. */
+  ticketForm: 'v1' | 'short' | null;
   /** 1 (v1) or 2 (compact, spec §4.5). */
   profile: Profile;
   /** Profile 2: the bound outer `Host` value; v1: null. */
@@ -43,7 +47,7 @@ export interface PreparedRequest {
 }
 
 /**
- * Derives `k` against the server key (or takes the ticket's) and formats
+ * Derives `k` against the server key (or takes the ticket's, or the short ticket's `k'`) and formats
  * the cookie with the given pads. For profile 2, `n0` is `u40(t) || r`
  * (`compactNonce`) and the caller draws pads of at most 7 characters.
  */
@@ -59,15 +63,20 @@ export function prepareRequest(
   if (cred.kind === 'key') {
     const k = sessionKey(cred.secret, serverKexPublic);
     const cookie = formatCookie(keyId(serverKexPublic), x25519Public(cred.secret), namePad, valuePad);
-    return { n0, sessionKey: k, cookie, credential: 'key', ...binding, kemCiphertext: null };
+    return { n0, sessionKey: k, cookie, credential: 'key', ticketForm: null, ...binding, kemCiphertext: null };
   }
   if (cred.kind === 'hybrid') {
     const h = hybridEncapsulate(cred.secret, serverKexPublic, cred.ek, cred.m);
     const cookie = formatCookie(cred.kid, h.ctX, namePad, valuePad);
-    return { n0, sessionKey: h.sessionKey, cookie, credential: 'key', ...binding, kemCiphertext: h.ctM };
+    return { n0, sessionKey: h.sessionKey, cookie, credential: 'key', ticketForm: null, ...binding, kemCiphertext: h.ctM };
+  }
+  if (cred.kind === 'short_ticket') {
+    // A short ticket issued in a hybrid session resumes it like a v1 ticket does: no ciphertext (spec §7.3).
+    const cookie = formatCookie(cred.ticket.tid, cred.ticket.h, namePad, valuePad);
+    return { n0, sessionKey: cred.ticket.key, cookie, credential: 'ticket', ticketForm: 'short', ...binding, kemCiphertext: null };
   }
   const cookie = formatCookie(ticketId(cred.ticket), ticketSealed(cred.ticket), namePad, valuePad);
-  return { n0, sessionKey: cred.sessionKey, cookie, credential: 'ticket', ...binding, kemCiphertext: null };
+  return { n0, sessionKey: cred.sessionKey, cookie, credential: 'ticket', ticketForm: 'v1', ...binding, kemCiphertext: null };
 }
 
 /** A sealer for the request stream (profile 2: record 0 bound to the Host). */

@@ -15,6 +15,7 @@ export * from './hybrid.js';
 export * from './hybridcert.js';
 export * from './dns.js';
 export * from './ticket.js';
+export { SHORT_TICKET_MAX_AGE, SHORT_TICKET_REUSE, type ShortPolicy } from './shortpolicy.js';
 export * from './token.js';
 export * from './outer.js';
 export * from './exchange.js';

@@ -7,12 +7,14 @@ import { b64uDecode, b64uDecodeExact, b64uEncode, encodedLen, isB64uText } from 
 import { COMPACT_SEGMENT_PREFIX, type Profile } from './compact.js';
 import { fail } from './errors.js';
 import { KID_LEN, NONCE_LEN, bytesEqual, randomBytes } from './suite.js';
-import { SEALED_TICKET_LEN } from './ticket.js';
+import { SEALED_TICKET_LEN, SHORT_H_LEN } from './ticket.js';
 
 export const NONCE_B64_LEN = 32;
 export const ID_B64_LEN = 14;
 export const PUBLIC_B64_LEN = 43;
 export const TICKET_B64_LEN = 115;
+/** Characters of a short ticket's `h`, the cookie value of spec §7.3 (before its pad). */
+export const SHORT_B64_LEN = 22;
 export const MAX_PAD = 16;
 /** A client uses the GET form only while the request line stays below this (spec §4.1). */
 export const GET_FORM_LIMIT = 2000;
@@ -119,7 +121,7 @@ export function randomPad(max: number = MAX_PAD): string {
   return s;
 }
 
-/** `{b64u(id)}{namePad}={b64u(value)}{valuePad}` (spec §4.1, §7.2). */
+/** `{b64u(id)}{namePad}={b64u(value)}{valuePad}` (spec §4.1, §7.2, §7.3). */
 export function formatCookie(id: Uint8Array, value: Uint8Array, namePad: string, valuePad: string): string {
   for (const pad of [namePad, valuePad]) {
     if (pad.length > MAX_PAD || !isB64uText(pad)) fail('bad_cookie', 'pad');
@@ -128,10 +130,15 @@ export function formatCookie(id: Uint8Array, value: Uint8Array, namePad: string,
 }
 
 export type IdKind = 'key' | 'ticket';
-export type Credential = { kind: 'key'; id: Uint8Array; value: Uint8Array } | { kind: 'ticket'; id: Uint8Array; value: Uint8Array };
+/** What the cookie presents: a public key, `ticket[10..]` of a v1 ticket, or a short ticket's `h` (spec §7.3). */
+export type Credential =
+  | { kind: 'key'; id: Uint8Array; value: Uint8Array }
+  | { kind: 'ticket'; id: Uint8Array; value: Uint8Array }
+  | { kind: 'short_ticket'; id: Uint8Array; value: Uint8Array };
 
 const trimOws = (s: string): string => s.replace(/^[ \t]+|[ \t]+$/g, '');
 
+/** Whether a pair looks like an HTTPCrypt cookie. A short ticket's 22–38 characters are not in the shape (spec §7.3): `no_cookie` stays the contract's. */
 function hasShape(name: string, value: string): boolean {
   const nameOk = name.length >= ID_B64_LEN && name.length <= ID_B64_LEN + MAX_PAD && isB64uText(name);
   const valueOk =
@@ -155,6 +162,8 @@ function stripPad(text: string, n: number): Uint8Array {
  * The server's cookie scan (spec §11.3): the first pair whose 14-character
  * name prefix is a known ID is used and must be well formed (`bad_cookie`);
  * none: `unknown_key` if a pair has the HTTPCrypt shape, else `no_cookie`.
+ * Under a ticket ID, a value of at most 38 characters is a short ticket
+ * (spec §7.3), a longer one a v1 ticket.
  */
 export function scanCookies(fields: readonly string[], lookup: (id: Uint8Array) => IdKind | null): Credential {
   let shaped = false;
@@ -177,7 +186,10 @@ export function scanCookies(fields: readonly string[], lookup: (id: Uint8Array) 
       if (kind === null) continue;
       const namePad = name.slice(ID_B64_LEN);
       if (namePad.length > MAX_PAD || !isB64uText(namePad)) fail('bad_cookie');
-      return kind === 'key' ? { kind, id, value: stripPad(value, 32) } : { kind, id, value: stripPad(value, SEALED_TICKET_LEN) };
+      if (kind === 'key') return { kind, id, value: stripPad(value, 32) };
+      // The lengths of the two ticket forms (22–38 and 115–131 characters) do not overlap.
+      if (value.length <= SHORT_B64_LEN + MAX_PAD) return { kind: 'short_ticket', id, value: stripPad(value, SHORT_H_LEN) };
+      return { kind, id, value: stripPad(value, SEALED_TICKET_LEN) };
     }
   }
   fail(shaped ? 'unknown_key' : 'no_cookie');

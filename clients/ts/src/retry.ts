@@ -1,5 +1,5 @@
 /**
- * The retry rules of one call (spec §11.5, §14.5): which answers ask for
+ * The retry rules of one call (spec §7.3, §11.5, §14.5): which answers ask for
  * another attempt, how often each may, and how long a `busy` answer makes
  * the client wait. The engine says what an answer is; `Retries` says
  * whether the call may follow it.
@@ -10,12 +10,14 @@ import { type ErrorCode, HttpCryptError, type ProblemInfo, fail } from './errors
 export const ADMISSION_RETRIES = 3;
 /** The longest `busy` wait (seconds). */
 export const MAX_BUSY_WAIT = 5;
-/** Outer requests per call at most: the first, one retry each for key, stale and token, and the admission retries. */
-export const MAX_ATTEMPTS = 4 + ADMISSION_RETRIES;
+/** Outer requests per call at most: the first, one retry each for a refused short ticket, key, stale and token, and the admission retries. */
+export const MAX_ATTEMPTS = 5 + ADMISSION_RETRIES;
 
 /** An answer that asks for another attempt. */
 export type Retry =
   | { kind: 'retry_key' }
+  /** A 400 `malformed` answer to a short ticket (spec §7.3: its ticket key is gone); the ticket was dropped. */
+  | { kind: 'retry_short' }
   | { kind: 'retry_stale' }
   | { kind: 'retry_token' }
   | { kind: 'retry_admission'; problem: ProblemInfo }
@@ -29,7 +31,7 @@ export interface CallStats {
 
 /**
  * The retries one call has left: one on `unknown-key`, one on `stale`,
- * one on `token-required`; admission challenges and `busy` answers
+ * one on `token-required`, one on a refused short ticket; admission challenges and `busy` answers
  * together at most `ADMISSION_RETRIES` times; none for a streamed body
  * (it was consumed); never on `replay`.
  */
@@ -62,7 +64,7 @@ export class Retries {
       return null;
     }
     if (!this.replayable || this.#used.has(retry.kind)) {
-      const code = retry.kind === 'retry_key' ? 'unknown_key' : retry.kind === 'retry_stale' ? 'stale' : 'token_required';
+      const code: ErrorCode = retry.kind === 'retry_key' ? 'unknown_key' : retry.kind === 'retry_stale' ? 'stale' : retry.kind === 'retry_short' ? 'no_cookie' : 'token_required';
       fail(code, `${code} after retry`);
     }
     this.#used.add(retry.kind);

@@ -9,6 +9,8 @@
  * whose response body is `r || stream`. Suite 2 (spec/hybrid.md H3): a
  * cookie naming a suite-2 key ID reads `ct_M` from the head of the body or
  * query and agrees the X-Wing key; its tickets resume like v1 ones.
+ * Short tickets (spec §7.3): a ticket key that came with a kex key (v1 or
+ * suite 2) resolves `(tid, h)` to that key's session under `k'`.
  */
 import { type KeyCert, isValidAt } from './cert.js';
 import { MAX_BOUND_HOST, type Profile, RESPONSE_RANDOM_LEN } from './compact.js';
@@ -17,7 +19,7 @@ import { DEFAULT_INNER_LIMITS, type Field, InnerDecoder, type RequestHead, decod
 import { decodeQuery, parseNonceSegment, route, scanCookies, type Credential, type IdKind } from './outer.js';
 import { Opener, Sealer, openAll, sealAll, DEFAULT_MAX_RECORD } from './stream.js';
 import { NONCE_LEN, bytesEqual, keyId, sessionKey } from './suite.js';
-import { openTicket } from './ticket.js';
+import { openTicket, shortTicketKey } from './ticket.js';
 import { KEM_CIPHERTEXT_LEN, type KemKeyPair, hybridDecapsulate, kemHash, kemKeyPair } from './hybrid.js';
 import { type HybridCert, hybridCertKid } from './hybridcert.js';
 
@@ -40,6 +42,11 @@ export interface ServerTicketKey {
   tid: Uint8Array;
   key: Uint8Array;
   expires: number;
+  /**
+   * The key ID of the kex key (v1 or suite 2) this ticket key came with: short tickets under it
+   * run under that key (spec §7.3). Absent: the ticket key takes v1 tickets only.
+   */
+  kid?: Uint8Array;
 }
 export interface ServerConfig {
   keys: ServerKey[];
@@ -122,6 +129,27 @@ function findTicketKey(cfg: ServerConfig, id: Uint8Array, now: number): ServerTi
   return cfg.ticketKeys.find((k) => now <= k.expires && bytesEqual(k.tid, id));
 }
 
+/** What `id` names at `now`: a kex key (either suite, or the v1 ID of a suite-2 one), a ticket key, or nothing. */
+export function lookupId(cfg: ServerConfig, now: number): (id: Uint8Array) => IdKind | null {
+  return (id) => (findKey(cfg, id, now) || findHybridKey(cfg, id, now) || classicalOfHybrid(cfg, id, now) ? 'key' : findTicketKey(cfg, id, now) ? 'ticket' : null);
+}
+
+/**
+ * The session of the short ticket `(tid, h)` at `now` (spec §7.3): the ticket key must be
+ * unexpired and have come with a kex key that is still held; any failure is `unknown_key`.
+ */
+export function openShortTicket(cfg: ServerConfig, tid: Uint8Array, h: Uint8Array, now: number): { kid: Uint8Array; sessionKey: Uint8Array; suite: 1 | 2 } {
+  const tk = findTicketKey(cfg, tid, now) ?? fail('unknown_key');
+  const kid = tk.kid ?? fail('unknown_key', 'a ticket key that came with no kex key takes v1 tickets only');
+  const suite = findKey(cfg, kid, now) ? 1 : findHybridKey(cfg, kid, now) ? 2 : fail('unknown_key', 'the kex key of the short ticket is gone');
+  return { kid, sessionKey: shortTicketKey(tk.tid, tk.key, kid, h), suite };
+}
+
+/** The unexpired ticket key that came with the kex key `kid`: the one short tickets of its sessions are issued under. */
+export function ticketKeyFor(cfg: ServerConfig, kid: Uint8Array, now: number): ServerTicketKey | undefined {
+  return cfg.ticketKeys.find((k) => now <= k.expires && k.kid !== undefined && bytesEqual(k.kid, kid));
+}
+
 /** Judges an outer request in the order of spec §11.1. */
 export function accept(cfg: ServerConfig, req: OuterRequest, now: number): AcceptResult {
   let r: ReturnType<typeof route> | null = null;
@@ -156,9 +184,7 @@ export function accept(cfg: ServerConfig, req: OuterRequest, now: number): Accep
   }
   const n0 = r.route === 'post' || r.route === 'get' ? r.n0 : fail('bad_nonce_path');
   const profile = r.route === 'post' || r.route === 'get' ? r.profile : 1;
-  const credential = scanCookies(req.cookies, (id): IdKind | null =>
-    findKey(cfg, id, now) || findHybridKey(cfg, id, now) || classicalOfHybrid(cfg, id, now) ? 'key' : findTicketKey(cfg, id, now) ? 'ticket' : null,
-  );
+  const credential = scanCookies(req.cookies, lookupId(cfg, now));
   let kid: Uint8Array;
   let k: Uint8Array;
   let suite: 1 | 2 = 1;
@@ -183,6 +209,8 @@ export function accept(cfg: ServerConfig, req: OuterRequest, now: number): Accep
     } else {
       fail('unknown_key');
     }
+  } else if (credential.kind === 'short_ticket') {
+    ({ kid, sessionKey: k, suite } = openShortTicket(cfg, credential.id, credential.value, now));
   } else {
     const tk = findTicketKey(cfg, credential.id, now) ?? fail('unknown_key');
     const c = openTicket(tk.tid, tk.key, credential.value, now);
@@ -204,8 +232,8 @@ export function openRequest(a: Accepted, body: Uint8Array): { head: RequestHead;
 
 /**
  * Inner request fields the server consumes (spec §4.3, erratum E1): the freshness `Date` (§8.1),
- * the token fields `Client-Random` and `Random` (§8.4) and `Ticket` (§7.2). They never reach the
- * service.
+ * the token fields `Client-Random` and `Random` (§8.4) and `Ticket` (§7.2; the ask of §7.3). They
+ * never reach the service.
  */
 export const PROTOCOL_FIELDS: readonly string[] = ['date', 'client-random', 'random', 'ticket'];
 

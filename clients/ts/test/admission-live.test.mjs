@@ -39,7 +39,8 @@ function tapped() {
     if (init.method !== 'OPTIONS') {
       const cookie = new Headers(init.headers).get('cookie') ?? '';
       const value = cookie.split(';')[0].split('=')[1] ?? '';
-      const entry = { status: rsp.status, ticket: value.length >= 115, echo: /(^|; )hc1-admit=[A-Za-z0-9_-]{39}$/.test(cookie), type: null };
+      // A v1 ticket (115–131 characters) or a short one (22–38, spec §7.3); a key is 43–59.
+      const entry = { status: rsp.status, ticket: value.length >= 115 || value.length <= 38, echo: /(^|; )hc1-admit=[A-Za-z0-9_-]{39}$/.test(cookie), type: null };
       if (rsp.status !== 200) entry.type = JSON.parse(await rsp.clone().text()).type;
       log.push(entry);
     }

@@ -45,7 +45,9 @@ function underLoad(srv, { difficulty = 8, decide = null, cookiesFor = null } = {
     const echoPair = pairs.find((x) => x.startsWith('hc1-admit='));
     const echo = echoPair ? echoPair.slice('hc1-admit='.length) : null;
     const cred = pairs.find((x) => !x.startsWith('hc1-admit='));
-    const ticket = cred.split('=')[1].length >= 115;
+    // A v1 ticket (115–131 characters) or a short one (22–38, spec §7.3); a key is 43–59.
+    const valueLen = cred.split('=')[1].length;
+    const ticket = valueLen >= 115 || valueLen <= 38;
     const n0 = hc.b64uDecode(u.pathname.split('/').pop());
     const r = { index: log.length, echo, ticket, n0, pairs: pairs.length, valid: echo !== null && valid(echo, n0), status: 200 };
     log.push(r);

@@ -8,7 +8,9 @@ export const NOW = Math.floor(Date.now() / 1000);
 /**
  * `version: 2` issues a certificate that announces profile 2 (spec §4.5).
  * `pq`: `off` (v1 only), `on` (a suite-1 and a suite-2 certificate for the
- * same kex key) or `only` (suite 2 only), as `httpcrypt serve --pq`.
+ * same kex key) or `only` (suite 2 only), as `httpcrypt serve --pq`. Each
+ * kex key comes with a ticket key of its own, which its short tickets
+ * (spec §7.3) are issued under; the first one also seals v1 tickets.
  */
 export function makeServer({ version = 1, pq = 'off' } = {}) {
   const identitySeed = hc.randomBytes(32);
@@ -17,7 +19,7 @@ export function makeServer({ version = 1, pq = 'off' } = {}) {
   const cfg = {
     keys: pq === 'only' ? [] : [hc.server.serverKey(secret, cert)],
     hybridKeys: [],
-    ticketKeys: [{ tid: hc.randomBytes(10), key: hc.randomBytes(32), expires: NOW + 7200 }],
+    ticketKeys: [{ tid: hc.randomBytes(10), key: hc.randomBytes(32), expires: NOW + 7200, kid: hc.keyId(cert.kexPublic) }],
     mount: '/hc',
     maxBody: 16 << 20,
   };
@@ -31,6 +33,7 @@ export function addHybridKey(srv, { version = 1, serial = 7, notAfter = NOW + 72
   const kem = hc.kemKeyPair(kemSeed);
   const hcert = hc.signHybridCert(srv.identitySeed, serial, NOW - 60, notAfter, hc.x25519Public(srv.secret), kem.ek, version);
   srv.cfg.hybridKeys.push(hc.server.serverHybridKey(srv.secret, kemSeed, hcert));
+  srv.cfg.ticketKeys.push({ tid: hc.randomBytes(10), key: hc.randomBytes(32), expires: notAfter, kid: hc.hybridCertKid(hcert) });
   srv.hybridCert = hcert;
   return hcert;
 }
@@ -48,9 +51,9 @@ function sealed(accepted, head, payload = new Uint8Array(0), recordSize = 64) {
 }
 
 /** A sealed inner problem (spec §4.4), with the server's Date as every inner error carries it. */
-function innerProblem(accepted, status, reason, type) {
+function innerProblem(accepted, status, reason, type, extra = '') {
   const doc = hc.utf8(JSON.stringify({ type, title: type, status }));
-  const head = `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/problem+json\r\nDate: ${hc.formatHttpDate(NOW)}\r\nContent-Length: ${doc.length}\r\n\r\n`;
+  const head = `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/problem+json\r\nDate: ${hc.formatHttpDate(NOW)}\r\nContent-Length: ${doc.length}\r\n${extra}\r\n`;
   return new Response(sealed(accepted, head, doc, 1 << 14), { status: 200, headers: { 'content-type': 'application/octet-stream' } });
 }
 
@@ -60,8 +63,15 @@ function innerProblem(accepted, status, reason, type) {
  * `host(urlHost)` is the outer Host the server parses (a rewriting
  * middlebox); with `freshness`, the server judges the inner Date (v1) or the
  * time in n0 (profile 2) against NOW with a 60 s window and answers 425 stale.
+ * Tickets as the Rust server issues them: a short one (spec §7.3) when the
+ * request asks (`Ticket: short`), none to a short ticket that does not ask,
+ * a v1 ticket otherwise. With `tokenSecret`, tokens as `serve --require-token`
+ * (spec §8.4): a side-effecting request without a `Random` that verifies
+ * under its session key is answered inner 425 `token-required`; every answer
+ * to a `Client-Random` carries a `Random`, computed under the key `k'` of the
+ * short ticket the same answer issues, else under the request's key.
  */
-export function fakeFetch(srv, { cookiesFor = null, tamper = (b) => b, log = [], host = (h) => h, freshness = false } = {}) {
+export function fakeFetch(srv, { cookiesFor = null, tamper = (b) => b, log = [], host = (h) => h, freshness = false, tokenSecret = null } = {}) {
   return async (url, init = {}) => {
     const u = new URL(url);
     const method = init.method ?? 'GET';
@@ -111,10 +121,45 @@ export function fakeFetch(srv, { cookiesFor = null, tamper = (b) => b, log = [],
       throw e;
     }
     const payload = new TextEncoder().encode(JSON.stringify({ method: inner.head.method, target: inner.head.target, length: inner.body.length, fields: inner.head.fields }));
-    const ticket = hc.sealTicket(srv.cfg.ticketKeys[0].tid, srv.cfg.ticketKeys[0].key, { sessionKey: accepted.sessionKey, kid: accepted.kid, expiry: NOW + 7200 }, hc.randomBytes(24));
+    const asked = hc.fieldValue(inner.head.fields, 'ticket') === hc.ASK_SHORT;
+    log[log.length - 1].asked = asked;
+    let ticket = '';
+    // The key the answer's token is bound to: k' of a short ticket it issues, else the request's.
+    let tokenKey = accepted.sessionKey;
+    if (asked) {
+      const tk = hc.server.ticketKeyFor(srv.cfg, accepted.kid, NOW);
+      if (tk) {
+        const t = hc.issueShortTicket(tk.tid, tk.key, accepted.kid, hc.randomBytes(16));
+        ticket = hc.formatShortTicketField(t);
+        tokenKey = t.key;
+      }
+    } else if (accepted.credential.kind !== 'short_ticket') {
+      const tk = srv.cfg.ticketKeys[0];
+      ticket = hc.formatTicketField(hc.sealTicket(tk.tid, tk.key, { sessionKey: accepted.sessionKey, kid: accepted.kid, expiry: NOW + 7200 }, hc.randomBytes(24)));
+    }
+    const ticketLine = ticket === '' ? '' : `Ticket: ${ticket}\r\n`;
+    let tokenLine = '';
+    if (tokenSecret !== null) {
+      const cr = hc.fieldValue(inner.head.fields, 'client-random');
+      if (cr !== undefined) tokenLine = `Random: ${hc.formatRandom(tokenSecret, tokenKey, hc.b64uDecodeExact(cr, 24))}\r\n`;
+      const presented = hc.fieldValue(inner.head.fields, 'random');
+      let valid = false;
+      if (presented !== undefined) {
+        try {
+          hc.verifyRandom(tokenSecret, accepted.sessionKey, presented);
+          valid = true;
+        } catch {
+          // bad_token: demanded again below
+        }
+      }
+      log[log.length - 1].token = presented === undefined ? 'none' : valid ? 'valid' : 'invalid';
+      if (!['GET', 'HEAD', 'OPTIONS', 'TRACE'].includes(inner.head.method) && !valid) {
+        return innerProblem(accepted, 425, 'Too Early', 'urn:httpcrypt:token-required', `${ticketLine}${tokenLine}`);
+      }
+    }
     // Profile 2 answers carry no inner Date (spec §4.5); these span several records, so Content-Length stays.
     const date = accepted.profile === 2 ? '' : `Date: ${hc.formatHttpDate(NOW)}\r\n`;
-    const head = `HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${payload.length}\r\n${date}Ticket: ${hc.formatTicketField(ticket)}\r\n\r\n`;
+    const head = `HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${payload.length}\r\n${date}${ticketLine}${tokenLine}\r\n`;
     return new Response(tamper(sealed(accepted, head, payload)), { status: 200, headers: { 'content-type': 'application/octet-stream' } });
   };
 }

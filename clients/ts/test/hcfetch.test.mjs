@@ -40,11 +40,20 @@ after(async () => {
   if (dir) cleanup(dir);
 });
 
-test('--repeat: one line per request, key then ticket, last body on stdout', async () => {
+test('--repeat: one line per request, key then short ticket, last body on stdout', async () => {
   const r = await hcfetch(['--mount', '/hc', '--identity', identity, '--repeat', '3', `http://${serve.addr}/hello.txt`]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.stderr, 'request 1: status 200, credential key\nrequest 2: status 200, credential ticket (short)\nrequest 3: status 200, credential ticket (short)\n');
+  assert.equal(r.stdout.toString(), 'hello\n');
+});
+
+test('--v1-tickets: never asks for a short ticket, so the v1 ones are presented', async () => {
+  const r = await hcfetch(['--v1-tickets', '--mount', '/hc', '--repeat', '3', `http://${serve.addr}/hello.txt`]);
   assert.equal(r.code, 0, r.stderr);
   assert.equal(r.stderr, 'request 1: status 200, credential key\nrequest 2: status 200, credential ticket\nrequest 3: status 200, credential ticket\n');
   assert.equal(r.stdout.toString(), 'hello\n');
+  const bad = await hcfetch(['--v1-tickets=yes', `http://${serve.addr}/hello.txt`]);
+  assert.equal(bad.code, 2);
 });
 
 test('any inner status is success; -X, -H and -d reach the upstream', async () => {

@@ -105,12 +105,12 @@ test('pinned: an origin that served suite 2 and then answers as a v1-only server
   assert.equal(exchangeInfo(await c.fetch(`${origin}/hello.txt`)).suite, 1);
 });
 
-test('hcfetch --pq require against --pq on: a hybrid request, then its ticket (suite 2 both)', opts, async () => {
+test('hcfetch --pq require against --pq on: a hybrid request, then its short ticket (suite 2 both)', opts, async () => {
   const out = await new Promise((resolve) => {
     const args = [path.join(pkgDir, 'bin/hcfetch.mjs'), '--mount', '/hc', '--identity', identity, '--pq', 'require', '--repeat', '2', `http://${serveOn.addr}/hello.txt`];
     execFile(process.execPath, args, { encoding: 'utf8', timeout: 60_000 }, (err, stdout, stderr) => resolve({ code: err ? (err.code ?? 1) : 0, stdout, stderr }));
   });
   assert.equal(out.code, 0, out.stderr);
   assert.equal(out.stdout, 'hello from httpcrypt\n');
-  assert.match(out.stderr, /request 1: status 200, credential key, suite 2\nrequest 2: status 200, credential ticket, suite 2\n/);
+  assert.match(out.stderr, /request 1: status 200, credential key, suite 2\nrequest 2: status 200, credential ticket \(short\), suite 2\n/);
 });

@@ -40,8 +40,8 @@ test('prefer: OPTIONS {mount}/pq, a hybrid GET then a hybrid POST resumed by the
   const r2 = await c.fetch(`${ORIGIN}/up`, { method: 'POST', body });
   assert.equal((await r2.json()).length, body.length);
   const i2 = hc.exchangeInfo(r2);
-  assert.deepEqual([i2.suite, i2.credential, i2.form], [2, 'ticket', 'post'], 'the ticket of a hybrid session resumes it');
-  assert.deepEqual([sealedOf(log)[1].suite, sealedOf(log)[1].credential], [2, 'ticket']);
+  assert.deepEqual([i2.suite, i2.credential, i2.ticketForm, i2.form], [2, 'ticket', 'short', 'post'], 'the (short) ticket of a hybrid session resumes it');
+  assert.deepEqual([sealedOf(log)[1].suite, sealedOf(log)[1].credential], [2, 'short_ticket']);
   assert.equal(optionsOf(log).length, 1, 'the suite-2 certificate is cached');
 });
 

@@ -2,16 +2,20 @@
 // HTTPCrypt with the contract every language's driver shares:
 //
 //	hcfetch [--mount PATH] [--identity B64U] [-X METHOD] [-H 'Name: value']...
-//	        [-d DATA | --data-file FILE] [--repeat N] [--pq off|prefer|require] URL
+//	        [-d DATA | --data-file FILE] [--repeat N] [--pq off|prefer|require]
+//	        [--v1-tickets] URL
 //
 // The URL's path and query are the inner target. The request is sent N
 // times through one client; each prints `request I: status S, credential
-// key|ticket` on stderr (followed by `, suite 1|2` when --pq is given: the
-// key agreement of spec/hybrid.md), and the last body goes to stdout. Exit 0 when
-// every request got an authenticated inner response, 1 on a protocol error
-// (`error: CODE` on stderr), 2 on bad usage. Under a server's admission
-// defence (spec §14) the Transport solves the challenge, echoes the cookie
-// and waits out busy answers; the output is unchanged.
+// key|ticket|ticket (short)` on stderr (what the outer cookie carried: a
+// public key, a v1 ticket, or a short ticket, spec §7.3), and the last body
+// goes to stdout. The client asks for short tickets and presents them;
+// --v1-tickets never asks, so the server's v1 tickets are presented
+// instead. Exit 0 when every request got an authenticated inner response,
+// 1 on a protocol error (`error: CODE` on stderr), 2 on bad usage. Under a
+// server's admission defence (spec §14) the Transport solves the
+// challenge, echoes the cookie and waits out busy answers; the output is
+// unchanged.
 package main
 
 import (
@@ -33,11 +37,11 @@ type args struct {
 	headers                                      []string
 	repeat                                       int
 	pq                                           httpcrypt.PQMode
-	hasPQ                                        bool
+	v1Tickets                                    bool
 }
 
 func usage(msg string) {
-	fmt.Fprintf(os.Stderr, "hcfetch: %s\nusage: hcfetch [--mount PATH] [--identity B64U] [-X METHOD] [-H 'Name: value']... [-d DATA | --data-file FILE] [--repeat N] [--pq off|prefer|require] URL\n", msg)
+	fmt.Fprintf(os.Stderr, "hcfetch: %s\nusage: hcfetch [--mount PATH] [--identity B64U] [-X METHOD] [-H 'Name: value']... [-d DATA | --data-file FILE] [--repeat N] [--pq off|prefer|require] [--v1-tickets] URL\n", msg)
 	os.Exit(2)
 }
 
@@ -81,7 +85,12 @@ func parse(argv []string) args {
 			if err != nil {
 				usage("--pq takes off, prefer or require")
 			}
-			a.pq, a.hasPQ = m, true
+			a.pq = m
+		case "--v1-tickets":
+			if hasInline {
+				usage("--v1-tickets takes no value")
+			}
+			a.v1Tickets = true
 		case "--repeat":
 			n, err := strconv.Atoi(val())
 			if err != nil || n < 1 || n > 1000 {
@@ -158,10 +167,11 @@ func main() {
 	a := parse(os.Args[1:])
 	var last httpcrypt.Exchange
 	tr := httpcrypt.NewTransport(httpcrypt.Options{
-		Mount:    a.mount,
-		Identity: a.identity,
-		PQ:       a.pq,
-		Observe:  func(x httpcrypt.Exchange) { last = x },
+		Mount:          a.mount,
+		Identity:       a.identity,
+		PQ:             a.pq,
+		NoShortTickets: a.v1Tickets,
+		Observe:        func(x httpcrypt.Exchange) { last = x },
 	})
 	client := &http.Client{
 		Transport: tr,
@@ -178,11 +188,7 @@ func main() {
 		if err != nil {
 			fail(err)
 		}
-		suite := ""
-		if a.hasPQ {
-			suite = fmt.Sprintf(", suite %d", last.Suite)
-		}
-		fmt.Fprintf(os.Stderr, "request %d: status %d, credential %s%s\n", i, rsp.StatusCode, last.Credential, suite)
+		fmt.Fprintf(os.Stderr, "request %d: status %d, credential %s\n", i, rsp.StatusCode, last.Credential)
 		var out io.Writer = io.Discard
 		if i == a.repeat {
 			out = os.Stdout

@@ -1,5 +1,6 @@
 """Retry bookkeeping shared by the drivers (spec §11.5, §14.5): at most one
 retry on ``unknown-key``, one on ``stale`` and one on ``token-required``;
+one on ``no_cookie`` (a refused short ticket, dropped: spec §7.3);
 admission challenges and ``busy`` answers together at most
 :data:`ADMISSION_RETRIES` times; none for a streamed body (it cannot be
 sent twice); never on ``replay``."""
@@ -34,7 +35,7 @@ class Retries:
         return self.attempts
 
     def allow(self, error: HTTPCryptError) -> float:
-        """Returns if ``error`` (unknown_key, stale, token_required,
+        """Returns if ``error`` (unknown_key, stale, token_required, no_cookie,
         admission_required, busy) may be retried, with the seconds to wait
         first (``busy``: ``min(retry_after, 5)``, else 0); otherwise raises it."""
         if not self.replayable:

@@ -3,7 +3,7 @@
 :class:`~httpcrypt.exchange.PreparedRequest` is one exchange without IO
 (credential, ``k``, cookie, sealing, opening). :class:`Engine` keeps per-host state (keys from
 ``OPTIONS {mount}/`` or an ``unknown-key`` problem, the client key pair when
-reused, the last ticket and token, the clock offset) and turns a caller's
+reused, the last ticket, short ticket and token, the clock offset) and turns a caller's
 request into an outer :class:`Attempt`; the httpx transports and the
 requests adapter are thin drivers around it (spec §11.5 retry rules; §14.5:
 the admission cookie a server under load issued is echoed, with a solved
@@ -18,7 +18,12 @@ characters, and the response is ``r || stream`` labelled ``hc2-rsp``.
 Suite 2 (spec/hybrid.md) is used as ``ClientConfig.pq`` says (``httpcrypt.pq``
 holds the rules): discovery asks ``OPTIONS {mount}/pq`` first, a key with an
 encapsulation key makes the request hybrid (X-Wing's combiner, ``ct_M``
-before the stream), and a pinned origin refuses to fall back to suite 1."""
+before the stream), and a pinned origin refuses to fall back to suite 1.
+
+Short tickets (spec §7.3) are asked for and presented as
+``ClientConfig.short_tickets`` says (``httpcrypt.short`` holds the policy);
+a held short ticket goes before a v1 one. Off, the client takes v1 tickets
+exactly as before (spec §7.2, D29)."""
 
 from __future__ import annotations
 
@@ -28,15 +33,15 @@ import threading
 import time
 from collections.abc import AsyncIterable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Literal
 
-from . import admission, b64, inner, outer, pq
+from . import admission, b64, inner, outer, pq, short
 from .cert import CERTS_TYPE, DiscoveredKey, KeyCert, choose, choose_key, parse_cert_list
 from .date import format_date, parse_date
 from .errors import (
     ADMISSION,
     BAD_SIGNATURE,
     BUSY,
+    MALFORMED,
     STALE,
     TOKEN_REQUIRED,
     UNKNOWN_KEY,
@@ -48,18 +53,19 @@ from .errors import (
     RefusedError,
     inner_problem,
 )
-from .exchange import PreparedRequest, ResponseReader, aseal_chunks, seal_chunks_exact
+from .exchange import Credential, PreparedRequest, ResponseReader, aseal_chunks, seal_chunks_exact
 from .hybrid import parse_cert_lines
 from .hybrid import parse_cert_list as parse_any_list
 from .inner import RequestHead, ResponseHead
 from .outer import Mount
+from .short import HeldShort, ShortPolicy
 from .stream import (
     DEFAULT_MAX_RECORD,
     RECORD_OVERHEAD,
     seal_all,
 )
 from .suite import NONCE_LEN, KexKey
-from .ticket import TICKET_FIELD, Ticket
+from .ticket import ASK_SHORT, TICKET_FIELD, ShortTicket, Ticket, parse_ticket_field
 from .token import CLIENT_RANDOM_FIELD, RANDOM_FIELD
 
 DEFAULT_RECORD = 16 * 1024
@@ -90,6 +96,11 @@ class ClientConfig:
     - ``pq``: suite 2, the hybrid X25519 + ML-KEM-768 agreement
       (spec/hybrid.md H5): ``off`` (v1 only), ``prefer`` (suite 2 when the
       server offers it; an origin seen with it is pinned to it), ``require``.
+    - ``short_tickets``: ask for short tickets and present them (spec §7.3)
+      while ``tickets`` is on; off: v1 tickets only, as before.
+      ``short_ticket_reuse`` (R) requests per ticket and
+      ``short_ticket_max_age`` (T) seconds after its first use bound how
+      long one is presented before the client asks for a new one.
     """
 
     mount: str = ""
@@ -104,6 +115,9 @@ class ClientConfig:
     clock: Callable[[], float] = time.time
     compact: bool = True
     pq: pq.PqMode = "off"
+    short_tickets: bool = True
+    short_ticket_reuse: int = short.SHORT_TICKET_REUSE
+    short_ticket_max_age: float = short.SHORT_TICKET_MAX_AGE
 
 
 @dataclass
@@ -117,6 +131,7 @@ class _Host:
     clock_offset: int = 0
     admit: tuple[bytes, float] | None = None  # admission cookie, when received
     ticket_suite: int = 1  # the suite of the session the ticket came from
+    short: HeldShort | None = None  # the last short ticket (spec §7.3), apart from the v1 one
     pin_until: int = 0  # suite 2 is pinned through this time (spec/hybrid.md H5)
     skip_pq: bool = False  # this discovery found no suite 2: ask OPTIONS {mount}/ next
 
@@ -128,7 +143,7 @@ class ExchangeInfo:
     method: str
     url: str
     request_headers: list[tuple[str, str]]
-    credential: Literal["key", "ticket"]
+    credential: Credential
     status: int = 0
     attempts: int = 1
     admission: int | None = None  # difficulty of the admission echo sent, if one was
@@ -192,6 +207,9 @@ class Engine:
         self.mount = Mount(config.mount)
         self.identity = _identity_bytes(config.identity)
         self.pq = pq.check_mode(config.pq)
+        self.short_policy: ShortPolicy | None = (
+            ShortPolicy(config.short_ticket_reuse, config.short_ticket_max_age)
+            if config.tickets and config.short_tickets else None)
         self._lock = threading.Lock()
         self._hosts: dict[str, _Host] = {}
         self._kems = pq.KemCache()
@@ -283,6 +301,8 @@ class Engine:
             h.skip_pq = False
             if h.ticket_suite != 2:
                 h.ticket = None  # a classical session is not resumed once suite 2 is found
+            if h.short is not None and h.short.suite != 2:
+                h.short = None
         return choose_key(keys, now)
 
     def store_certs(self, authority: str, status: int, cache_control: str | None,
@@ -354,20 +374,34 @@ class Engine:
         if scheme != "http":
             raise ConfigError(f"HTTPCrypt runs over plain http, not {scheme}")
         cfg = self.config
+        policy = self.short_policy
+        clock = self.now()
         with self._lock:
             h = self._host(authority)
-            ticket = h.ticket if cfg.tickets else None
-            suite = h.ticket_suite if ticket is not None else server_key.suite
+            # A short ticket first (spec §7.3), counted as used; then a v1 one.
+            held = h.short if policy is not None else None
+            ask = policy is not None and short.asks(held, policy, clock)
+            if held is not None:
+                held.use.used(clock)
+                if ask:
+                    held.use.asked(clock)
+            short_ticket = held.ticket if held is not None else None
+            ticket = h.ticket if cfg.tickets and held is None else None
+            if held is not None:
+                suite = held.suite
+            else:
+                suite = h.ticket_suite if ticket is not None else server_key.suite
             if cfg.reuse_key and h.secret is None:
                 h.secret = KexKey()
             secret = h.secret
             offset = h.clock_offset
             token = h.token
             # Tickets never meet the defence: only fresh-key requests echo.
-            admit_cookie = self._admit_cookie(h) if ticket is None else None
+            resumed = ticket is not None or held is not None
+            admit_cookie = self._admit_cookie(h) if not resumed else None
         # Profile 2 exactly when the chosen key announces it (spec §4.5).
         compact = cfg.compact and server_key.version == 2
-        now = int(self.now()) + offset  # the clock corrected after a `stale` answer
+        now = int(clock) + offset  # the clock corrected after a `stale` answer
         if compact:
             n0 = outer.compact_nonce(now)
             host: str | None = authority
@@ -377,7 +411,12 @@ class Engine:
             host = None
             max_pad = outer.MAX_PAD
         pads = outer.random_pad(max_pad), outer.random_pad(max_pad)
-        if ticket is not None:
+        if short_ticket is not None:
+            # A hybrid session's short ticket is presented as a hybrid ticket
+            # request: no ciphertext, the tid it was issued under.
+            prepared = PreparedRequest.for_key(server_key.kex_public, n0, *pads,
+                                               short_ticket=short_ticket, host=host)
+        elif ticket is not None:
             prepared = PreparedRequest.for_key(server_key.kex_public, n0, *pads,
                                                ticket=ticket[0], ticket_key=ticket[1], host=host)
         elif server_key.kem is not None:
@@ -409,6 +448,8 @@ class Engine:
             head.fields.append(("Date", format_date(now)))
         if body_len is not None and (body_len > 0 or method in ("POST", "PUT")):
             head.fields.append(("Content-Length", str(body_len)))
+        if ask:
+            head.fields.append((TICKET_FIELD, ASK_SHORT))
         if method.upper() not in SAFE_METHODS:
             if token is not None and token[1] == prepared.session_key:
                 head.fields.append((RANDOM_FIELD, token[0]))
@@ -459,8 +500,23 @@ class Engine:
         a 429 ``admission`` challenge stores the cookie for the host and
         returns the error (``admission_required``; a difficulty above 24
         raises ``bad_admission``); for a 429 ``busy`` returns the error with
-        its ``retry_after``. Raises for every other answer."""
+        its ``retry_after``. A 400 ``malformed`` answer to a request that
+        presented a short ticket says its ticket key is gone (spec §7.3: the
+        server's ``no_cookie``): the ticket is dropped and the error, code
+        ``no_cookie``, returned (retry once with a key). Raises for every
+        other answer."""
         problem = outer.parse_problem(body)
+        if (attempt.prepared.credential == "short_ticket" and status == 400
+                and problem is not None and problem.type == MALFORMED):
+            with self._lock:
+                h = self._host(attempt.authority)
+                # Its ticket key is gone, and with it every ticket under its tid.
+                tid = b64.encode(h.short.ticket.tid) if h.short is not None else None
+                if tid is not None and attempt.prepared.cookie.startswith(tid):
+                    h.short = None
+            err = RefusedError(status, MALFORMED)
+            err.code = "no_cookie"
+            return err
         if status == 429 and problem is not None and problem.type in (ADMISSION, BUSY):
             refusal = admission.parse_refusal(body)
             if isinstance(refusal, admission.Challenge):
@@ -495,6 +551,7 @@ class Engine:
         with self._lock:
             h = self._host(attempt.authority)
             h.ticket = None
+            h.short = None
             if usable:
                 h.keys = [c.discovered() for c in certs]
                 h.fetched = now
@@ -522,6 +579,7 @@ class Engine:
             if not keys and not self._pinned(h):
                 return False
             h.ticket = None
+            h.short = None
             h.keys, h.fetched = keys, now
             h.pin_until = pq.pin_until(keys, h.pin_until)
         return True
@@ -533,20 +591,32 @@ class Engine:
                               cfg.max_inner_fields, attempt.inner_method)
 
     def took_head(self, attempt: Attempt, head: ResponseHead) -> None:
-        """Keeps the ticket and token an authenticated inner head carries."""
+        """Keeps the ticket (v1 or short, told apart by its length) and the
+        token an authenticated inner head carries. A token that comes with a
+        short ticket is bound to the ticket's key ``k'`` (spec §7.3, §8.4):
+        the next request presents that ticket; any other token is bound to
+        the key of the request it answers."""
         t = inner.field_value(head.fields, TICKET_FIELD)
         r = inner.field_value(head.fields, RANDOM_FIELD)
         k = attempt.prepared.session_key
+        token_key = k
         with self._lock:
             h = self._host(attempt.authority)
             if t is not None:
                 try:
-                    h.ticket = (Ticket.from_field(t.strip()), k)
-                    h.ticket_suite = attempt.suite
+                    ticket = parse_ticket_field(t.strip())
                 except ProtocolError:
                     pass
+                else:
+                    if isinstance(ticket, ShortTicket):
+                        # A new short ticket starts its count afresh.
+                        h.short = HeldShort(ticket, attempt.suite)
+                        token_key = ticket.key
+                    else:
+                        h.ticket = (ticket, k)
+                        h.ticket_suite = attempt.suite
             if r is not None:
-                h.token = (r.strip(), k)
+                h.token = (r.strip(), token_key)
 
     def is_problem(self, head: ResponseHead) -> bool:
         """Whether an inner head may be a protocol problem (then its small

@@ -1,5 +1,6 @@
-"""One exchange on the client's side, without IO or state (spec §4, §7.2):
-:class:`PreparedRequest` derives ``k`` (or takes it from a ticket), formats
+"""One exchange on the client's side, without IO or state (spec §4, §7.2,
+§7.3): :class:`PreparedRequest` derives ``k`` (or takes it from a ticket or
+a short ticket), formats
 the cookie and the targets, seals the request and opens the response
 (whole, or incrementally with :class:`ResponseReader`); the chunk sealers
 turn a caller's body into request records as it is read. The
@@ -18,7 +19,10 @@ from .inner import ResponseDecoder, ResponseHead
 from .outer import Mount
 from .stream import DEFAULT_MAX_RECORD, Opener, Sealer, host_bytes, open_all, seal_records
 from .suite import NONCE_LEN, KexKey, hybrid_kid, kid
-from .ticket import Ticket
+from .ticket import ShortTicket, Ticket
+
+Credential = Literal["key", "ticket", "short_ticket"]
+"""What a request's cookie presents: a public key, a v1 ticket, a short ticket."""
 
 
 class PreparedRequest:
@@ -27,7 +31,7 @@ class PreparedRequest:
     request the ML-KEM ciphertext ``ct_m`` that goes before the stream."""
 
     def __init__(self, n0: bytes, key: bytes, cookie: str,
-                 credential: Literal["key", "ticket"], host: str | None = None,
+                 credential: Credential, host: str | None = None,
                  ct_m: bytes = b""):
         self.n0 = n0
         self.session_key = key
@@ -40,15 +44,19 @@ class PreparedRequest:
     @classmethod
     def for_key(cls, server_public: bytes, n0: bytes, name_pad: str = "", value_pad: str = "",
                 *, client_secret: bytes | KexKey | None = None, ticket: Ticket | None = None,
-                ticket_key: bytes | None = None, host: str | None = None) -> PreparedRequest:
+                ticket_key: bytes | None = None, short_ticket: ShortTicket | None = None,
+                host: str | None = None) -> PreparedRequest:
         """Derives ``k`` against the server key with ``client_secret``, or
-        takes it from a ticket (``ticket_key`` is the session key it carries).
-        With ``host`` (the outer Host value to send) the request uses
-        profile 2 (spec §4.5)."""
+        takes it from a ticket (``ticket_key`` is the session key it carries)
+        or a short ticket (``k'``, spec §7.3). With ``host`` (the outer Host
+        value to send) the request uses profile 2 (spec §4.5)."""
         if len(n0) != NONCE_LEN:
             raise ConfigError("n0 must be 24 bytes")
         if host is not None:
             host_bytes(host)  # bad_host above 65535 bytes
+        if short_ticket is not None:
+            cookie = outer.format_cookie(short_ticket.tid, short_ticket.h, name_pad, value_pad)
+            return cls(n0, short_ticket.key, cookie, "short_ticket", host)
         if ticket is not None and ticket_key is not None:
             cookie = outer.format_cookie(ticket.tid, ticket.sealed, name_pad, value_pad)
             return cls(n0, ticket_key, cookie, "ticket", host)

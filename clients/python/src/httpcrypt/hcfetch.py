@@ -3,11 +3,14 @@ project implements with the same contract.
 
     hcfetch [--mount PATH] [--identity B64U] [--pq off|prefer|require]
             [-X METHOD] [-H 'Name: value']... [-d DATA | --data-file FILE]
-            [--repeat N] URL
+            [--repeat N] [--v1-tickets] URL
 
 The URL's path and query are the inner target. The request is sent N times
 (default 1) through one client; for each, stderr gets
-``request I: status S, credential key|ticket``. The last response body goes
+``request I: status S, credential key|ticket|ticket (short)``: what the outer
+cookie carried (a public key, a v1 ticket, a short ticket; spec §7.3). The
+client asks for short tickets and presents them unless ``--v1-tickets`` is
+given. The last response body goes
 raw to stdout. Exit 0 when every request got an authenticated inner response
 (any inner status); exit 1 on a protocol error, with ``error: CODE`` on
 stderr (the spec §12 code, or the problem type of an outer refusal).
@@ -24,6 +27,7 @@ import httpx
 
 from .errors import HTTPCryptError
 from .httpx_transport import HTTPCryptTransport
+from .outer import cookie_credential
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,8 +43,16 @@ def _parser() -> argparse.ArgumentParser:
     data.add_argument("-d", "--data", help="request body")
     data.add_argument("--data-file", help="request body from a file (streamed)")
     p.add_argument("--repeat", type=int, default=1, help="send the request N times")
+    p.add_argument("--v1-tickets", action="store_true",
+                   help="never ask for short tickets (spec §7.3): present the server's v1 "
+                        "tickets (§7.2)")
     p.add_argument("url", help="http://host[:port]/path?query")
     return p
+
+
+# What the hcfetch contract calls each credential an outer cookie carries.
+_CREDENTIAL_NAMES = {"key": "key", "ticket": "ticket", "short_ticket": "ticket (short)",
+                     "none": "none"}
 
 
 def _file_chunks(path: str) -> Iterator[bytes]:
@@ -71,7 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     method = a.method
     if method == "GET" and (a.data is not None or a.data_file is not None):
         method = "POST"
-    transport = HTTPCryptTransport(mount=a.mount, identity=a.identity, pq=a.pq)
+    transport = HTTPCryptTransport(mount=a.mount, identity=a.identity, pq=a.pq,
+                                   short_tickets=not a.v1_tickets)
     out = sys.stdout.buffer
     try:
         with httpx.Client(transport=transport, timeout=60.0) as client:
@@ -87,7 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 rsp = client.send(req, stream=True)
                 try:
                     info = rsp.extensions["httpcrypt"]
-                    print(f"request {i}: status {rsp.status_code}, credential {info.credential}",
+                    cookie = next((v for n, v in info.request_headers if n == "Cookie"), "")
+                    credential = _CREDENTIAL_NAMES[cookie_credential(cookie)]
+                    print(f"request {i}: status {rsp.status_code}, credential {credential}",
                           file=sys.stderr, flush=True)
                     for chunk in rsp.iter_raw():
                         if i == a.repeat:

@@ -14,12 +14,13 @@ from typing import Literal
 from . import b64
 from .errors import ProtocolError
 from .suite import KID_LEN, NONCE_LEN
-from .ticket import SEALED_LEN
+from .ticket import SEALED_LEN, SHORT_H_LEN
 
 NONCE_B64_LEN = b64.encoded_len(NONCE_LEN)  # 32
 ID_B64_LEN = b64.encoded_len(KID_LEN)  # 14
 PUBLIC_B64_LEN = b64.encoded_len(32)  # 43
 TICKET_B64_LEN = b64.encoded_len(SEALED_LEN)  # 115
+SHORT_B64_LEN = b64.encoded_len(SHORT_H_LEN)  # 22: a short ticket's h (spec §7.3)
 MAX_PAD = 16
 MAX_PAD2 = 7  # profile 2 sends shorter pads; servers still accept 0-16
 PROFILE2_MARK = "2"
@@ -103,12 +104,17 @@ def format_cookie(id_: bytes, value: bytes, name_pad: str = "", value_pad: str =
     return f"{b64.encode(id_)}{name_pad}={b64.encode(value)}{value_pad}"
 
 
-def cookie_credential(cookie: str) -> Literal["key", "ticket", "none"]:
-    """What the first pair of an outer Cookie value carries (by its length)."""
+def cookie_credential(cookie: str) -> Literal["key", "ticket", "short_ticket", "none"]:
+    """What the first pair of an outer Cookie value carries, by its value's
+    length (spec §7.3): 22-38 characters a short ticket, 115-131 a v1
+    ticket, else a public key."""
     pair = cookie.split(";", 1)[0]
     if "=" not in pair:
         return "none"
-    return "ticket" if len(pair.split("=", 1)[1].strip()) >= TICKET_B64_LEN else "key"
+    n = len(pair.split("=", 1)[1].strip())
+    if n <= SHORT_B64_LEN + MAX_PAD:
+        return "short_ticket"
+    return "ticket" if n >= TICKET_B64_LEN else "key"
 
 
 def encode_request_head(form: Literal["post", "get"], target: str, host: str, cookie: str,
@@ -175,12 +181,14 @@ def decode_query(query: str, max_body: int) -> bytes:
 class Credential:
     """What a known cookie pair carries."""
 
-    kind: Literal["key", "ticket"]
+    kind: Literal["key", "ticket", "short_ticket"]
     id: bytes
-    value: bytes  # client public key, or ticket[10..]
+    value: bytes  # client public key, ticket[10..], or a short ticket's h
 
 
 def _has_shape(name: str, value: str) -> bool:
+    # A short ticket's 22-38 characters are not in the shape (spec §7.3):
+    # the contract's no_cookie for other cookies of that length stays.
     return (
         ID_B64_LEN <= len(name) <= ID_B64_LEN + MAX_PAD and b64.is_alphabet(name)
         and (PUBLIC_B64_LEN <= len(value) <= PUBLIC_B64_LEN + MAX_PAD
@@ -222,6 +230,9 @@ def scan_cookies(fields: list[str], lookup: dict[bytes, str]) -> Credential:
                 raise ProtocolError("bad_cookie", "cookie name pad")
             if kind == "key":
                 return Credential("key", id_, _strip_pad(val, 32))
+            # The two ticket forms' lengths (22-38, 115-131) do not overlap.
+            if len(val) <= SHORT_B64_LEN + MAX_PAD:
+                return Credential("short_ticket", id_, _strip_pad(val, SHORT_H_LEN))
             return Credential("ticket", id_, _strip_pad(val, SEALED_LEN))
     raise ProtocolError("unknown_key" if shaped else "no_cookie", "no known cookie pair")
 

@@ -1,4 +1,4 @@
-"""The server's side of one exchange, without IO (spec §4, §7.2, §11): judge
+"""The server's side of one exchange, without IO (spec §4, §7.2, §7.3, §11): judge
 an outer request, find the key, open the request stream, seal the response.
 
 The Python package is a client; this module exists so the shared vectors'
@@ -8,7 +8,9 @@ profiles: a 33-character nonce segment led by ``2`` is profile 2 (spec §4.5),
 whose record 0 binds the outer Host as parsed. Suite-2 keys (spec/hybrid.md
 H3) sit beside the v1 ones under their own key IDs: a fresh request to one
 carries the ML-KEM ciphertext before its stream, and a server that holds a
-kex key only as suite 2 refuses v1 requests to it (``hybrid_required``)."""
+kex key only as suite 2 refuses v1 requests to it (``hybrid_required``).
+A short ticket (spec §7.3) is accepted under a ticket key that came with a
+kex key still held, and runs under that key's kid."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from .outer import Credential, Mount
 from .stream import DEFAULT_MAX_RECORD, Opener, Sealer, host_bytes, open_all, seal_all
 from .suite import kid as classical_kid
 from .suite import session_key
-from .ticket import TicketKey
+from .ticket import SHORT_H_LEN, TicketKey
 
 
 @dataclass
@@ -49,11 +51,14 @@ class HybridKey:
 @dataclass
 class ServerKeys:
     """The kex keys ``(secret, cert)``, ticket keys ``(key, expires)`` and
-    suite-2 keys held."""
+    suite-2 keys held; ``ticket_kids`` names the kex key (v1 or suite-2
+    kid) each ticket key came with, by ``tid``: only those take short
+    tickets (spec §7.3), which run under that kid."""
 
     keys: list[tuple[bytes, KeyCert]] = field(default_factory=list)
     tickets: list[tuple[TicketKey, int]] = field(default_factory=list)
     hybrid: list[HybridKey] = field(default_factory=list)
+    ticket_kids: dict[bytes, bytes] = field(default_factory=dict)
 
     def hybrid_key(self, kid: bytes, now: int) -> HybridKey | None:
         """The unexpired suite-2 key with ID ``kid``."""
@@ -82,6 +87,34 @@ class ServerKeys:
             if now <= expires and tk.tid == tid:
                 return tk
         return None
+
+    def ticket_key_for(self, kid: bytes, now: int) -> TicketKey | None:
+        """The newest unexpired ticket key that came with the kex key
+        ``kid``: the one short tickets of sessions under ``kid`` are issued
+        under (spec §7.3)."""
+        for tk, expires in reversed(self.tickets):
+            if now <= expires and self.ticket_kids.get(tk.tid) == kid:
+                return tk
+        return None
+
+    def short_ticket_key(self, tid: bytes, now: int) -> tuple[bytes, TicketKey]:
+        """The kid and ticket key of short tickets under ``tid``: the ticket
+        key must be unexpired and have come with a kex key still held (the
+        caller found ``tid`` in :meth:`lookup`). Otherwise ``unknown_key``."""
+        tk = self.ticket_key(tid, now)
+        kid = self.ticket_kids.get(tid)
+        if tk is None or kid is None:
+            raise ProtocolError("unknown_key", "no ticket key with a kex key for this tid")
+        if self.key(kid, now) is None and self.hybrid_key(kid, now) is None:
+            raise ProtocolError("unknown_key", "the short ticket's kex key is gone")
+        return kid, tk
+
+    def open_short_ticket(self, tid: bytes, h: bytes, now: int) -> tuple[bytes, bytes]:
+        """The kid and key ``k'`` of the short ticket ``(tid, h)`` at ``now``."""
+        if len(h) != SHORT_H_LEN:
+            raise ProtocolError("bad_cookie", "a short ticket's h is 16 bytes")
+        kid, tk = self.short_ticket_key(tid, now)
+        return kid, tk.short_key(kid, h)
 
     def lookup(self, now: int) -> dict[bytes, str]:
         """ID -> kind of every unexpired key (kex keys first)."""
@@ -203,6 +236,9 @@ def accept(keys: ServerKeys, mount: Mount, req: OuterRequest, limits: Limits,
             raise ProtocolError("unknown_key", "key expired")
         return Accepted(cred.id, r.n0, query_stream, cred, session_key(held[0], cred.value),
                         r.profile, req.host)
+    if cred.kind == "short_ticket":
+        kid, k = keys.open_short_ticket(cred.id, cred.value, now)
+        return Accepted(kid, r.n0, query_stream, cred, k, r.profile, req.host)
     tk = keys.ticket_key(cred.id, now)
     if tk is None:
         raise ProtocolError("unknown_key", "ticket key expired")
