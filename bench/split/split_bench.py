@@ -506,6 +506,12 @@ def summary_values(res):
     return out
 
 
+def creds(counts):
+    """`loadgen replay`'s credential counts as words: "1 with a key, 999 with a short ticket"."""
+    words = {"key": "a key", "short": "a short ticket", "ticket": "a v1 ticket"}
+    return ", ".join(f"{n} with {words.get(k, k)}" for k, n in sorted(counts.items()))
+
+
 def report(res, summary, figs, path):
     L = []
     L.append("# Split serving: origin bandwidth and latency\n")
@@ -572,9 +578,9 @@ def report(res, summary, figs, path):
         n = t["window"]
         L.append("The last two rows fetch the same warm window with one client process that keeps its "
                  "session, as one browser would (`loadgen replay`: one `httpcrypt::Client`, its "
-                 "certificates, ticket and connection to the proxy kept across the requests; credentials "
-                 f"presented: {one['credentials']} with short tickets, {one_v1['credentials']} with v1 "
-                 "tickets). Per request the origin then carries "
+                 "certificates, ticket and connection to the proxy kept across the requests; of its "
+                 f"requests {creds(one['credentials'])}, and with v1 tickets {creds(one_v1['credentials'])}). "
+                 "Per request the origin then carries "
                  f"{(warm['origin'] - one['origin']) / n:.0f} bytes less than with a new `httpcrypt fetch` "
                  "process per request: a short ticket's cookie is 21 characters shorter than a public "
                  "key's, and an answer to a request that presents one and does not ask carries no ticket "
