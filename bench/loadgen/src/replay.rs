@@ -9,6 +9,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use http_body_util::BodyExt;
+use httpcrypt::proto::outer::CookieForm;
 
 #[derive(clap::Args)]
 pub struct ReplayArgs {
@@ -93,19 +94,14 @@ pub fn run(a: ReplayArgs) -> Result<()> {
     Ok(())
 }
 
-/// What the request's outer cookie carried, by its value's length (spec
-/// §7.3): a short ticket (22–38 characters), a public key (43–59) or a v1
-/// ticket (115–131).
+/// What the request's outer cookie carried: `short`, `key` or `ticket`.
 fn credential<B>(rsp: &http::Response<B>) -> &'static str {
     rsp.extensions()
         .get::<httpcrypt::client::OuterExchange>()
-        .and_then(|x| x.request_headers.get(http::header::COOKIE))
-        .and_then(|v| v.to_str().ok())
-        .and_then(|c| c.split(';').next())
-        .and_then(|pair| pair.split_once('='))
-        .map_or("none", |(_, v)| match v.trim().len() {
-            0..43 => "short",
-            43..115 => "key",
-            _ => "ticket",
+        .and_then(httpcrypt::client::OuterExchange::credential_form)
+        .map_or("none", |form| match form {
+            CookieForm::ShortTicket => "short",
+            CookieForm::Key => "key",
+            CookieForm::Ticket => "ticket",
         })
 }

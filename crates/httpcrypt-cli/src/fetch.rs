@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use httpcrypt::client::OuterExchange;
+use httpcrypt::proto::outer::CookieForm;
 
 use crate::diagnose::{diagnose, secs, Failure};
 use crate::output::{refuse_inner_problem, Sink};
@@ -446,8 +447,7 @@ async fn exchange(
 }
 
 /// The `--repeat` line for request `i`: its inner status and what the
-/// outer cookie carried (a ticket's value is 115+ characters, a short
-/// ticket's 22–38, spec §7.3; a key's 43–59).
+/// outer cookie carried (spec §7.3 tells the forms by the value's length).
 fn report_repeat<B>(a: &FetchArgs, i: u32, rsp: &http::Response<B>) {
     if a.repeat.is_none() {
         return;
@@ -455,14 +455,11 @@ fn report_repeat<B>(a: &FetchArgs, i: u32, rsp: &http::Response<B>) {
     let credential = rsp
         .extensions()
         .get::<OuterExchange>()
-        .and_then(|x| x.request_headers.get(http::header::COOKIE))
-        .and_then(|v| v.to_str().ok())
-        .and_then(|c| c.split(';').next())
-        .and_then(|pair| pair.split_once('='))
-        .map_or("none", |(_, v)| match v.trim().len() {
-            0..43 => "ticket (short)",
-            43..115 => "key",
-            _ => "ticket",
+        .and_then(OuterExchange::credential_form)
+        .map_or("none", |form| match form {
+            CookieForm::ShortTicket => "ticket (short)",
+            CookieForm::Key => "key",
+            CookieForm::Ticket => "ticket",
         });
     eprintln!(
         "request {i}: status {}, credential {credential}",

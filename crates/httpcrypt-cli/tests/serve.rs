@@ -633,40 +633,36 @@ fn serve_refuses_a_key_file_others_can_read() {
 #[test]
 fn fetch_repeat_names_the_ticket_form_it_presents() {
     let site = Site::new(false, &[]);
+    // The `--repeat` lines of three requests for hello.txt with `args`.
+    let repeat_lines = |args: &[&str]| {
+        let url = site.url("/hello.txt");
+        let out = fetch(&[args, &["--repeat", "3", &url]].concat());
+        assert!(out.status.success(), "{}", out.stderr_text());
+        assert!(out.stdout_text().ends_with("hello over httpcrypt\n"));
+        let stderr = out.stderr_text();
+        stderr
+            .lines()
+            .filter(|l| l.starts_with("request "))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
     // By default the client asks for a short ticket (spec §7.3) and
     // presents it on the later requests.
-    let out = fetch(&["--repeat", "3", &site.url("/hello.txt")]);
-    assert!(out.status.success(), "{}", out.stderr_text());
-    let stderr = out.stderr_text();
-    let lines: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.starts_with("request "))
-        .collect();
     assert_eq!(
-        lines,
+        repeat_lines(&[]),
         [
             "request 1: status 200, credential key",
             "request 2: status 200, credential ticket (short)",
             "request 3: status 200, credential ticket (short)",
-        ],
-        "{stderr}"
+        ]
     );
-    assert!(out.stdout_text().ends_with("hello over httpcrypt\n"));
     // --v1-tickets never asks: the server's v1 tickets (§7.2) are presented.
-    let out = fetch(&["--v1-tickets", "--repeat", "3", &site.url("/hello.txt")]);
-    assert!(out.status.success(), "{}", out.stderr_text());
-    let stderr = out.stderr_text();
-    let lines: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.starts_with("request "))
-        .collect();
     assert_eq!(
-        lines,
+        repeat_lines(&["--v1-tickets"]),
         [
             "request 1: status 200, credential key",
             "request 2: status 200, credential ticket",
             "request 3: status 200, credential ticket",
-        ],
-        "{stderr}"
+        ]
     );
 }

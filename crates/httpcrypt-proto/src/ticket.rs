@@ -181,12 +181,38 @@ pub struct LastOpened(Option<Opened>);
 #[derive(Debug)]
 enum Opened {
     V1(KeyId, [u8; SEALED_TICKET_LEN], TicketContents),
-    Short {
-        tid: KeyId,
-        kid: KeyId,
-        h: [u8; SHORT_H_LEN],
-        key: SessionKey,
-    },
+    Short(DerivedShort),
+}
+
+/// A short ticket's key `k'` with what it was derived from.
+#[derive(Debug)]
+struct DerivedShort {
+    tid: KeyId,
+    kid: KeyId,
+    h: [u8; SHORT_H_LEN],
+    key: SessionKey,
+}
+
+impl DerivedShort {
+    /// Derives the key of `(kid, h)` under `tk` with `derive`.
+    fn new(
+        tk: &TicketKey,
+        kid: &KeyId,
+        h: &[u8; SHORT_H_LEN],
+        derive: impl FnOnce() -> SessionKey,
+    ) -> Self {
+        DerivedShort {
+            tid: tk.tid,
+            kid: *kid,
+            h: *h,
+            key: derive(),
+        }
+    }
+
+    /// The key, when it is the one of `(kid, h)` under `tk`.
+    fn key_for(&self, tk: &TicketKey, kid: &KeyId, h: &[u8; SHORT_H_LEN]) -> Option<&SessionKey> {
+        (self.tid == tk.tid && self.kid == *kid && self.h == *h).then_some(&self.key)
+    }
 }
 
 impl LastOpened {
@@ -224,24 +250,14 @@ impl LastOpened {
         h: &[u8; SHORT_H_LEN],
         derive: impl FnOnce() -> SessionKey,
     ) -> SessionKey {
-        if let Some(Opened::Short {
-            tid,
-            kid: last_kid,
-            h: last_h,
-            key,
-        }) = &self.0
-        {
-            if *tid == tk.tid && last_kid == kid && last_h == h {
+        if let Some(Opened::Short(d)) = &self.0 {
+            if let Some(key) = d.key_for(tk, kid, h) {
                 return key.clone();
             }
         }
-        let key = derive();
-        self.0 = Some(Opened::Short {
-            tid: tk.tid,
-            kid: *kid,
-            h: *h,
-            key: key.clone(),
-        });
+        let d = DerivedShort::new(tk, kid, h, derive);
+        let key = d.key.clone();
+        self.0 = Some(Opened::Short(d));
         key
     }
 }
@@ -260,15 +276,7 @@ impl LastOpened {
 /// its ticket key and kex key were found unexpired.
 #[derive(Debug)]
 pub struct ShortKeyMemo {
-    slots: Vec<Option<MemoEntry>>,
-}
-
-#[derive(Debug)]
-struct MemoEntry {
-    tid: KeyId,
-    kid: KeyId,
-    h: [u8; SHORT_H_LEN],
-    key: SessionKey,
+    slots: Vec<Option<DerivedShort>>,
 }
 
 impl ShortKeyMemo {
@@ -283,18 +291,12 @@ impl ShortKeyMemo {
     /// derived under `tk` lately; a derived key is remembered.
     pub fn short_key(&mut self, tk: &TicketKey, kid: &KeyId, h: &[u8; SHORT_H_LEN]) -> SessionKey {
         let at = u32::from_le_bytes([h[0], h[1], h[2], h[3]]) as usize % self.slots.len();
-        if let Some(e) = &self.slots[at] {
-            if e.tid == tk.tid && e.kid == *kid && e.h == *h {
-                return e.key.clone();
-            }
+        if let Some(key) = self.slots[at].as_ref().and_then(|d| d.key_for(tk, kid, h)) {
+            return key.clone();
         }
-        let key = tk.short_key(kid, h);
-        self.slots[at] = Some(MemoEntry {
-            tid: tk.tid,
-            kid: *kid,
-            h: *h,
-            key: key.clone(),
-        });
+        let d = DerivedShort::new(tk, kid, h, || tk.short_key(kid, h));
+        let key = d.key.clone();
+        self.slots[at] = Some(d);
         key
     }
 }

@@ -16,6 +16,17 @@ pub const CLIENT_RANDOM_FIELD: &str = "Client-Random";
 pub const RANDOM_FIELD: &str = "Random";
 const LABEL: &[u8] = b"hc1-token";
 
+/// The session key a `Random` in an answer is bound to (spec §7.3, §8.4):
+/// the short ticket's `k'` when the answer issues one, since its client's
+/// next request runs under it; else `request_key`, the key of the request
+/// it answers.
+pub fn bound_key<'a>(
+    request_key: &'a SessionKey,
+    short: Option<&'a crate::ticket::ShortTicket>,
+) -> &'a SessionKey {
+    short.map_or(request_key, |t| t.key())
+}
+
 /// Whether `method` is safe (RFC 9110 §9.2.1): it changes nothing, so its
 /// request carries no `Client-Random` and the server demands no token.
 /// Every other method is treated as one that may change state.

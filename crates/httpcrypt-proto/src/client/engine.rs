@@ -11,7 +11,7 @@ use crate::keys::{IdentityPublic, SessionKey};
 use crate::outer;
 use crate::replay;
 use crate::ticket::{AnyTicket, ShortTicket, Ticket, TICKET_FIELD};
-use crate::token::RANDOM_FIELD;
+use crate::token::{self, RANDOM_FIELD};
 
 use super::pq::{Pq, PqState, ServerKey, Suite};
 use super::retry::Retry;
@@ -335,26 +335,27 @@ impl HostState {
     /// [`HostState::took_head`] for an exchange in `suite` (a ticket of a
     /// hybrid session resumes it as hybrid, spec/hybrid.md H3).
     pub fn took_head_in(&mut self, fields: &[Field], k: &SessionKey, suite: Suite) {
-        let mut token_key = k.clone();
-        if let Some(t) = inner::field(fields, TICKET_FIELD) {
-            match AnyTicket::from_field(t) {
-                Ok(AnyTicket::V1(t)) => {
-                    self.ticket = Some((t, k.clone()));
-                    self.ticket_suite = suite;
-                }
-                Ok(AnyTicket::Short(ticket)) => {
-                    token_key = ticket.key().clone();
-                    self.short = Some(HeldShort {
-                        ticket,
-                        suite,
-                        used: ShortUse::default(),
-                    });
-                }
-                Err(_) => {}
-            }
-        }
+        let issued = inner::field(fields, TICKET_FIELD).and_then(|t| AnyTicket::from_field(t).ok());
         if let Some(r) = inner::field(fields, RANDOM_FIELD) {
-            self.token = Some((r.to_vec(), token_key));
+            let short = match &issued {
+                Some(AnyTicket::Short(t)) => Some(t),
+                _ => None,
+            };
+            self.token = Some((r.to_vec(), token::bound_key(k, short).clone()));
+        }
+        match issued {
+            Some(AnyTicket::V1(t)) => {
+                self.ticket = Some((t, k.clone()));
+                self.ticket_suite = suite;
+            }
+            Some(AnyTicket::Short(ticket)) => {
+                self.short = Some(HeldShort {
+                    ticket,
+                    suite,
+                    used: ShortUse::default(),
+                });
+            }
+            None => {}
         }
     }
 

@@ -23,6 +23,41 @@ pub const TICKET_B64_LEN: usize = b64::encoded_len(SEALED_TICKET_LEN);
 pub const SHORT_B64_LEN: usize = b64::encoded_len(SHORT_H_LEN);
 /// Most padding characters after a cookie name or value.
 pub const MAX_PAD: usize = 16;
+
+/// Which credential a cookie value carries, told by its length alone
+/// (spec §7.3): a short ticket's `h` (22–38 characters with its pad), a
+/// public key (43–59) or a v1 ticket (115–131); the ranges do not overlap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CookieForm {
+    /// A short ticket (spec §7.3).
+    ShortTicket,
+    /// A client public key.
+    Key,
+    /// A v1 ticket (spec §7.2).
+    Ticket,
+}
+
+impl CookieForm {
+    /// The form of a cookie value of this length (a value between two
+    /// ranges is named after the shorter form, whose parse then refuses it).
+    pub fn of(value: &[u8]) -> Self {
+        if value.len() < PUBLIC_B64_LEN {
+            CookieForm::ShortTicket
+        } else if value.len() < TICKET_B64_LEN {
+            CookieForm::Key
+        } else {
+            CookieForm::Ticket
+        }
+    }
+
+    /// The form of the first pair's value of a `Cookie` field a client
+    /// sent (its credential comes first); `None` when that pair has no `=`.
+    pub fn of_field(field: &[u8]) -> Option<Self> {
+        let pair = Pairs(Some(field)).next()?;
+        let eq = memchr::memchr(b'=', pair)?;
+        Some(CookieForm::of(trim_ows(&pair[eq + 1..])))
+    }
+}
 /// Most padding characters a profile-2 client draws (spec §4.5).
 pub const MAX_PAD_COMPACT: usize = 7;
 /// Clients use the GET form only while the request line stays below this.
@@ -396,9 +431,7 @@ pub fn scan_cookies<'a>(
                     kid: id,
                     client_public: KexPublic(strip_pad::<32>(value)?),
                 },
-                // The lengths of the two forms (22–38 and 115–131
-                // characters) do not overlap.
-                IdKind::Ticket if value.len() <= SHORT_B64_LEN + MAX_PAD => {
+                IdKind::Ticket if CookieForm::of(value) == CookieForm::ShortTicket => {
                     Credential::ShortTicket {
                         tid: id,
                         h: strip_pad::<SHORT_H_LEN>(value)?,

@@ -162,3 +162,22 @@ fn cookies() {
     assert!(format_cookie(&kid, &[0; 32], "=", "").is_err());
     assert!(format_cookie(&kid, &[0; 32], &"a".repeat(17), "").is_err());
 }
+
+/// The three cookie forms are told apart by the value's length, pads
+/// included (spec §7.3).
+#[test]
+fn cookie_forms_by_length() {
+    for (len, form) in [
+        (22, CookieForm::ShortTicket),
+        (38, CookieForm::ShortTicket),
+        (43, CookieForm::Key),
+        (59, CookieForm::Key),
+        (115, CookieForm::Ticket),
+        (131, CookieForm::Ticket),
+    ] {
+        assert_eq!(CookieForm::of(&vec![b'A'; len]), form, "{len} characters");
+    }
+    let key = format!("{}={} ; other=1", "A".repeat(14), "B".repeat(43));
+    assert_eq!(CookieForm::of_field(key.as_bytes()), Some(CookieForm::Key));
+    assert_eq!(CookieForm::of_field(b"no-pair"), None);
+}

@@ -123,3 +123,12 @@ pub struct OuterExchange {
     /// hybrid request and for a ticket of a hybrid session.
     pub suite: Suite,
 }
+
+impl OuterExchange {
+    /// What the answered request's cookie carried (a public key, a v1 or a
+    /// short ticket), from its first pair; `None` without a cookie.
+    pub fn credential_form(&self) -> Option<httpcrypt_proto::outer::CookieForm> {
+        let cookie = self.request_headers.get(http::header::COOKIE)?;
+        httpcrypt_proto::outer::CookieForm::of_field(cookie.as_bytes())
+    }
+}

@@ -259,16 +259,11 @@ where
     } else {
         None
     };
-    // A token that goes out with a short ticket is bound to the ticket's
-    // key, the one its client presents next (spec §7.3, §8.4): the retry
-    // after `token-required` then carries it under that key.
-    let mut token_key = accepted.session_key();
     if let Some(t) = &short {
         extra.push(Field::new(
             httpcrypt_proto::ticket::TICKET_FIELD,
             t.to_field(),
         ));
-        token_key = t.key();
     } else if cfg.tickets
         && !matches!(accepted.credential, outer::Credential::ShortTicket { .. })
         && (held.ticket.is_none() || held.ticket != shared.keys.with(|k| current_tid(k, now)))
@@ -288,7 +283,13 @@ where
     if let (Some(Ok(cr)), Some(secret)) = (&client_random, cfg.token_secret) {
         extra.push(Field::new(
             token::RANDOM_FIELD,
-            token::format_random(&secret, token_key, cr),
+            // Bound to a short ticket's key when one goes out with it, so
+            // the retry after `token-required` carries it (spec §7.3, §8.4).
+            token::format_random(
+                &secret,
+                token::bound_key(accepted.session_key(), short.as_ref()),
+                cr,
+            ),
         ));
     }
     if cfg.require_token && !token::is_safe(head.method()) {
