@@ -233,23 +233,27 @@ def test_stale_retry(served: Server, flavour: str) -> None:
         d.close()
 
 
+def _serve_new_keys(bin_path: Path, tmp_path: Path, port: int, keys: str) -> Server:
+    """``httpcrypt serve`` of tmp_path/root on ``port`` with new keys made
+    in tmp_path/``keys`` (a restart on the same port forgets the old ones)."""
+    ident = keygen(bin_path, tmp_path / keys)
+    return start(bin_path, ["serve", "--keys", str(tmp_path / keys), "--root",
+                            str(tmp_path / "root"), "--mount", "/hc"], ident, port,
+                 tmp_path / "serve.log")
+
+
 def test_unknown_key_retry(bin_path: Path, tmp_path: Path, flavour: str) -> None:
     (tmp_path / "root").mkdir()
     (tmp_path / "root" / "index.html").write_bytes(INDEX)
     port = free_port()
 
-    def run(keys: str) -> Server:
-        ident = keygen(bin_path, tmp_path / keys)
-        return start(bin_path, ["serve", "--keys", str(tmp_path / keys), "--root",
-                                str(tmp_path / "root"), "--mount", "/hc"], ident, port,
-                     tmp_path / "serve.log")
-
-    s = run("keys1")
+    s = _serve_new_keys(bin_path, tmp_path, port, "keys1")
     d = make(flavour, mount="/hc", short_tickets=False)
     try:
         assert d.get(s.base + "/index.html").info.attempts == 1  # caches cert (and a ticket)
         s.stop()
-        s = run("keys2")  # new keys: the client's cert and ticket are unknown there
+        # New keys: the client's cert and ticket are unknown there.
+        s = _serve_new_keys(bin_path, tmp_path, port, "keys2")
         r = d.get(s.base + "/index.html")
         assert r.status == 200 and r.body == INDEX
         assert r.info.attempts == 2 and r.info.credential == "key"
@@ -269,19 +273,13 @@ def test_refused_short_ticket_recovers_with_a_key(bin_path: Path, tmp_path: Path
     (tmp_path / "root" / "index.html").write_bytes(INDEX)
     port = free_port()
 
-    def run(keys: str) -> Server:
-        ident = keygen(bin_path, tmp_path / keys)
-        return start(bin_path, ["serve", "--keys", str(tmp_path / keys), "--root",
-                                str(tmp_path / "root"), "--mount", "/hc"], ident, port,
-                     tmp_path / "serve.log")
-
-    s = run("keys1")
+    s = _serve_new_keys(bin_path, tmp_path, port, "keys1")
     d = make(flavour, mount="/hc")
     try:
         d.get(s.base + "/index.html")
         assert d.get(s.base + "/index.html").info.credential == "short_ticket"
         s.stop()
-        s = run("keys2")
+        s = _serve_new_keys(bin_path, tmp_path, port, "keys2")
         r = d.get(s.base + "/index.html")
         assert r.status == 200 and r.body == INDEX
         assert r.info.attempts == 3 and r.info.credential == "key"

@@ -8,6 +8,7 @@ a downgrade, ``require`` against a v1-only server, ``unknown-key`` with
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.server
 import os
 import subprocess
@@ -385,19 +386,27 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def socket_server() -> Iterator[tuple[str, PqFake]]:
-    fake = PqFake(int(time.time()))
+@contextlib.contextmanager
+def serve_fake(fake: Any) -> Iterator[str]:
+    """Serves ``fake`` (any object with ``options`` and ``serve``) with
+    ``_Handler`` on a local port in a thread; yields the base URL."""
     handler = type("H", (_Handler,), {"fake": fake})
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
     try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}", fake
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
     finally:
         srv.shutdown()
         srv.server_close()
         t.join(timeout=5)
+
+
+@pytest.fixture
+def socket_server() -> Iterator[tuple[str, PqFake]]:
+    fake = PqFake(int(time.time()))
+    with serve_fake(fake) as base:
+        yield base, fake
 
 
 @pytest.mark.parametrize("flavour", sorted(DRIVERS))

@@ -10,9 +10,7 @@ profile 2; a token that comes with a short ticket bound to its key ``k'``."""
 from __future__ import annotations
 
 import asyncio
-import http.server
 import os
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -32,7 +30,7 @@ from httpcrypt.suite import ed25519_public, x25519_public
 from httpcrypt.ticket import ShortTicket, TicketContents, TicketKey, suite2_tid
 
 from .live import DRIVERS
-from .test_pq import _Handler
+from .test_pq import serve_fake
 
 A = "h.test"
 NOW = 1_700_000_000.0
@@ -508,16 +506,8 @@ def test_httpx_transports_use_the_policy() -> None:
 @pytest.fixture
 def socket_server() -> Iterator[tuple[str, ShortFake]]:
     fake = ShortFake(now=time.time())
-    handler = type("H", (_Handler,), {"fake": fake})  # serves any fake with options/serve
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}", fake
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        t.join(timeout=5)
+    with serve_fake(fake) as base:  # serves any fake with options/serve
+        yield base, fake
 
 
 @pytest.mark.parametrize("flavour", sorted(DRIVERS))

@@ -5,16 +5,11 @@
 // silently ignored.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import path from 'node:path';
 import * as hc from '../dist/index.js';
+import { loadVectors, checkVector } from './vector-runner.mjs';
 
 const { fromHex: hex, toHex } = hc;
-const dir = process.env.HTTPCRYPT_VECTORS
-  ? path.resolve(process.env.HTTPCRYPT_VECTORS)
-  : path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../vectors');
-const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
+const { files, vectors } = loadVectors('HTTPCRYPT_VECTORS', '');
 
 const SPLIT_WHY = 'the proxy and origin side of split serving (spec/split-serving.md); a client only opens the spliced CLEAR records, which the stream_open vectors cover';
 const SKIP = { split_seal: SPLIT_WHY, split_splice: SPLIT_WHY, content_batch: SPLIT_WHY };
@@ -310,34 +305,16 @@ const RUN = {
 };
 
 const counts = { pass: 0, skip: 0 };
-for (const f of files) {
-  const v = JSON.parse(readFileSync(path.join(dir, f), 'utf8'));
+for (const v of vectors) {
   const skip = SKIP[v.kind];
   test(`${v.kind}: ${v.name}`, skip ? { skip } : {}, () => {
-    const run = RUN[v.kind];
-    assert.ok(run, `no runner for kind ${v.kind}`);
-    if (v.expect === 'ok') {
-      const out = run(v.input, v.output);
-      for (const [k, want] of Object.entries(v.output)) {
-        if (k in out) assert.deepEqual(out[k], want, `${v.name}: output.${k}`);
-        else assert.fail(`${v.name}: runner produced no ${k}`);
-      }
-    } else {
-      assert.throws(
-        () => run(v.input, undefined),
-        (e) => {
-          assert.ok(e instanceof hc.HttpCryptError, `expected HttpCryptError, got ${e}`);
-          assert.equal(e.code, v.expect, `${v.name}: code`);
-          return true;
-        },
-      );
-    }
+    checkVector(RUN, v);
     counts.pass++;
   });
 }
 
 test('every vector kind is either run or skipped with a reason', () => {
-  const kinds = new Set(files.map((f) => JSON.parse(readFileSync(path.join(dir, f), 'utf8')).kind));
+  const kinds = new Set(vectors.map((v) => v.kind));
   for (const k of kinds) assert.ok(RUN[k] || SKIP[k], `kind ${k} unhandled`);
   assert.ok(files.length >= 200, `expected at least 200 vector files, found ${files.length}`);
 });
