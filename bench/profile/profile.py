@@ -57,21 +57,26 @@ BUCKETS = [
 # inclusive time (its callees included), so a step's cost is what it would
 # save if it vanished. Steps nest (the service wraps the rest), so the rows
 # are not to be added up.
+# A step is one function (a regular expression over mangled names, the
+# largest match taken) or a tuple of functions that never call each other
+# (their largest matches added: hyper calls the layer's `call`, then polls
+# the future it returned).
 STEPS = [
     ("HTTP/1 head parse (hyper)", r"Http1Transaction\$GT\$5parse"),
-    ("HttpCrypt service, all of it (wraps the rows below)", r"HttpCryptService\$LT\$S\$GT\$\$u20\$as\$u20\$tower_service"),
-    ("· accept: cookie scan, key agreement or ticket or cache, GET query", r"httpcrypt_proto6server12accept_gated"),
-    ("·· cookie scan", r"httpcrypt_proto5outer12scan_cookies"),
+    ("HttpCrypt layer, all of it (admission in `call`, then the exchange's future; wraps the rows below)",
+     (r"HttpCryptService\$LT\$S\$GT\$\$u20\$as\$u20\$tower_service.*4call", r"exchange12serve_sealed")),
+    ("· admission: outer checks, cookie scan, key agreement or ticket or cache, GET query",
+     r"server9admission5admit"),
     ("·· X25519", r"x25519|curve25519"),
-    ("·· ticket open", r"TicketKey4open"),
-    ("· open the request stream (subkey, first record)", r"OpenBody\$LT\$B\$C\$H\$GT\$3new"),
-    ("· inner head parse", r"inner\.\.(Packed)?RequestHead\$u20\$as\$u20\$httpcrypt_proto\.\.inner\.\.Head\$GT\$5parse"),
-    ("· strike register", r"StrikeStore\$GT\$(5check|9check_now)|LocalStrikes6record"),
-    ("· inner request built for the service", r"server19build_inner_request"),
+    ("·· ticket open, short ticket's key", r"TicketKey4open|LayerAgreement.*9short_key"),
+    ("· open the request (stream, inner head, Date, strike register)", r"exchange4open28_"),
+    ("·· inner head parse", r"RequestHead\$u20\$as\$u20\$httpcrypt_proto\.\.inner\.\.parse\.\.Head\$GT\$(11parse_owned|5parse)"),
+    ("·· strike register", r"StrikeStore\$GT\$(5check|9check_now)|LocalStrikes6record"),
+    ("· inner request built for the service", r"service_request19build_inner_request"),
     ("· the wrapped service (static file)", r"StaticFiles\$u20\$as\$u20\$tower_service"),
-    ("· seal the response head", r"server13seal_response"),
-    ("·· new ticket", r"server12issue_ticket"),
-    ("seal body frames (SealBody, the file read included)", r"SealBody\$LT\$B\$GT\$\$u20\$as\$u20\$http_body"),
+    ("· seal the response head", r"exchange6answer17h"),
+    ("·· new ticket", r"sessions(12issue_ticket|18issue_short_ticket)"),
+    ("seal body frames (SealBody, the file read included)", r"SealBody\$LT\$B\$GT\$\$u20\$as\$u20\$http_body.*10poll_frame"),
     ("response write (hyper flush, kernel send incl. loopback delivery)", r"Buffered\$LT\$T\$C\$B\$GT\$10poll_flush"),
     ("request read (recv)", r"^__libc_recv"),
 ]
@@ -95,17 +100,21 @@ def symbol(field):
 def perf_steps(data):
     """Inclusive share of each step (max over matching symbols: one step's
     function may appear under several monomorphised names, whose shares
-    overlap, so the largest is taken)."""
-    steps = {}
+    overlap, so the largest is taken; a step of several functions adds
+    their largest shares)."""
+    steps, best = {}, {}
     for parts in perf_rows(data, "--children", "--no-demangle", "--sort", "sym"):
         try:
             inc = float(parts[0].strip().rstrip("%")) / 100
         except ValueError:
             continue
         sym = symbol(parts[-1])
-        for name, rx in STEPS:
-            if re.search(rx, sym, re.I):
-                steps[name] = max(steps.get(name, 0.0), inc)
+        for name, rxs in STEPS:
+            for i, rx in enumerate(rxs if isinstance(rxs, tuple) else (rxs,)):
+                if re.search(rx, sym, re.I):
+                    best[(name, i)] = max(best.get((name, i), 0.0), inc)
+    for (name, _), inc in best.items():
+        steps[name] = steps.get(name, 0.0) + inc
     return steps
 
 
