@@ -4,23 +4,27 @@
 //! The register keeps a 64-bit keyed fingerprint per request, with the
 //! index of the time bucket it may be forgotten in (`date + W`: after that
 //! a replay fails the freshness check anyway). The fingerprints are spread
-//! over [`SHARDS`] hash maps by their top byte, so one check probes one
-//! map once. Per bucket only a count is kept: a bucket whose time has
-//! passed leaves the count of live entries at once, and its entries are
-//! judged by their bucket index from then on; they are swept out of the
-//! maps one map per check, in a sequential pass, instead of one random
-//! removal each. No check ever sweeps more than one map, so no request
-//! waits while a whole bucket (hundreds of thousands of entries at high
-//! rates) is dropped.
+//! over [`SHARDS`] maps by their top byte, each an array of one 64-bit word
+//! per entry (`table`), so one check reads one run of neighbouring words.
+//! Per bucket only a count is kept: a bucket whose time has passed leaves
+//! the count of live entries at once, and its entries are judged by their
+//! bucket index from then on; they are swept out of the maps one map per
+//! check, in a sequential pass, instead of one random removal each. No
+//! check sweeps more than one map, so no request waits while a whole bucket
+//! (hundreds of thousands of entries at high rates) is dropped; only after
+//! a quiet spell long enough for 64 buckets to expire between two sweeps
+//! (few entries left) does one check sweep them all.
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::VecDeque;
+use std::hash::Hasher;
 
 use siphasher::sip::SipHasher13;
 
 use crate::error::{Error, Result};
 use crate::keys::KeyId;
 use crate::suite::NONCE_LEN;
+
+mod table;
 
 /// Default freshness window W in seconds.
 pub const DEFAULT_WINDOW: u64 = 60;
@@ -107,38 +111,6 @@ fn shard_of(fp: u64) -> usize {
     (fp >> (u64::BITS - SHARD_BITS)) as usize
 }
 
-/// The fingerprints are already keyed random values: they are hashed as
-/// they are, turned so that neither the table's slot (low bits) nor its
-/// control byte (top 7 bits) comes from the top bits, which pick the map
-/// and are the same for every entry of one map.
-#[derive(Default)]
-struct Turned(u64);
-
-impl Hasher for Turned {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    // Only `u64` keys are hashed here (`write_u64`); bytes would be read
-    // as one big-endian number.
-    fn write(&mut self, bytes: &[u8]) {
-        let n = bytes.iter().fold(0u64, |n, b| n << 8 | u64::from(*b));
-        self.write_u64(n);
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n.rotate_right(SHARD_BITS);
-    }
-}
-
-/// Fingerprint → index (`until / g`, wrapping) of the bucket it is in.
-type Shard = HashMap<u64, u32, BuildHasherDefault<Turned>>;
-
-/// Whether bucket index `tag` is at or after the oldest live bucket `cut`.
-/// Indices are kept modulo 2^32; live and swept-late entries lie within
-/// 2^31 buckets of `cut` (more than 68 years at `g` = 1 s).
-fn is_live(tag: u32, cut: u32) -> bool {
-    tag.wrapping_sub(cut) < 1 << 31
-}
-
 /// A bounded set of `(kid, n0)` seen within the window: a fingerprint map
 /// answers "seen?" with a single probe, and the buckets, ordered by when
 /// their entries may be forgotten, say how many entries are live and which
@@ -148,7 +120,7 @@ pub struct StrikeRegister {
     granularity: u64,
     capacity: usize,
     key: (u64, u64),
-    shards: Vec<Shard>,
+    shards: Vec<table::Map>,
     /// The next map to sweep since buckets last expired; [`SHARDS`] when
     /// all are swept.
     next_sweep: usize,
@@ -177,7 +149,7 @@ impl StrikeRegister {
             granularity: (window / 8).max(1),
             capacity,
             key: (k0, k1),
-            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+            shards: (0..SHARDS).map(|_| table::Map::default()).collect(),
             next_sweep: SHARDS,
             buckets: VecDeque::new(),
         }
@@ -196,7 +168,7 @@ impl StrikeRegister {
     /// Entries still in the maps, live or waiting to be swept.
     #[cfg(test)]
     fn stored(&self) -> usize {
-        self.shards.iter().map(HashMap::len).sum()
+        self.shards.iter().map(table::Map::used).sum()
     }
 
     fn index(&self, until: u64) -> u32 {
@@ -221,13 +193,21 @@ impl StrikeRegister {
             return;
         }
         if self.buckets.is_empty() {
-            // Nothing is live: empty every map now (their rooms are kept).
+            // Nothing is live: empty every map now and give its memory back.
             for s in &mut self.shards {
                 s.clear();
             }
             self.next_sweep = SHARDS;
-        } else {
-            self.next_sweep = 0;
+            return;
+        }
+        self.next_sweep = 0;
+        // A quiet server's sweeps may not have reached every map for a
+        // long time: those are swept now (`table`, on the bucket byte).
+        let cut = self.cut();
+        for s in &mut self.shards {
+            if s.lags(cut) {
+                s.sweep(cut);
+            }
         }
     }
 
@@ -235,7 +215,7 @@ impl StrikeRegister {
     fn sweep_one(&mut self) {
         if self.next_sweep < SHARDS {
             let cut = self.cut();
-            self.shards[self.next_sweep].retain(|_, tag| is_live(*tag, cut));
+            self.shards[self.next_sweep].sweep(cut);
             self.next_sweep += 1;
         }
     }
@@ -255,16 +235,6 @@ impl StrikeRegister {
         self.expire(now);
         self.sweep_one();
         let fp = self.fingerprint(kid, n0);
-        let cut = self.cut();
-        if self.shards[shard_of(fp)]
-            .get(&fp)
-            .is_some_and(|&tag| is_live(tag, cut))
-        {
-            return Err(Error::Replay);
-        }
-        if self.len() >= self.capacity {
-            return Err(Error::Overloaded);
-        }
         let forget_after = date
             .min(now.saturating_add(self.window))
             .saturating_add(self.window);
@@ -272,6 +242,22 @@ impl StrikeRegister {
         let until = (forget_after / self.granularity)
             .saturating_add(1)
             .saturating_mul(self.granularity);
+        let tag = self.index(until);
+        // An empty register's maps are empty too: its cut becomes this
+        // entry's bucket.
+        let cut = if self.buckets.is_empty() {
+            tag
+        } else {
+            self.cut()
+        };
+        let w = table::word(fp, tag as u8);
+        let shard = shard_of(fp);
+        let table::Probe::Vacant(slot, empty) = self.shards[shard].probe(w, cut) else {
+            return Err(Error::Replay);
+        };
+        if self.len() >= self.capacity {
+            return Err(Error::Overloaded);
+        }
         // Most requests carry a current date: look for their bucket from the back.
         let at = self
             .buckets
@@ -286,18 +272,26 @@ impl StrikeRegister {
             self.buckets.insert(at, (until, 1));
         }
         // A stale entry of the same fingerprint, not yet swept, is replaced.
-        let tag = self.index(until);
-        self.shards[shard_of(fp)].insert(fp, tag);
+        self.shards[shard].fill(slot, empty, w);
         Ok(())
+    }
+
+    /// Where a check of `(kid, n0)` will start reading, if the map it
+    /// falls in holds anything: a caller that has other work to do first
+    /// (opening the request) may prefetch it, so that the check does not
+    /// wait for memory. Only an address; nothing is read or changed.
+    pub fn check_start(&self, kid: &KeyId, n0: &[u8; NONCE_LEN]) -> Option<*const u64> {
+        let fp = self.fingerprint(kid, n0);
+        self.shards[shard_of(fp)].start(fp)
     }
 
     /// Approximate heap bytes held (for benchmarks and limits).
     pub fn memory_bytes(&self) -> usize {
         self.shards
             .iter()
-            .map(|s| s.capacity() * (core::mem::size_of::<(u64, u32)>() + 1))
+            .map(table::Map::memory_bytes)
             .sum::<usize>()
-            + self.shards.capacity() * core::mem::size_of::<Shard>()
+            + self.shards.capacity() * core::mem::size_of::<table::Map>()
             + self.buckets.capacity() * core::mem::size_of::<(u64, usize)>()
     }
 }
@@ -378,6 +372,13 @@ mod tests {
         }
         assert_eq!(r.len(), 1 + SHARDS);
         assert_eq!(r.stored(), r.len());
+        // Swept in place: the live entries behind swept words in their
+        // probe runs are still found.
+        assert_eq!(r.check(&kid, &[0xff; 24], now, now), Err(Error::Replay));
+        for i in 0..SHARDS as u32 {
+            n0[..4].copy_from_slice(&(1_000_000 + i).to_le_bytes());
+            assert_eq!(r.check(&kid, &n0, now, now), Err(Error::Replay));
+        }
         // A swept pair is new again (its Date would fail §8.1 anyway).
         n0[..4].copy_from_slice(&7u32.to_le_bytes());
         r.check(&kid, &n0, now, now).unwrap();
@@ -390,6 +391,67 @@ mod tests {
         r.check(&kid, &[1; 24], now, now).unwrap();
         assert_eq!(r.check(&kid, &[1; 24], now, now), Err(Error::Replay));
         assert_eq!(r.check(&kid, &[3; 24], now, now), Err(Error::Overloaded));
+    }
+
+    #[test]
+    fn every_held_pair_is_a_replay_as_the_maps_grow() {
+        let mut r = StrikeRegister::new(60, 1 << 20, [9; 16]);
+        let kid = KeyId([4; 10]);
+        let mut n0 = [0u8; 24];
+        for i in 0u32..100_000 {
+            n0[..4].copy_from_slice(&i.to_le_bytes());
+            r.check(&kid, &n0, 1000, 1000).unwrap();
+        }
+        assert_eq!((r.len(), r.stored()), (100_000, 100_000));
+        for i in 0u32..100_000 {
+            n0[..4].copy_from_slice(&i.to_le_bytes());
+            assert_eq!(r.check(&kid, &n0, 1000, 1001), Err(Error::Replay));
+        }
+        // About 16 bytes an entry at this load (8 per word, 0.35–0.7 full).
+        let per_entry = r.memory_bytes() / r.len();
+        assert!((11..=24).contains(&per_entry), "{per_entry} bytes an entry");
+    }
+
+    #[test]
+    fn a_check_starts_where_the_prefetch_address_points() {
+        let mut r = StrikeRegister::new(60, 16, [2; 16]);
+        let kid = KeyId([6; 10]);
+        assert_eq!(r.check_start(&kid, &[1; 24]), None);
+        r.check(&kid, &[1; 24], 1000, 1000).unwrap();
+        let fp = r.fingerprint(&kid, &[1; 24]);
+        let map = &r.shards[shard_of(fp)];
+        let at = r.check_start(&kid, &[1; 24]).expect("its map holds a word");
+        // The word of the pair is the one there (the map is far from full).
+        assert!(map.holds_at(at, fp));
+    }
+
+    #[test]
+    fn a_quiet_server_never_takes_a_stale_pair_for_a_live_one() {
+        // One request per bucket for 600 buckets (the bucket byte wraps
+        // twice): the cursor's sweeps reach only the first maps, so the
+        // others are swept when they lag; an old pair is new again, and
+        // the maps hold no more than the live entries and the last lag's.
+        let w = 60;
+        let g = w / 8;
+        let mut r = StrikeRegister::new(w, 1 << 10, [1; 16]);
+        let kid = KeyId([5; 10]);
+        let t0 = 1_000_000;
+        for k in 0..600u64 {
+            let now = t0 + k * g;
+            let mut n0 = [0u8; 24];
+            n0[..8].copy_from_slice(&k.to_le_bytes());
+            r.expire(now);
+            r.check(&kid, &n0, now, now).unwrap();
+            assert!(r.len() <= 20, "{} live", r.len());
+            assert!(r.stored() <= 20 + 64 + 2, "{} stored", r.stored());
+            if k >= 40 {
+                // A pair from 40 buckets back: long stale, never a replay.
+                let mut old = [0u8; 24];
+                old[..8].copy_from_slice(&(k - 40).to_le_bytes());
+                r.check(&kid, &old, now, now).unwrap();
+                assert_eq!(r.check(&kid, &old, now, now), Err(Error::Replay));
+            }
+        }
     }
 
     #[test]

@@ -22,7 +22,9 @@
 //!   values, and TCP Fast Open socket options, which every part above uses.
 //!
 //! All wire-format logic lives in [`httpcrypt_proto`]; this crate drives it.
-#![forbid(unsafe_code)]
+// One function may use `unsafe`: the strike register's prefetch
+// (`strikes::prefetch_read`), a hint that reads nothing.
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod asap;

@@ -35,6 +35,11 @@ pub trait StrikeStore: Send + Sync + std::fmt::Debug {
     ) -> Option<Result<(), Error>> {
         None
     }
+
+    /// Starts bringing the memory a later check of `(kid, n0)` reads into
+    /// the cache, without waiting for it (a local register); does nothing
+    /// by default.
+    fn prefetch(&self, _kid: &KeyId, _n0: &[u8; 24]) {}
 }
 
 /// The in-process register of `httpcrypt_proto::replay`.
@@ -68,6 +73,36 @@ impl StrikeStore for LocalStrikes {
     ) -> Option<Result<(), Error>> {
         Some(self.record(kid, n0, date, now))
     }
+
+    fn prefetch(&self, kid: &KeyId, n0: &[u8; 24]) {
+        // A busy lock means another request is checking now: skip the hint.
+        if let Ok(r) = self.0.try_lock() {
+            if let Some(p) = r.check_start(kid, n0) {
+                prefetch_read(p);
+            }
+        }
+    }
+}
+
+/// Asks the CPU to bring the cache line at `p` in and goes on at once.
+///
+/// The register's check is one random access into tens of megabytes (a
+/// cache and TLB miss). The layer knows `(kid, n0)` at admission, before it
+/// opens the request; prefetching there lets the miss overlap that work. A
+/// plain read would not: it sits under the register's mutex, whose release
+/// (a locked exchange) waits for the read to complete. A prefetch is not a
+/// read in the memory model: it neither faults nor waits, whatever `p` is.
+#[allow(unsafe_code)]
+fn prefetch_read(p: *const u64) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `_mm_prefetch` only hints the cache; it dereferences nothing
+    // and never faults, for any address (Intel SDM, PREFETCHh). SSE is part
+    // of the x86_64 baseline.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 impl LocalStrikes {

@@ -283,6 +283,11 @@ pub(super) fn decided<B>(
         }
         Ok(Accept::Request(a)) => a,
     };
+    // The strike register's check comes once the stream has opened and the
+    // inner `Date` passed (§8); its memory is fetched now, meanwhile.
+    if cfg.freshness.is_some() {
+        shared.strikes.prefetch(&accepted.kid, &accepted.n0);
+    }
     if accepted.credential.is_ticket() {
         crate::metrics::request(crate::metrics::Outcome::Ticket);
     }
