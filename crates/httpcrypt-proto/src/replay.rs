@@ -300,6 +300,13 @@ impl StrikeRegister {
 mod tests {
     use super::*;
 
+    /// A nonce whose first bytes are `i` (little-endian), the rest zero.
+    fn n0_of(i: u64) -> [u8; 24] {
+        let mut n0 = [0u8; 24];
+        n0[..8].copy_from_slice(&i.to_le_bytes());
+        n0
+    }
+
     #[test]
     fn dates() {
         let now = 1_700_000_000;
@@ -351,10 +358,8 @@ mod tests {
     fn expired_entries_are_swept_a_map_per_check() {
         let mut r = StrikeRegister::new(60, 1 << 20, [5; 16]);
         let kid = KeyId([3; 10]);
-        let mut n0 = [0u8; 24];
-        for i in 0u32..20_000 {
-            n0[..4].copy_from_slice(&i.to_le_bytes());
-            r.check(&kid, &n0, 1000, 1000).unwrap();
+        for i in 0..20_000 {
+            r.check(&kid, &n0_of(i), 1000, 1000).unwrap();
         }
         // One entry that outlives the others keeps the register from
         // emptying at once (which clears every map in one go).
@@ -366,22 +371,22 @@ mod tests {
         r.expire(now);
         assert_eq!(r.len(), 1);
         assert_eq!(r.stored(), 20_001);
-        for i in 0..SHARDS as u32 {
-            n0[..4].copy_from_slice(&(1_000_000 + i).to_le_bytes());
-            r.check(&kid, &n0, now, now).unwrap();
+        for i in 0..SHARDS as u64 {
+            r.check(&kid, &n0_of(1_000_000 + i), now, now).unwrap();
         }
         assert_eq!(r.len(), 1 + SHARDS);
         assert_eq!(r.stored(), r.len());
         // Swept in place: the live entries behind swept words in their
         // probe runs are still found.
         assert_eq!(r.check(&kid, &[0xff; 24], now, now), Err(Error::Replay));
-        for i in 0..SHARDS as u32 {
-            n0[..4].copy_from_slice(&(1_000_000 + i).to_le_bytes());
-            assert_eq!(r.check(&kid, &n0, now, now), Err(Error::Replay));
+        for i in 0..SHARDS as u64 {
+            assert_eq!(
+                r.check(&kid, &n0_of(1_000_000 + i), now, now),
+                Err(Error::Replay)
+            );
         }
         // A swept pair is new again (its Date would fail §8.1 anyway).
-        n0[..4].copy_from_slice(&7u32.to_le_bytes());
-        r.check(&kid, &n0, now, now).unwrap();
+        r.check(&kid, &n0_of(7), now, now).unwrap();
         // Not yet swept: a stale entry neither refuses nor counts.
         let mut r = StrikeRegister::new(60, 2, [5; 16]);
         r.check(&kid, &[1; 24], 1000, 1000).unwrap();
@@ -397,15 +402,12 @@ mod tests {
     fn every_held_pair_is_a_replay_as_the_maps_grow() {
         let mut r = StrikeRegister::new(60, 1 << 20, [9; 16]);
         let kid = KeyId([4; 10]);
-        let mut n0 = [0u8; 24];
-        for i in 0u32..100_000 {
-            n0[..4].copy_from_slice(&i.to_le_bytes());
-            r.check(&kid, &n0, 1000, 1000).unwrap();
+        for i in 0..100_000 {
+            r.check(&kid, &n0_of(i), 1000, 1000).unwrap();
         }
         assert_eq!((r.len(), r.stored()), (100_000, 100_000));
-        for i in 0u32..100_000 {
-            n0[..4].copy_from_slice(&i.to_le_bytes());
-            assert_eq!(r.check(&kid, &n0, 1000, 1001), Err(Error::Replay));
+        for i in 0..100_000 {
+            assert_eq!(r.check(&kid, &n0_of(i), 1000, 1001), Err(Error::Replay));
         }
         // About 16 bytes an entry at this load (8 per word, 0.35–0.7 full).
         let per_entry = r.memory_bytes() / r.len();
@@ -438,16 +440,13 @@ mod tests {
         let t0 = 1_000_000;
         for k in 0..600u64 {
             let now = t0 + k * g;
-            let mut n0 = [0u8; 24];
-            n0[..8].copy_from_slice(&k.to_le_bytes());
             r.expire(now);
-            r.check(&kid, &n0, now, now).unwrap();
+            r.check(&kid, &n0_of(k), now, now).unwrap();
             assert!(r.len() <= 20, "{} live", r.len());
             assert!(r.stored() <= 20 + 64 + 2, "{} stored", r.stored());
             if k >= 40 {
                 // A pair from 40 buckets back: long stale, never a replay.
-                let mut old = [0u8; 24];
-                old[..8].copy_from_slice(&(k - 40).to_le_bytes());
+                let old = n0_of(k - 40);
                 r.check(&kid, &old, now, now).unwrap();
                 assert_eq!(r.check(&kid, &old, now, now), Err(Error::Replay));
             }
