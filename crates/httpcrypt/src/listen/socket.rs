@@ -143,6 +143,11 @@ impl SockPlan {
     }
 }
 
+/// How much of a request head the first read after an idle spell takes
+/// (on the stack, [`Socket::readable`]): most heads fit, and a larger one
+/// is read on by hyper.
+const READ_AHEAD: usize = 2048;
+
 /// The connection's socket as hyper sees it: socket options are applied
 /// before each write, and the shutdown is skipped when the close alone
 /// delivers the answer ([`SockPlan`]).
@@ -227,16 +232,40 @@ impl Socket {
     }
 
     /// Waits until the socket has bytes to read (or its end, or an error,
-    /// which the next read then meets).
-    pub(super) async fn readable(&self) {
+    /// which the next read then meets) and reads the first of them, up to
+    /// [`READ_AHEAD`], into the replay: the HTTP machinery that starts
+    /// next finds them without a system call, so a new connection whose
+    /// request is already in the kernel costs one read, not a peek and a
+    /// read. The buffer lives on the stack for the read alone; what is
+    /// kept is the bytes read, so an idle connection holds none.
+    pub(super) async fn readable(&mut self) {
         if self.read_blocked {
             // The last read found nothing: the runtime knows the socket is
             // not readable, and says when it is.
             let _ = self.stream.readable().await;
-        } else {
-            // The runtime takes a new socket for readable until a read
-            // finds it empty; a peek at one byte asks the kernel.
-            let _ = self.stream.peek(&mut [0u8; 1]).await;
+        }
+        // The runtime takes a new socket for readable until a read finds
+        // it empty, and then waits for the kernel's word.
+        while self.read_ahead().is_err() {
+            let _ = self.stream.readable().await;
+        }
+    }
+
+    /// One read of at most [`READ_AHEAD`] bytes into the replay; fails
+    /// only when the kernel has none yet. The end of the stream and
+    /// errors leave the replay empty: the next read meets them again.
+    fn read_ahead(&mut self) -> Result<(), std::io::ErrorKind> {
+        let mut buf = [0u8; READ_AHEAD];
+        match self.stream.try_read(&mut buf) {
+            Ok(n) => {
+                self.read_blocked = false;
+                self.full_read = n == buf.len();
+                self.conn.progress().read(n);
+                self.replay(Bytes::copy_from_slice(&buf[..n]));
+                Ok(())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Err(e.kind()),
+            Err(_) => Ok(()),
         }
     }
 
@@ -362,6 +391,64 @@ impl tokio::io::AsyncWrite for Socket {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A loopback connection: the accepted side as a [`Socket`], and the
+    /// client's end.
+    async fn pair() -> (Socket, tokio::net::TcpStream) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = tokio::net::TcpStream::connect(l.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = l.accept().await.unwrap();
+        (Socket::new(server, ConnState::default(), None), client)
+    }
+
+    /// The first bytes of a head are read once, into the replay, and hyper
+    /// then reads them from there: a waiting connection holds no buffer,
+    /// and a head larger than the read-ahead is left to hyper's reads.
+    #[tokio::test]
+    async fn the_first_read_waits_for_bytes_and_keeps_what_it_read() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut socket, mut client) = pair().await;
+        // Nothing sent yet: the read-ahead waits (the kernel had nothing).
+        let waited = tokio::time::timeout(
+            std::time::Duration::from_millis(50),
+            socket.readable(),
+        )
+        .await;
+        assert!(waited.is_err(), "returned before any byte arrived");
+        assert!(!socket.has_replay());
+        client.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
+        socket.readable().await;
+        assert_eq!(&socket.replay[..], b"GET / HTTP/1.1\r\n");
+        assert!(!socket.full_read);
+        let mut got = [0u8; 32];
+        let n = socket.read(&mut got).await.unwrap();
+        assert_eq!(&got[..n], b"GET / HTTP/1.1\r\n");
+        assert!(!socket.has_replay(), "the replay is released once read");
+
+        // A head longer than the read-ahead: the rest stays in the kernel.
+        let long = vec![b'a'; READ_AHEAD + 100];
+        client.write_all(&long).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        socket.readable().await;
+        assert_eq!(socket.replay.len(), READ_AHEAD);
+        assert!(socket.full_read, "a full read-ahead may leave bytes behind");
+        let mut rest = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while rest.len() < long.len() {
+            let n = socket.read(&mut chunk).await.unwrap();
+            rest.extend_from_slice(&chunk[..n]);
+        }
+        assert_eq!(rest, long);
+
+        // The peer's end: the read-ahead returns, with nothing to replay,
+        // and the next read meets the end.
+        drop(client);
+        socket.readable().await;
+        assert!(!socket.has_replay());
+        assert_eq!(socket.read(&mut chunk).await.unwrap(), 0);
+    }
 
     /// hyper's keep-alive rule, which decides whether an answer is corked.
     #[test]
