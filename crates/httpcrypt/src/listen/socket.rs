@@ -411,11 +411,8 @@ mod tests {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let (mut socket, mut client) = pair().await;
         // Nothing sent yet: the read-ahead waits (the kernel had nothing).
-        let waited = tokio::time::timeout(
-            std::time::Duration::from_millis(50),
-            socket.readable(),
-        )
-        .await;
+        let waited =
+            tokio::time::timeout(std::time::Duration::from_millis(50), socket.readable()).await;
         assert!(waited.is_err(), "returned before any byte arrived");
         assert!(!socket.has_replay());
         client.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
