@@ -54,6 +54,9 @@ bash bench/profile/instructions --smoke
 step "side-by-side A/B smoke run (bench/profile/ab --smoke)"
 bash bench/profile/ab --smoke
 
+step "plaintext path beside nginx, smoke run (bench/profile/nginx --smoke)"
+bash bench/profile/nginx --smoke
+
 step "wrk cross-check smoke run (bench/crosscheck --smoke)"
 bash bench/crosscheck --smoke
 
