@@ -214,6 +214,13 @@ where
                 }
             };
             if let Some(r) = ended {
+                // hyper closed its side, and the peer may still be sending
+                // a body it did not read: read on before the close
+                // (`Socket::linger`). Boxed: the task's future stays small.
+                let io = conn.into_parts().io.into_inner();
+                if r.is_ok() && io.may_hold_unread() {
+                    Box::pin(io.linger()).await;
+                }
                 break r;
             }
             // hyper is idle: a graceful shutdown closes it at once, without

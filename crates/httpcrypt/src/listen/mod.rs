@@ -464,6 +464,48 @@ mod tests {
         server.abort();
     }
 
+    /// A client that sends its whole body before it reads the answer (as
+    /// most do) still gets an answer given before the body was read: the
+    /// closing connection reads and discards the body (`Socket::linger`),
+    /// where a close with the body unread would reset the connection and
+    /// fail the client's write. The body is larger than what the kernel's
+    /// buffers hold, so without lingering the write cannot complete.
+    #[tokio::test]
+    async fn a_client_that_sends_its_whole_body_first_still_reads_an_early_answer() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let svc = tower::service_fn(|_req: Request<RequestBody>| async {
+            Ok::<_, std::convert::Infallible>(
+                Response::builder()
+                    .status(413)
+                    .body(crate::body::full(&b"too large"[..]))
+                    .expect("a response"),
+            )
+        });
+        let (addr, server) =
+            serve_local(|l| run(l, svc, ListenOptions::default(), std::future::pending())).await;
+        const BODY: usize = 12 << 20;
+        let mut tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let head = format!("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: {BODY}\r\n\r\n");
+        tcp.write_all(head.as_bytes()).await.expect("send the head");
+        let body = vec![b'x'; BODY];
+        let sent = tokio::time::timeout(Duration::from_secs(10), tcp.write_all(&body))
+            .await
+            .expect("the body is taken within 10 s");
+        assert!(sent.is_ok(), "the body's write failed: {sent:?}");
+        let mut got = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut got))
+            .await
+            .expect("the connection ends");
+        let text = String::from_utf8_lossy(&got);
+        assert!(
+            read.is_ok(),
+            "reset before the answer was read: {read:?} {text}"
+        );
+        assert!(text.starts_with("HTTP/1.1 413"), "{text}");
+        assert!(text.ends_with("too large"), "{text}");
+        server.abort();
+    }
+
     /// The last answer of a connection is corked so that it leaves with the
     /// FIN; when its body waits for data, what was written goes out at once
     /// instead of after the kernel's 200 ms cork limit. Then the close

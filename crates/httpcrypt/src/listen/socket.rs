@@ -148,6 +148,16 @@ impl SockPlan {
 /// is read on by hyper.
 const READ_AHEAD: usize = 2048;
 
+/// The longest a closing connection keeps reading a peer's unread request
+/// bytes ([`Socket::linger`]), as nginx's lingering close does (its
+/// defaults: 30 s in all, 5 s between reads; shorter here, so that a
+/// client cannot hold a slot long this way).
+const LINGER_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+/// The longest wait for the peer's next bytes while lingering.
+const LINGER_GAP: std::time::Duration = std::time::Duration::from_millis(500);
+/// The most bytes a lingering connection reads and discards.
+const LINGER_BYTES: usize = 16 << 20;
+
 /// The connection's socket as hyper sees it: socket options are applied
 /// before each write, and the shutdown is skipped when the close alone
 /// delivers the answer ([`SockPlan`]).
@@ -266,6 +276,44 @@ impl Socket {
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Err(e.kind()),
             Err(_) => Ok(()),
+        }
+    }
+
+    /// Whether request bytes may still wait in the kernel, unread, now that
+    /// hyper has closed its side: the last request's body was not read to
+    /// its end, or the last read filled the buffer it was given.
+    pub(super) fn may_hold_unread(&self) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let flags = self.conn.progress().flags.load(Relaxed);
+        self.full_read || flags & crate::conn::Progress::BODY_OPEN != 0
+    }
+
+    /// The close of a connection that may hold unread request bytes
+    /// ([`Socket::may_hold_unread`]), after the shutdown that sent the last
+    /// answer and the end of the stream: reads and discards what the peer
+    /// still sends until it stops (its end, an error, or [`LINGER_GAP`]
+    /// without a byte), for at most [`LINGER_TIME`] and [`LINGER_BYTES`],
+    /// then closes. Closed at once, the kernel would answer the peer's next
+    /// bytes with a reset, and a client still sending its body (a 413
+    /// answers before it is read) would meet the reset on its write before
+    /// it reads the answer. A connection the listener cut is closed at
+    /// once: its reset is meant.
+    pub(super) async fn linger(mut self) {
+        use tokio::io::AsyncReadExt;
+        if self.conn.progress().resets() {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + LINGER_TIME;
+        // On the heap: allocated by the few connections that linger, not
+        // kept in every connection's future.
+        let mut buf = vec![0u8; 16 * 1024];
+        let mut left = LINGER_BYTES;
+        while left > 0 {
+            let until = deadline.min(tokio::time::Instant::now() + LINGER_GAP);
+            match tokio::time::timeout_at(until, self.stream.read(&mut buf)).await {
+                Ok(Ok(n)) if n > 0 => left = left.saturating_sub(n),
+                _ => break,
+            }
         }
     }
 
