@@ -36,156 +36,22 @@ import { type ClientCredential, type PreparedRequest, outerPayload, prepareReque
 import { DEFAULT_INNER_LIMITS, FORBIDDEN, type Field, type InnerLimits, type ResponseHead, fieldValue, formatRequestHead } from './inner.js';
 import { CERTS_TYPE, MAX_PAD, PROBLEM_TYPE, fitsGetForm, getTarget, noncePath, normalizeMount, parseProblem, randomPad } from './outer.js';
 import { type CallStats, MAX_BUSY_WAIT, type Retry } from './retry.js';
-import { type HeldShort, type ShortPolicy, ShortUse, shortPolicy } from './shortpolicy.js';
+import { type ShortPolicy, ShortUse, shortPolicy } from './shortpolicy.js';
 import { DEFAULT_MAX_RECORD, sealAll } from './stream.js';
 import { concat, isIdentityKey, randomBytes } from './suite.js';
 import { ASK_SHORT, TICKET_FIELD, parseAnyTicketField } from './ticket.js';
 import { CLIENT_RANDOM_FIELD, RANDOM_FIELD, formatClientRandom } from './token.js';
+import { type Attempt, type CallerBody, type HostState } from './attempt.js';
+import { DEFAULT_MOUNTS, type EngineOptions, type ExchangeInfo } from './options.js';
 
-/** The settings the engine decides with (part of `ClientOptions`). */
-export interface EngineOptions {
-  /**
-   * The server's mount path. Default: discovered per origin among
-   * `DEFAULT_MOUNTS` (`''`, the server's default, and `/hc`, the mount of a
-   * server that also serves the pages, `serve --pass-through --mount /hc`):
-   * the first whose `OPTIONS {mount}/` answers a certificate list is kept.
-   */
-  mount?: string;
-  /** Authenticated mode: certificates must verify under this Ed25519 identity (32 bytes or base64url). */
-  identity?: Uint8Array | string;
-  /**
-   * `auto` (default, as the Rust client): GET form when the request fits in
-   * the request line (under 2000 bytes), else POST. `post`: always POST.
-   * `get`: always the GET form; a request that does not fit is a `config` error.
-   */
-  form?: 'auto' | 'post' | 'get';
-  /** Reuse one X25519 key pair per host so the server's session cache helps (default: fresh per request). */
-  keyReuse?: boolean;
-  /** Present tickets the server issues (default true). */
-  tickets?: boolean;
-  /**
-   * Short tickets (spec §7.3), used when `tickets` is on. Default: on, with
-   * R = 16 requests per ticket and T = 600 s: the first request to a host
-   * asks for one (`Ticket: short`), later ones present it, and the request
-   * that uses it for the R-th time, or the first one T seconds after its
-   * first use, asks again. `{ reuse, maxAge }` sets R and T. `false`: never
-   * ask, so the server's v1 tickets are presented (spec §7.2, D29).
-   */
-  shortTickets?: boolean | Partial<ShortPolicy>;
-  /**
-   * Use request profile 2 with a key whose certificate announces it
-   * (version 2, spec §4.5; default true). `false` keeps the v1 layout.
-   */
-  compact?: boolean;
-  /** Record size for request bodies (default 16 KiB). */
-  recordSize?: number;
-  /** Largest response record accepted (default 1 MiB). */
-  maxRecord?: number;
-  /** Inner head limits for responses. */
-  innerLimits?: InnerLimits;
-  /** Clock hook: unix seconds (default `Date.now() / 1000`). */
-  now?: () => number;
-  /** Certificate lines (`hc1 …`) known in advance, e.g. from DNS; checked like `OPTIONS` answers. */
-  certs?: string[];
-  /**
-   * Suite 2, the hybrid X25519 + ML-KEM-768 agreement (spec/hybrid.md H5).
-   * `off` (default): v1 only. `prefer`: ask `OPTIONS {mount}/pq` first and
-   * use suite 2 when offered, else v1; once a suite-2 certificate was seen
-   * the origin is pinned to suite 2 until its `not_after` (a later
-   * discovery offering none is `hybrid_downgrade`). `require`: suite 2 or
-   * `hybrid_downgrade`.
-   */
-  pq?: PqMode;
-}
-
-/** What happened on the wire for one `hcFetch` call. */
-export interface ExchangeInfo {
-  /** What the outer cookie carried on the last attempt. */
-  credential: 'key' | 'ticket';
-  /** The form of that ticket: `v1` (spec §7.2) or `short` (§7.3); null for a key. */
-  ticketForm: 'v1' | 'short' | null;
-  /** Requests sent (2 after a retry). */
-  attempts: number;
-  /** Outer form of the last attempt. */
-  form: 'post' | 'get';
-  /** Outer URL of the last attempt. */
-  outerUrl: string;
-  /**
-   * Request profile of the last attempt: 2 (compact, spec §4.5) when the
-   * certificate used has version 2, else 1.
-   */
-  profile: Profile;
-  /**
-   * Key agreement suite of the last attempt's session: 2 for a hybrid
-   * fresh-key request or a ticket of a hybrid session, else 1.
-   */
-  suite: 1 | 2;
-  /** Admission (spec §14): challenges and `busy` answers met in this call, and the echo of the last attempt. */
-  admission: {
-    /** Outer 429 `urn:httpcrypt:admission` answers this call got (each one solved and retried). */
-    challenges: number;
-    /** Outer 429 `urn:httpcrypt:busy` answers this call waited out. */
-    busy: number;
-    /** Whether the last attempt carried an `hc1-admit` echo, and the difficulty it solved (else null). */
-    echoDifficulty: number | null;
-  };
-}
-
-/** Mounts tried, in order, when none is configured: the server's default and the documented pass-through mount. */
-export const DEFAULT_MOUNTS: readonly string[] = ['', '/hc'];
+export { DEFAULT_MOUNTS, type EngineOptions, type ExchangeInfo } from './options.js';
+export { type Attempt, type CallerBody, type HostState } from './attempt.js';
 
 /** The largest problem document or certificate list read. */
 export const PROBLEM_LIMIT = 64 * 1024;
 
 const SAFE = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
 const NULL_BODY = new Set([101, 204, 205, 304]);
-
-/** What the client keeps per origin. */
-export interface HostState {
-  certs: KeyCert[];
-  fetched: number;
-  maxAge: number;
-  key: Uint8Array | null;
-  /** The last ticket, with its session key and the suite of the session it resumes. */
-  ticket: { ticket: Uint8Array; sessionKey: Uint8Array; suite: 1 | 2 } | null;
-  /** The last short ticket (spec §7.3), kept apart from the v1 one, with the suite it resumes and its use. */
-  short: HeldShort | null;
-  /** The last `Random` (spec §8.4) with the key it is bound to: the answered request's, or `k'` of a short ticket issued with it (§7.3). */
-  token: { value: string; sessionKey: Uint8Array } | null;
-  clockOffset: number;
-  /** The admission cookie to echo on fresh-key requests until `until` (clock seconds), spec §14.5. */
-  admit: { cookie: Uint8Array; difficulty: number; until: number } | null;
-  /** The mount this origin serves HTTPCrypt under: configured, or found by discovery (null: not yet). */
-  mount: string | null;
-}
-
-/** A caller's body as the engine sees it: bytes in memory, or a stream of unknown length. */
-export interface CallerBody {
-  bytes: Uint8Array | null;
-  stream: ReadableStream<Uint8Array> | null;
-}
-
-/** One outer request as the engine planned it. */
-export interface Attempt {
-  readonly origin: string;
-  /** The origin's state the attempt reads and its answer updates. */
-  readonly host: HostState;
-  readonly prepared: PreparedRequest;
-  readonly profile: Profile;
-  /** The inner request's method (upper case). */
-  readonly method: string;
-  /** The formatted inner request head. */
-  readonly head: Uint8Array;
-  readonly form: 'get' | 'post';
-  readonly outerUrl: string;
-  /** 2 for a hybrid fresh-key request or a ticket of a hybrid session. */
-  readonly suite: 1 | 2;
-  /** Whether the inner head asks for a short ticket (`Ticket: short`, spec §7.3). */
-  readonly askTicket: boolean;
-  /** The `hc1-admit` echo value this attempt carries (spec §14.5), or null. */
-  readonly echo: string | null;
-  readonly echoDifficulty: number | null;
-}
 
 function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i]);
