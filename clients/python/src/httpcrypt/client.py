@@ -30,12 +30,12 @@ from __future__ import annotations
 import os
 import re
 import threading
-import time
-from collections.abc import AsyncIterable, Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterable, Iterable
 
 from . import admission, b64, inner, outer, pq, short
+from .attempt import Attempt, ExchangeInfo, HostState
 from .cert import CERTS_TYPE, DiscoveredKey, KeyCert, choose, choose_key, parse_cert_list
+from .config import ClientConfig
 from .date import format_date, parse_date
 from .errors import (
     ADMISSION,
@@ -53,22 +53,20 @@ from .errors import (
     RefusedError,
     inner_problem,
 )
-from .exchange import Credential, PreparedRequest, ResponseReader, aseal_chunks, seal_chunks_exact
+from .exchange import PreparedRequest, ResponseReader, aseal_chunks, seal_chunks_exact
 from .hybrid import parse_cert_lines
 from .hybrid import parse_cert_list as parse_any_list
 from .inner import RequestHead, ResponseHead
 from .outer import Mount
 from .short import HeldShort, ShortPolicy
 from .stream import (
-    DEFAULT_MAX_RECORD,
     RECORD_OVERHEAD,
     seal_all,
 )
 from .suite import NONCE_LEN, KexKey
-from .ticket import ASK_SHORT, TICKET_FIELD, ShortTicket, Ticket, parse_ticket_field
+from .ticket import ASK_SHORT, TICKET_FIELD, ShortTicket, parse_ticket_field
 from .token import CLIENT_RANDOM_FIELD, RANDOM_FIELD
 
-DEFAULT_RECORD = 16 * 1024
 PROBLEM_LIMIT = 64 * 1024
 CERTS_LIMIT = 64 * 1024
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
@@ -77,103 +75,6 @@ _SKIP_FIELDS = inner.FORBIDDEN | {"content-length", "te", "trailer", "proxy-conn
 # How long an admission cookie is echoed after the server issued it (spec
 # §14.5: the server accepts it for at least one 30 s cookie period).
 ADMIT_REUSE = 25.0
-
-
-@dataclass
-class ClientConfig:
-    """Client settings.
-
-    - ``mount``: the server's mount path.
-    - ``identity``: pinned identity key (base64url text or 32 bytes):
-      authenticated mode; certificates must verify under it.
-    - ``get_form``: use the GET form when the whole request fits the request
-      line (the Rust client's default).
-    - ``tickets``: present tickets the server issued.
-    - ``reuse_key``: one key pair per host (the server's session cache applies).
-    - ``clock``: unix time source (tests shift it to provoke ``stale``).
-    - ``compact``: use profile 2 (spec §4.5) with keys whose certificate
-      announces it (version 2); off: always v1.
-    - ``pq``: suite 2, the hybrid X25519 + ML-KEM-768 agreement
-      (spec/hybrid.md H5): ``off`` (v1 only), ``prefer`` (suite 2 when the
-      server offers it; an origin seen with it is pinned to it), ``require``.
-    - ``short_tickets``: ask for short tickets and present them (spec §7.3)
-      while ``tickets`` is on; off: v1 tickets only, as before.
-      ``short_ticket_reuse`` (R) requests per ticket and
-      ``short_ticket_max_age`` (T) seconds after its first use bound how
-      long one is presented before the client asks for a new one.
-    """
-
-    mount: str = ""
-    identity: bytes | str | None = None
-    get_form: bool = True
-    tickets: bool = True
-    reuse_key: bool = False
-    record_size: int = DEFAULT_RECORD
-    max_record: int = DEFAULT_MAX_RECORD
-    max_inner_head: int = inner.DEFAULT_MAX_INNER_HEAD
-    max_inner_fields: int = inner.DEFAULT_MAX_INNER_FIELDS
-    clock: Callable[[], float] = time.time
-    compact: bool = True
-    pq: pq.PqMode = "off"
-    short_tickets: bool = True
-    short_ticket_reuse: int = short.SHORT_TICKET_REUSE
-    short_ticket_max_age: float = short.SHORT_TICKET_MAX_AGE
-
-
-@dataclass
-class _Host:
-    keys: list[DiscoveredKey] = field(default_factory=list)
-    fetched: float = 0.0
-    max_age: int = 0
-    secret: KexKey | None = None
-    ticket: tuple[Ticket, bytes] | None = None
-    token: tuple[str, bytes] | None = None
-    clock_offset: int = 0
-    admit: tuple[bytes, float] | None = None  # admission cookie, when received
-    ticket_suite: int = 1  # the suite of the session the ticket came from
-    short: HeldShort | None = None  # the last short ticket (spec §7.3), apart from the v1 one
-    pin_until: int = 0  # suite 2 is pinned through this time (spec/hybrid.md H5)
-    skip_pq: bool = False  # this discovery found no suite 2: ask OPTIONS {mount}/ next
-
-
-@dataclass
-class ExchangeInfo:
-    """What a middlebox saw of an exchange, attached to responses."""
-
-    method: str
-    url: str
-    request_headers: list[tuple[str, str]]
-    credential: Credential
-    status: int = 0
-    attempts: int = 1
-    admission: int | None = None  # difficulty of the admission echo sent, if one was
-    profile: int = 1  # 2 for a compact request (spec §4.5)
-    suite: int = 1  # 2 for a hybrid session (spec/hybrid.md), fresh or resumed
-
-
-@dataclass
-class Attempt:
-    """One outer request to send. ``body`` is bytes, a (sync or async)
-    iterable of sealed chunks, or None (GET form)."""
-
-    scheme: str
-    authority: str
-    prepared: PreparedRequest
-    method: str
-    url: str
-    headers: list[tuple[str, str]]
-    body: bytes | Iterable[bytes] | AsyncIterable[bytes] | None
-    content_length: int | None
-    inner_method: str
-    admission: int | None = None
-    suite: int = 1
-
-    def info(self, attempts: int) -> ExchangeInfo:
-        """The outer view of this attempt."""
-        return ExchangeInfo(self.method, self.url, list(self.headers),
-                            self.prepared.credential, attempts=attempts,
-                            admission=self.admission, profile=self.prepared.profile,
-                            suite=self.suite)
 
 
 def _max_age(cache_control: str | None) -> int:
@@ -211,13 +112,13 @@ class Engine:
             ShortPolicy(config.short_ticket_reuse, config.short_ticket_max_age)
             if config.tickets and config.short_tickets else None)
         self._lock = threading.Lock()
-        self._hosts: dict[str, _Host] = {}
+        self._hosts: dict[str, HostState] = {}
         self._kems = pq.KemCache()
 
-    def _host(self, authority: str) -> _Host:
+    def _host(self, authority: str) -> HostState:
         h = self._hosts.get(authority)
         if h is None:
-            h = self._hosts[authority] = _Host()
+            h = self._hosts[authority] = HostState()
         return h
 
     def now(self) -> float:
@@ -261,7 +162,7 @@ class Engine:
             return self.store_pq_certs(authority, status, cache_control, body, content_type)
         return self.store_certs(authority, status, cache_control, body, content_type)
 
-    def _pinned(self, h: _Host) -> bool:
+    def _pinned(self, h: HostState) -> bool:
         return self.pq == "require" or (self.pq == "prefer" and self.now() <= h.pin_until)
 
     def store_pq_certs(self, authority: str, status: int, cache_control: str | None,
@@ -342,7 +243,7 @@ class Engine:
 
     # ---- admission (spec §14.5) ----
 
-    def _admit_cookie(self, h: _Host) -> bytes | None:
+    def _admit_cookie(self, h: HostState) -> bytes | None:
         if h.admit is None:
             return None
         cookie, at = h.admit
