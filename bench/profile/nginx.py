@@ -19,8 +19,8 @@ Writes bench/profile/NGINX.md (full mode) and prints the table in every mode.
 """
 
 import argparse
+import concurrent.futures
 import datetime
-import json
 import os
 import re
 import shutil
@@ -33,6 +33,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "harness"))
 import servers  # noqa: E402
+# bench/profile/profile.py (its load generator, perf and strace readers),
+# loaded as ab.py loads it: its name is the standard library's `profile`.
+from ab import P  # noqa: E402
 
 # User-space buckets of the perf table (self time, first match).
 USER_BUCKETS = [
@@ -49,56 +52,31 @@ USER_BUCKETS = [
 
 
 def loadgen(bins, port, pids, mode, duration=None, count=None, conns=32):
-    argv = servers.pin("1") + [os.path.join(bins, "loadgen"), "run", "--proto", "plain",
-                               "--addr", f"127.0.0.1:{port}", "--path", "/100b",
-                               "--expect-len", "100", "--mode", mode, "--conns", str(conns)]
-    if count:
-        argv += ["--count", str(count), "--duration", "60"]
-    else:
-        argv += ["--duration", str(duration), "--warmup", "0.5"]
-    for p in pids:
-        argv += ["--cpu-pid", str(p)]
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    if r.returncode != 0:
-        raise RuntimeError(f"loadgen failed: {r.stderr}")
-    d = json.loads(r.stdout)
-    if d["errors"]:
-        raise RuntimeError(f"loadgen errors: {d['first_error']}")
-    return d
+    """A plaintext `loadgen run` of the 100 B file; CPU counted over `pids`."""
+    return P.loadgen(bins, port, "plain", "fresh", mode, "100b", duration=duration, count=count,
+                     conns=conns, pids=pids)
 
 
-def perf_split(data, seconds_cpu_per_req):
+def perf_split(data, cpu_us_per_req):
     """µs per request: kernel, user space by bucket, from perf's self time."""
-    r = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "dso,sym",
-                        "-g", "none", "--stdio", "--field-separator", "\t"],
-                       capture_output=True, text=True)
-    rows = {"kernel": 0.0}
-    for name, _ in USER_BUCKETS:
-        rows[name] = 0.0
-    rows["the rest of user space (the server's own code)"] = 0.0
-    for line in r.stdout.splitlines():
-        parts = line.split("\t")
-        if not line or line.startswith("#") or len(parts) < 3:
-            continue
+    rest = "the rest of user space (the server's own code)"
+    rows = {"kernel": 0.0, **{name: 0.0 for name, _ in USER_BUCKETS}, rest: 0.0}
+    for parts in P.perf_rows(data, "--no-children", "--sort", "dso,sym"):
         try:
             share = float(parts[0].strip().rstrip("%")) / 100
         except ValueError:
             continue
-        dso = parts[1].strip()
-        sym = re.sub(r"^\[[.k]\]\s*", "", parts[-1].strip())
-        if "kernel" in dso:
-            rows["kernel"] += share
-            continue
-        for name, rx in USER_BUCKETS:
-            if rx.search(sym):
-                rows[name] += share
-                break
+        sym = P.symbol(parts[-1])
+        if "kernel" in parts[1]:
+            name = "kernel"
         else:
-            rows["the rest of user space (the server's own code)"] += share
-    return {k: v * seconds_cpu_per_req for k, v in rows.items()}
+            name = next((n for n, rx in USER_BUCKETS if rx.search(sym)), rest)
+        rows[name] += share
+    return {k: v * cpu_us_per_req for k, v in rows.items()}
 
 
 def strace_counts(bins, port, pid, mode, n):
+    """System calls per request of the server process `pid` over `n` requests."""
     out = tempfile.mktemp(prefix="hc-nginx-strace-")
     st = subprocess.Popen(["strace", "-f", "-c", "-p", str(pid), "-o", out],
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -106,18 +84,10 @@ def strace_counts(bins, port, pid, mode, n):
     loadgen(bins, port, [pid], mode, count=n, conns=4)
     st.terminate()
     st.wait()
-    calls = {}
-    with open(out) as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 5 and parts[-1] not in ("total", "syscall") and parts[0][0].isdigit():
-                try:
-                    calls[parts[-1]] = int(parts[3])
-                except ValueError:
-                    continue
-    os.unlink(out)
-    calls.pop("futex", None)
-    return {k: v / n for k, v in calls.items()}
+    calls = P.strace_calls(out, n)
+    if os.path.exists(out):
+        os.unlink(out)
+    return calls
 
 
 def main():
@@ -161,15 +131,13 @@ def main():
         for name, (port, pids) in sides.items():
             data = os.path.join(work, f"perf-{name}.data")
             target = pids[-1]
-            lg = subprocess.Popen(servers.pin("1") + [
-                os.path.join(a.bin_dir, "loadgen"), "run", "--proto", "plain", "--addr",
-                f"127.0.0.1:{port}", "--path", "/100b", "--mode", a.conn_mode, "--conns", "32",
-                "--duration", "3", "--warmup", "0.5"] + sum((["--cpu-pid", str(p)] for p in pids), []),
-                stdout=subprocess.PIPE, text=True)
-            time.sleep(1.0)
-            subprocess.run(["perf", "record", "-e", "cpu-clock", "-F", "10000", "-p", str(target),
-                            "-o", data, "--", "sleep", "2"], capture_output=True)
-            d = json.loads(lg.communicate()[0])
+            # perf records 2 s in the middle of a 3 s load window.
+            with concurrent.futures.ThreadPoolExecutor(1) as ex:
+                run = ex.submit(loadgen, a.bin_dir, port, pids, a.conn_mode, duration=3)
+                time.sleep(1.0)
+                subprocess.run(["perf", "record", "-e", "cpu-clock", "-F", "10000", "-p", str(target),
+                                "-o", data, "--", "sleep", "2"], capture_output=True)
+                d = run.result()
             split[name] = perf_split(data, d["server_cpu_us_per_req"])
             calls[name] = strace_counts(a.bin_dir, port, target, a.conn_mode, 2000)
         write(a, us, ratios, med, split, calls)

@@ -140,7 +140,10 @@ def _exe(pid):
         return ""
 
 
-def loadgen(bins, port, proto, keys, mode, size, duration=None, count=None, pid=None, conns=32):
+def loadgen(bins, port, proto, keys, mode, size, duration=None, count=None, pid=None, conns=32,
+            pids=()):
+    """One `loadgen run` on CPU 1; the server's CPU is counted over `pid`
+    and `pids` (a server and its children, e.g. nginx's worker)."""
     argv = ["taskset", "-c", "1", os.path.join(bins, "loadgen"), "run", "--proto", proto,
             "--addr", f"127.0.0.1:{port}", "--path", f"/{size}", "--mode", mode, "--keys", keys,
             "--conns", str(conns)]
@@ -148,8 +151,8 @@ def loadgen(bins, port, proto, keys, mode, size, duration=None, count=None, pid=
         argv += ["--count", str(count), "--duration", "60"]
     else:
         argv += ["--duration", str(duration), "--warmup", "0.5"]
-    if pid:
-        argv += ["--cpu-pid", str(pid)]
+    for p in ([pid] if pid else []) + list(pids):
+        argv += ["--cpu-pid", str(p)]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
         raise RuntimeError(f"loadgen failed: {r.stderr}")
@@ -229,10 +232,17 @@ def syscalls(bins, work, cfg, mode, size, count):
         loadgen(bins, srv.port, proto, keys, mode, size, count=count, conns=4)
     finally:
         srv.stop()
+    return strace_calls(out, count)
+
+
+def strace_calls(path, count):
+    """System calls per request from the table `strace -c -o path` wrote
+    over `count` requests (futex left out); empty when strace wrote none
+    (no ptrace here)."""
     calls = {}
-    if not os.path.exists(out):  # strace could not trace here (no ptrace)
+    if not os.path.exists(path):
         return calls
-    with open(out) as f:
+    with open(path) as f:
         for line in f:
             m = re.match(r"\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)$", line)
             if m and m.group(2) not in ("total", "futex"):

@@ -21,7 +21,9 @@ import { own, normalizeBody, openBody, outerBody, readLimited, sealStream } from
 import { type KeyCert } from './cert.js';
 import { attachCookie, cookieSlots } from './cookies.js';
 import { Watchdog, sleep, transportError } from './diagnose.js';
-import { type Attempt, type CallerBody, type EngineOptions, type ExchangeInfo, Engine, PROBLEM_LIMIT } from './engine.js';
+import { type Attempt, type CallerBody } from './attempt.js';
+import { Engine, PROBLEM_LIMIT } from './engine.js';
+import { type EngineOptions, type ExchangeInfo } from './options.js';
 import { type HybridKey } from './pq.js';
 import { HttpCryptError, fail } from './errors.js';
 import { responseOpener } from './exchange.js';
@@ -29,7 +31,7 @@ import { InnerDecoder } from './inner.js';
 import { OCTET_STREAM } from './outer.js';
 import { MAX_ATTEMPTS, type Retry, Retries } from './retry.js';
 
-export { DEFAULT_MOUNTS, type ExchangeInfo } from './engine.js';
+export { DEFAULT_MOUNTS, type ExchangeInfo } from './options.js';
 export { MAX_LIVE_COOKIES } from './cookies.js';
 export { type HybridKey, type PqMode } from './pq.js';
 

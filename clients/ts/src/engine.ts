@@ -44,9 +44,6 @@ import { CLIENT_RANDOM_FIELD, RANDOM_FIELD, formatClientRandom } from './token.j
 import { type Attempt, type CallerBody, type HostState } from './attempt.js';
 import { DEFAULT_MOUNTS, type EngineOptions, type ExchangeInfo } from './options.js';
 
-export { DEFAULT_MOUNTS, type EngineOptions, type ExchangeInfo } from './options.js';
-export { type Attempt, type CallerBody, type HostState } from './attempt.js';
-
 /** The largest problem document or certificate list read. */
 export const PROBLEM_LIMIT = 64 * 1024;
 

@@ -20,7 +20,8 @@ use crate::conn::ConnState;
 /// - at the end of the connection hyper asks for `shutdown(SHUT_WR)`. It is
 ///   only needed when request bytes may still wait in the kernel, unread:
 ///   then `close` resets the connection and drops the unsent answer, while
-///   a shutdown first sends it (a 413 leaves its body unread). Like nginx,
+///   a shutdown first sends it (a 413 leaves its body unread), and
+///   [`Socket::linger`] reads the rest before the close. Like nginx,
 ///   which lingers only then, [`Socket`] skips the system call when no
 ///   request of the connection carried a body ([`SockPlan::BODY`]) and its
 ///   last read did not fill hyper's buffer, so the kernel held no more.
@@ -256,15 +257,15 @@ impl Socket {
         }
         // The runtime takes a new socket for readable until a read finds
         // it empty, and then waits for the kernel's word.
-        while self.read_ahead().is_err() {
+        while !self.read_ahead() {
             let _ = self.stream.readable().await;
         }
     }
 
-    /// One read of at most [`READ_AHEAD`] bytes into the replay; fails
+    /// One read of at most [`READ_AHEAD`] bytes into the replay; false
     /// only when the kernel has none yet. The end of the stream and
     /// errors leave the replay empty: the next read meets them again.
-    fn read_ahead(&mut self) -> Result<(), std::io::ErrorKind> {
+    fn read_ahead(&mut self) -> bool {
         let mut buf = [0u8; READ_AHEAD];
         match self.stream.try_read(&mut buf) {
             Ok(n) => {
@@ -272,10 +273,9 @@ impl Socket {
                 self.full_read = n == buf.len();
                 self.conn.progress().read(n);
                 self.replay(Bytes::copy_from_slice(&buf[..n]));
-                Ok(())
+                true
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Err(e.kind()),
-            Err(_) => Ok(()),
+            Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
         }
     }
 
