@@ -9,14 +9,16 @@
 # (fuzz/seeds/<target>/) and of the reproducers of crashes found before
 # (fuzz/artifacts-found/<target>/), so the tree stays clean. Prints a
 # summary table and exits non-zero if any target crashed, hung or failed to
-# run. Bounded: one build, then at most SECONDS + 120 s per target.
+# run. Bounded: one build, then at most SECONDS + 120 s per target, FUZZ_JOBS
+# targets at a time.
 #
 # A crashing input is kept where cargo-fuzz puts it, fuzz/artifacts/<target>/
 # (git-ignored), next to the run's log. Reproduce with
 #   cd fuzz && cargo +nightly fuzz run -O -a <target> artifacts/<target>/<file>
 # and minimise with `cargo +nightly fuzz tmin -O -a <target> <file>`.
 #
-# Environment: FUZZ_TARGETS="a b" restricts the run to those targets.
+# Environment: FUZZ_TARGETS="a b" restricts the run to those targets;
+# FUZZ_JOBS=N runs N targets at once (default: the CPUs, at most 4).
 set -euo pipefail
 
 secs="${1:-30}"
@@ -100,10 +102,12 @@ stat_of() { # stat name, log file
     sed -n "s/^stat::$1: *\([0-9][0-9]*\).*/\1/p" "$2" | tail -n 1
 }
 
-declare -a rows
-failed=0
-for t in "${targets[@]}"; do
-    corpus="$work/corpus/$t"
+# One target per job, FUZZ_JOBS at a time (default: the number of CPUs, at
+# most 4); each libFuzzer process uses one core, so the wall time shrinks
+# while every target still gets its SECONDS.
+run_target() { # target; writes $work/rows/<target> and, on failure, $work/failed/<target>
+    local t="$1"
+    local corpus="$work/corpus/$t"
     mkdir -p "$corpus" "$fuzz_dir/artifacts/$t"
     # Seeds, plus the reproducers of crashes found earlier (regression inputs:
     # libFuzzer runs the whole corpus before mutating it).
@@ -112,25 +116,28 @@ for t in "${targets[@]}"; do
             cp "$d/"* "$corpus/" 2>/dev/null || true
         fi
     done
+    local seeds
     seeds=$(find "$corpus" -type f | wc -l)
-    args=(
+    local args=(
         -max_total_time="$secs"
         -rss_limit_mb=2048
         -max_len="$(max_len_for "$t")"
         -timeout=10
         -print_final_stats=1
     )
+    local dict
     dict="$(dict_for "$t")"
     [ -n "$dict" ] && args+=(-dict="$dict")
-    runlog="$work/$t.log"
+    local runlog="$work/$t.log"
     log "running $t for ${secs}s ($seeds seed and regression inputs)"
+    local start rc=0
     start=$(date +%s)
-    rc=0
     # The outer timeout bounds a target that stops answering (startup, a hang
     # inside one input beyond -timeout); libFuzzer stops itself at max_total_time.
     timeout --kill-after=10 "$((secs + 120))" \
         cargo "+$toolchain" fuzz run "${build_flags[@]}" "$t" "$corpus" -- "${args[@]}" \
         >"$runlog" 2>&1 || rc=$?
+    local elapsed execs rate corpus_n result
     elapsed=$(($(date +%s) - start))
     execs="$(stat_of number_of_executed_units "$runlog")"
     rate="$(stat_of average_exec_per_sec "$runlog")"
@@ -138,10 +145,11 @@ for t in "${targets[@]}"; do
     if [ "$rc" = 0 ]; then
         result=ok
     else
-        failed=1
+        : >"$work/failed/$t"
         if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
             result="hung (killed after $((secs + 120))s)"
         elif grep -q -e '^==[0-9]*== *ERROR' -e 'ERROR: libFuzzer' -e 'panicked at' "$runlog"; then
+            local artifact known
             artifact="$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$runlog" | tail -n 1)"
             result="CRASH ${artifact#"$fuzz_dir/"}"
             for known in "$fuzz_dir/artifacts-found/$t/"*; do
@@ -152,6 +160,7 @@ for t in "${targets[@]}"; do
         else
             result="error (exit $rc)"
         fi
+        local keep
         keep="$fuzz_dir/artifacts/$t/smoke-$(date +%Y%m%d-%H%M%S).log"
         cp "$runlog" "$keep"
         {
@@ -160,8 +169,33 @@ for t in "${targets[@]}"; do
             echo "----"
         } >&2
     fi
-    rows+=("$(printf '%-20s %7s %12s %10s %7s  %s' "$t" "$elapsed" "${execs:--}" "${rate:--}" "$corpus_n" "$result")")
+    printf '%-20s %7s %12s %10s %7s  %s\n' "$t" "$elapsed" "${execs:--}" "${rate:--}" "$corpus_n" "$result" \
+        >"$work/rows/$t"
+}
+
+jobs_max="${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}"
+[[ "$jobs_max" =~ ^[1-9][0-9]*$ ]] || die "FUZZ_JOBS must be a positive whole number (got '$jobs_max')"
+[ -n "${FUZZ_JOBS:-}" ] || [ "$jobs_max" -le 4 ] || jobs_max=4
+mkdir -p "$work/rows" "$work/failed"
+for t in "${targets[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do
+        wait -n || true
+    done
+    run_target "$t" &
 done
+wait
+
+declare -a rows
+for t in "${targets[@]}"; do
+    if [ -f "$work/rows/$t" ]; then
+        rows+=("$(cat "$work/rows/$t")")
+    else
+        : >"$work/failed/$t"
+        rows+=("$(printf '%-20s %7s %12s %10s %7s  %s' "$t" - - - - "error (no result)")")
+    fi
+done
+failed=0
+[ -z "$(ls -A "$work/failed")" ] || failed=1
 
 echo
 printf '%-20s %7s %12s %10s %7s  %s\n' target seconds execs execs/s corpus result

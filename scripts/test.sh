@@ -10,7 +10,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n== %s\n' "$*"; }
+# Each step's wall time, printed at the end (CI must stay well inside its budget).
+timings=()
+started=$(date +%s)
+last_at=$started
+last_name=""
+step() {
+  local now
+  now=$(date +%s)
+  [ -z "$last_name" ] || timings+=("$(printf '%6d s  %s' $((now - last_at)) "$last_name")")
+  last_at=$now
+  last_name="$*"
+  printf '\n== %s\n' "$*"
+}
 
 step "toolchain"
 if ! command -v cargo >/dev/null 2>&1; then
@@ -26,6 +38,7 @@ cargo fmt --all -- --check
 step "clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+step "install what the tests need (scripts/install-test-deps.sh)"
 bash scripts/install-test-deps.sh
 step "tests"
 cargo test --workspace --locked
@@ -84,5 +97,8 @@ if [ "${FUZZ_SECONDS:-30}" != "0" ]; then
   step "fuzz smoke (${FUZZ_SECONDS:-30} s per target)"
   bash scripts/fuzz-smoke.sh "${FUZZ_SECONDS:-30}"
 fi
+step "done"
 echo
+printf '%s\n' "${timings[@]}"
+printf '%6d s  in all\n' $(($(date +%s) - started))
 echo "all checks passed"
