@@ -1,4 +1,8 @@
 use super::*;
+use crate::cert::KeyCert;
+use crate::inner::{Field, ResponseHead};
+use crate::keys::KexSecret;
+use crate::stream::Sealer;
 
 /// The layout spec §4.3 and §4.5 give a sealed answer, built the plain
 /// way: the head with `Date` and `Content-Length` added as fields,
