@@ -376,3 +376,66 @@ fn an_idle_keep_alive_connection_is_closed() {
         "{took:?}"
     );
 }
+
+/// Four clients whose POST to the mount states a 64 MiB body: each gets an
+/// early 413 and keeps sending its body without reading, so the server
+/// lingers on each connection (up to 2 s) to let the answer arrive. With
+/// every slot held that way, a new client is shed a slot at once: a
+/// lingering connection is cut like an idle one, and its linger ends when
+/// it is cut instead of running its 2 s out.
+#[test]
+fn lingering_connections_give_up_their_slots() {
+    let site = Site::new(&[]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Instant::now();
+    let head = format!(
+        "POST /hc/{} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\n\r\n",
+        "n".repeat(32),
+        site.host,
+        64u64 << 20
+    );
+    let lingerers: Vec<_> = (0..4)
+        .map(|_| {
+            let (addr, head, stop) = (site.server.addr, head.clone(), stop.clone());
+            std::thread::spawn(move || -> Option<Duration> {
+                let mut s = connect(addr);
+                s.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
+                s.write_all(head.as_bytes()).unwrap();
+                // Never reads; a write fails once the server has closed.
+                while !stop.load(Ordering::SeqCst) {
+                    if s.write_all(&[b'x'; 1000]).is_err() {
+                        return Some(start.elapsed());
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                None
+            })
+        })
+        .collect();
+    // Older than a newcomer is protected (1 s), well inside the linger.
+    std::thread::sleep(Duration::from_millis(1100));
+    let options = wire(
+        "OPTIONS",
+        &site.mount.options_path(),
+        &[("Host", &site.host)],
+        b"",
+    );
+    let (rsp, took) = site
+        .timed(&options, Duration::from_secs(5))
+        .expect("no answer while lingering connections hold every slot");
+    assert_eq!(rsp.status, 200, "{rsp:?}");
+    eprintln!("OPTIONS answered in {took:.2?} while four connections lingered");
+    // Time for the cut connection's peer to notice (its writes fail).
+    std::thread::sleep(Duration::from_millis(400));
+    stop.store(true, Ordering::SeqCst);
+    let closed: Vec<_> = lingerers.into_iter().map(|l| l.join().unwrap()).collect();
+    eprintln!("the lingering connections closed at {closed:.2?}");
+    let first = closed.iter().flatten().min().copied();
+    // Without the cut, the first slot frees when a linger ends, 2 s after
+    // the 413s: the newcomer would wait about 0.9 s.
+    assert!(
+        first.is_some_and(|t| t < Duration::from_millis(1700)),
+        "no lingering connection was cut: {closed:?}"
+    );
+    assert!(took < Duration::from_millis(600), "OPTIONS took {took:?}");
+}

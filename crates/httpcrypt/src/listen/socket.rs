@@ -297,10 +297,12 @@ impl Socket {
     /// bytes with a reset, and a client still sending its body (a 413
     /// answers before it is read) would meet the reset on its write before
     /// it reads the answer. A connection the listener cut is closed at
-    /// once: its reset is meant.
+    /// once: its reset is meant; so is one it cuts while lingering (a
+    /// lingering connection looks idle to `crate::lifecycle`, so it is
+    /// the first one shed when every slot is taken).
     pub(super) async fn linger(mut self) {
         use tokio::io::AsyncReadExt;
-        if self.conn.progress().resets() {
+        if self.conn.progress().is_cut() {
             return;
         }
         let deadline = tokio::time::Instant::now() + LINGER_TIME;
@@ -310,9 +312,15 @@ impl Socket {
         let mut left = LINGER_BYTES;
         while left > 0 {
             let until = deadline.min(tokio::time::Instant::now() + LINGER_GAP);
-            match tokio::time::timeout_at(until, self.stream.read(&mut buf)).await {
-                Ok(Ok(n)) if n > 0 => left = left.saturating_sub(n),
-                _ => break,
+            let progress = self.conn.progress();
+            let read = tokio::time::timeout_at(until, self.stream.read(&mut buf));
+            tokio::select! {
+                biased;
+                () = std::future::poll_fn(|cx| progress.poll_cut(cx)) => break,
+                r = read => match r {
+                    Ok(Ok(n)) if n > 0 => left = left.saturating_sub(n),
+                    _ => break,
+                },
             }
         }
     }
