@@ -102,10 +102,15 @@ stat_of() { # stat name, log file
     sed -n "s/^stat::$1: *\([0-9][0-9]*\).*/\1/p" "$2" | tail -n 1
 }
 
+# One line of the summary table: target, seconds, execs, execs/s, corpus, result.
+row() {
+    printf '%-20s %7s %12s %10s %7s  %s\n' "$@"
+}
+
 # One target per job, FUZZ_JOBS at a time (default: the number of CPUs, at
 # most 4); each libFuzzer process uses one core, so the wall time shrinks
 # while every target still gets its SECONDS.
-run_target() { # target; writes $work/rows/<target> and, on failure, $work/failed/<target>
+run_target() { # target; writes its line of the table to $work/rows/<target>
     local t="$1"
     local corpus="$work/corpus/$t"
     mkdir -p "$corpus" "$fuzz_dir/artifacts/$t"
@@ -145,7 +150,6 @@ run_target() { # target; writes $work/rows/<target> and, on failure, $work/faile
     if [ "$rc" = 0 ]; then
         result=ok
     else
-        : >"$work/failed/$t"
         if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
             result="hung (killed after $((secs + 120))s)"
         elif grep -q -e '^==[0-9]*== *ERROR' -e 'ERROR: libFuzzer' -e 'panicked at' "$runlog"; then
@@ -169,14 +173,13 @@ run_target() { # target; writes $work/rows/<target> and, on failure, $work/faile
             echo "----"
         } >&2
     fi
-    printf '%-20s %7s %12s %10s %7s  %s\n' "$t" "$elapsed" "${execs:--}" "${rate:--}" "$corpus_n" "$result" \
-        >"$work/rows/$t"
+    row "$t" "$elapsed" "${execs:--}" "${rate:--}" "$corpus_n" "$result" >"$work/rows/$t"
 }
 
 jobs_max="${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}"
 [[ "$jobs_max" =~ ^[1-9][0-9]*$ ]] || die "FUZZ_JOBS must be a positive whole number (got '$jobs_max')"
 [ -n "${FUZZ_JOBS:-}" ] || [ "$jobs_max" -le 4 ] || jobs_max=4
-mkdir -p "$work/rows" "$work/failed"
+mkdir -p "$work/rows"
 for t in "${targets[@]}"; do
     while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do
         wait -n || true
@@ -186,20 +189,16 @@ done
 wait
 
 declare -a rows
-for t in "${targets[@]}"; do
-    if [ -f "$work/rows/$t" ]; then
-        rows+=("$(cat "$work/rows/$t")")
-    else
-        : >"$work/failed/$t"
-        rows+=("$(printf '%-20s %7s %12s %10s %7s  %s' "$t" - - - - "error (no result)")")
-    fi
-done
 failed=0
-[ -z "$(ls -A "$work/failed")" ] || failed=1
+for t in "${targets[@]}"; do
+    line="$(cat "$work/rows/$t" 2>/dev/null || row "$t" - - - - "error (no result)")"
+    rows+=("$line")
+    [[ "$line" == *"  ok" ]] || failed=1
+done
 
 echo
-printf '%-20s %7s %12s %10s %7s  %s\n' target seconds execs execs/s corpus result
-printf '%-20s %7s %12s %10s %7s  %s\n' -------------------- ------- ------------ ---------- ------- ------
+row target seconds execs execs/s corpus result
+row -------------------- ------- ------------ ---------- ------- ------
 printf '%s\n' "${rows[@]}"
 if [ "$failed" != 0 ]; then
     echo "fuzz-smoke: at least one target failed; see above" >&2

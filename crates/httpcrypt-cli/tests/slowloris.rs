@@ -63,6 +63,16 @@ impl Site {
         }
     }
 
+    /// `OPTIONS {mount}/` as it goes on the wire.
+    fn options(&self) -> Vec<u8> {
+        wire(
+            "OPTIONS",
+            &self.mount.options_path(),
+            &[("Host", &self.host)],
+            b"",
+        )
+    }
+
     fn sealed(&self) -> Sealed {
         Sealed::new(&self.certs, Some(&self.identity), &self.mount)
     }
@@ -82,14 +92,8 @@ impl Site {
     /// `OPTIONS /hc/` and a sealed GET of `/a.txt`, each on a new
     /// connection, answered within `within`.
     fn served_within(&self, sealed: &Sealed, within: Duration) {
-        let options = wire(
-            "OPTIONS",
-            &self.mount.options_path(),
-            &[("Host", &self.host)],
-            b"",
-        );
         let (rsp, took) = self
-            .timed(&options, within * 2)
+            .timed(&self.options(), within * 2)
             .expect("no answer to OPTIONS while every slot is held");
         eprintln!("OPTIONS answered in {took:.2?}");
         assert_eq!(rsp.status, 200, "{rsp:?}");
@@ -358,13 +362,7 @@ fn a_body_below_the_minimum_rate_is_cut_after_the_grace() {
 fn an_idle_keep_alive_connection_is_closed() {
     let site = Site::new(&["--keepalive-timeout", "2"]);
     let mut c = connect(site.server.addr);
-    c.write_all(&wire(
-        "OPTIONS",
-        &site.mount.options_path(),
-        &[("Host", &site.host)],
-        b"",
-    ))
-    .unwrap();
+    c.write_all(&site.options()).unwrap();
     let mut r = BufReader::new(c);
     assert_eq!(read_response(&mut r).expect("an answer").status, 200);
     let start = Instant::now();
@@ -414,14 +412,8 @@ fn lingering_connections_give_up_their_slots() {
         .collect();
     // Older than a newcomer is protected (1 s), well inside the linger.
     std::thread::sleep(Duration::from_millis(1100));
-    let options = wire(
-        "OPTIONS",
-        &site.mount.options_path(),
-        &[("Host", &site.host)],
-        b"",
-    );
     let (rsp, took) = site
-        .timed(&options, Duration::from_secs(5))
+        .timed(&site.options(), Duration::from_secs(5))
         .expect("no answer while lingering connections hold every slot");
     assert_eq!(rsp.status, 200, "{rsp:?}");
     eprintln!("OPTIONS answered in {took:.2?} while four connections lingered");

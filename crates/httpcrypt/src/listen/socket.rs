@@ -296,10 +296,10 @@ impl Socket {
     /// then closes. Closed at once, the kernel would answer the peer's next
     /// bytes with a reset, and a client still sending its body (a 413
     /// answers before it is read) would meet the reset on its write before
-    /// it reads the answer. A connection the listener cut is closed at
-    /// once: its reset is meant; so is one it cuts while lingering (a
-    /// lingering connection looks idle to `crate::lifecycle`, so it is
-    /// the first one shed when every slot is taken).
+    /// it reads the answer. A connection the listener cut, before or while
+    /// it lingers, is closed at once: the cut is meant (a lingering
+    /// connection looks idle to `crate::lifecycle`, so it is the first one
+    /// shed when every slot is taken).
     pub(super) async fn linger(mut self) {
         use tokio::io::AsyncReadExt;
         if self.conn.progress().is_cut() {
