@@ -10,6 +10,10 @@
 //!
 //! - `x25519_us`: one X25519 with a client's public key, the server's only
 //!   public-key operation for a fresh client key (aws-lc, as the server).
+//! - `agreement_us`: the whole suite-1 key agreement a fresh client key
+//!   costs, as the server runs it: that X25519 and the session key's
+//!   HChaCha20 (spec §2, `KexSecret::session_key`). The floors of the fresh
+//!   cells add this one.
 //! - `crypto_us`: the cryptography of one exchange and nothing else: open
 //!   the request stream of the benchmark's GET (HChaCha20 subkey, one
 //!   ChaCha20-Poly1305 record) and seal a 100 B answer with its inner head
@@ -208,6 +212,9 @@ pub fn run(a: FloorArgs) -> Result<()> {
 
     let x25519 = time(a.reps, a.iters, |i| {
         black_box(secret.agree_raw(black_box(&clients[i % POOL])).ok());
+    });
+    let agreement = time(a.reps, a.iters, |i| {
+        black_box(secret.session_key(black_box(&clients[i % POOL])).ok());
     });
 
     // Times the cryptography and the core with an answer of `len` bytes.
@@ -422,6 +429,7 @@ pub fn run(a: FloorArgs) -> Result<()> {
 
     let doc = serde_json::json!({
         "x25519_us": x25519,
+        "agreement_us": agreement,
         "crypto_us": crypto,
         "core_us": core,
         "crypto_1k_us": crypto_1k,

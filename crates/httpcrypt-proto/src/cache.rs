@@ -13,23 +13,12 @@
 //! seal the same session into a new ticket on every connection of a client
 //! that reuses its key (spec §7.2, D29).
 
-use std::collections::HashMap;
-use std::hash::BuildHasher;
+use core::hash::Hasher;
 
+use hashbrown::HashTable;
 use siphasher::sip::SipHasher13;
 
 use crate::keys::{KexPublic, KeyId, SessionKey};
-
-/// SipHash-1-3 with a fixed secret key.
-#[derive(Clone, Copy)]
-struct Keyed(u64, u64);
-
-impl BuildHasher for Keyed {
-    type Hasher = SipHasher13;
-    fn build_hasher(&self) -> SipHasher13 {
-        SipHasher13::new_with_keys(self.0, self.1)
-    }
-}
 
 /// A cached session, as a lookup returns it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,14 +30,28 @@ pub struct Hit {
     pub ticket: Option<KeyId>,
 }
 
-type Map = HashMap<(KeyId, [u8; 32]), Hit, Keyed>;
+/// One session in a generation, with its key's hash: a lookup hashes
+/// `(kid, client)` once for both generations, and a table that grows or a
+/// promotion moves entries without hashing them again.
+struct Entry {
+    hash: u64,
+    kid: KeyId,
+    client: [u8; 32],
+    hit: Hit,
+}
+
+/// The test a probe applies to the entries whose hash it meets.
+fn is<'a>(hash: u64, kid: &'a KeyId, client: &'a KexPublic) -> impl Fn(&Entry) -> bool + 'a {
+    move |e| e.hash == hash && e.kid == *kid && e.client == client.0
+}
 
 /// A bounded cache of session keys.
 pub struct SessionCache {
-    young: Map,
-    old: Map,
+    young: HashTable<Entry>,
+    old: HashTable<Entry>,
     half: usize,
-    hasher: Keyed,
+    /// The SipHash-1-3 key.
+    key: (u64, u64),
     hits: u64,
     misses: u64,
 }
@@ -70,15 +73,24 @@ impl SessionCache {
     pub fn new(capacity: usize, seed: [u8; 16]) -> Self {
         let k0 = u64::from_le_bytes(seed[..8].try_into().expect("16-byte seed"));
         let k1 = u64::from_le_bytes(seed[8..].try_into().expect("16-byte seed"));
-        let hasher = Keyed(k0, k1);
         SessionCache {
-            young: HashMap::with_hasher(hasher),
-            old: HashMap::with_hasher(hasher),
+            young: HashTable::new(),
+            old: HashTable::new(),
             half: (capacity / 2).max(1),
-            hasher,
+            key: (k0, k1),
             hits: 0,
             misses: 0,
         }
+    }
+
+    /// SipHash-1-3 of `kid || client` in one pass.
+    fn hash(&self, kid: &KeyId, client: &KexPublic) -> u64 {
+        let mut input = [0u8; 42];
+        input[..10].copy_from_slice(&kid.0);
+        input[10..].copy_from_slice(&client.0);
+        let mut h = SipHasher13::new_with_keys(self.key.0, self.key.1);
+        h.write(&input);
+        h.finish()
     }
 
     /// Entries held.
@@ -104,18 +116,20 @@ impl SessionCache {
     /// The cached session for `(kid, client)` with its ticket note,
     /// refreshing its recency.
     pub fn lookup(&mut self, kid: &KeyId, client: &KexPublic) -> Option<Hit> {
-        let key = (*kid, client.0);
-        if let Some(e) = self.young.get(&key) {
+        let hash = self.hash(kid, client);
+        if let Some(e) = self.young.find(hash, is(hash, kid, client)) {
             self.hits += 1;
-            return Some(e.clone());
+            return Some(e.hit.clone());
         }
-        match self.old.remove(&key) {
-            Some(e) => {
+        match self.old.find_entry(hash, is(hash, kid, client)) {
+            Ok(found) => {
+                let (e, _) = found.remove();
                 self.hits += 1;
-                self.insert_young(key, e.clone());
-                Some(e)
+                let hit = e.hit.clone();
+                self.insert_young(e);
+                Some(hit)
             }
-            None => {
+            Err(_) => {
                 self.misses += 1;
                 None
             }
@@ -124,36 +138,50 @@ impl SessionCache {
 
     /// Caches `k` for `(kid, client)` (with no ticket noted).
     pub fn insert(&mut self, kid: &KeyId, client: &KexPublic, k: SessionKey) {
-        self.insert_young(
-            (*kid, client.0),
-            Hit {
+        let hash = self.hash(kid, client);
+        self.insert_young(Entry {
+            hash,
+            kid: *kid,
+            client: client.0,
+            hit: Hit {
                 key: k,
                 ticket: None,
             },
-        );
+        });
     }
 
     /// Notes that a ticket sealed under ticket key `tid` went out for the
     /// session `(kid, client)`; nothing happens if it is not cached.
     pub fn note_ticket(&mut self, kid: &KeyId, client: &KexPublic, tid: KeyId) {
-        let key = (*kid, client.0);
-        if let Some(e) = self.young.get_mut(&key).or(self.old.get_mut(&key)) {
-            e.ticket = Some(tid);
+        let hash = self.hash(kid, client);
+        let found = match self.young.find_mut(hash, is(hash, kid, client)) {
+            Some(e) => Some(e),
+            None => self.old.find_mut(hash, is(hash, kid, client)),
+        };
+        if let Some(e) = found {
+            e.hit.ticket = Some(tid);
         }
     }
 
-    fn insert_young(&mut self, key: (KeyId, [u8; 32]), e: Hit) {
-        if self.young.len() >= self.half && !self.young.contains_key(&key) {
-            // Dropping the old generation zeroizes its keys.
-            self.old = std::mem::replace(&mut self.young, HashMap::with_hasher(self.hasher));
+    /// Puts `e` in the young generation, replacing an entry of the same
+    /// session there; a full young generation first becomes the old one.
+    fn insert_young(&mut self, e: Entry) {
+        let client = KexPublic(e.client);
+        if let Some(held) = self.young.find_mut(e.hash, is(e.hash, &e.kid, &client)) {
+            held.hit = e.hit;
+            return;
         }
-        self.young.insert(key, e);
+        if self.young.len() >= self.half {
+            // Dropping the old generation zeroizes its keys.
+            self.old = std::mem::replace(&mut self.young, HashTable::new());
+        }
+        self.young.insert_unique(e.hash, e, |e| e.hash);
     }
 
     /// Drops (zeroizes) every entry whose kid `keep` rejects.
     pub fn purge(&mut self, keep: impl Fn(&KeyId) -> bool) {
-        self.young.retain(|(kid, _), _| keep(kid));
-        self.old.retain(|(kid, _), _| keep(kid));
+        self.young.retain(|e| keep(&e.kid));
+        self.old.retain(|e| keep(&e.kid));
     }
 }
 
@@ -185,6 +213,12 @@ mod tests {
         assert!(c.get(&kid, &KexPublic([1; 32])).is_some());
         assert!(c.get(&kid, &KexPublic([2; 32])).is_none());
         assert_eq!(c.stats().1, 1);
+    }
+
+    /// The entry size spec §14.6 states (the session cache's memory bound).
+    #[test]
+    fn an_entry_is_96_bytes() {
+        assert_eq!(core::mem::size_of::<Entry>(), 96);
     }
 
     #[test]
@@ -231,5 +265,90 @@ mod tests {
         // Caching the session again starts it without a note.
         c.insert(&kid, &a, SessionKey::from_bytes([1; 32]));
         assert_eq!(c.lookup(&kid, &a).unwrap().ticket, None);
+    }
+
+    /// The two generations as plain maps: what the cache must answer after
+    /// any sequence of operations.
+    #[derive(Default)]
+    struct Model {
+        young: std::collections::HashMap<(u8, u8), (u8, Option<u8>)>,
+        old: std::collections::HashMap<(u8, u8), (u8, Option<u8>)>,
+    }
+
+    impl Model {
+        fn put(&mut self, half: usize, k: (u8, u8), v: (u8, Option<u8>)) {
+            if self.young.len() >= half && !self.young.contains_key(&k) {
+                self.old = std::mem::take(&mut self.young);
+            }
+            self.young.insert(k, v);
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(u8, u8, u8),
+        Lookup(u8, u8),
+        Note(u8, u8, u8),
+        Purge(u8),
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0..3u8, 0..12u8, any::<u8>()).prop_map(|(a, b, v)| Op::Insert(a, b, v)),
+            (0..3u8, 0..12u8).prop_map(|(a, b)| Op::Lookup(a, b)),
+            (0..3u8, 0..12u8, any::<u8>()).prop_map(|(a, b, t)| Op::Note(a, b, t)),
+            (0..3u8).prop_map(Op::Purge),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Any sequence of operations on a small cache answers as the two
+        /// generations would: same hits, same keys, same ticket notes, same
+        /// size, never above the capacity.
+        #[test]
+        fn behaves_as_two_generations(
+            capacity in 1usize..10,
+            ops in proptest::collection::vec(op(), 1..200),
+        ) {
+            let mut c = SessionCache::new(capacity, [7; 16]);
+            let mut m = Model::default();
+            let half = (capacity / 2).max(1);
+            let kid = |a: u8| KeyId([a; 10]);
+            let client = |b: u8| KexPublic([b; 32]);
+            for op in ops {
+                match op {
+                    Op::Insert(a, b, v) => {
+                        c.insert(&kid(a), &client(b), SessionKey::from_bytes([v; 32]));
+                        m.put(half, (a, b), (v, None));
+                    }
+                    Op::Lookup(a, b) => {
+                        let got = c.lookup(&kid(a), &client(b));
+                        let want = match m.young.get(&(a, b)) {
+                            Some(v) => Some(*v),
+                            None => m.old.remove(&(a, b)).inspect(|v| m.put(half, (a, b), *v)),
+                        };
+                        let want = want.map(|(v, t)| Hit {
+                            key: SessionKey::from_bytes([v; 32]),
+                            ticket: t.map(kid),
+                        });
+                        proptest::prop_assert_eq!(got, want);
+                    }
+                    Op::Note(a, b, t) => {
+                        c.note_ticket(&kid(a), &client(b), kid(t));
+                        if let Some(e) = m.young.get_mut(&(a, b)).or(m.old.get_mut(&(a, b))) {
+                            e.1 = Some(t);
+                        }
+                    }
+                    Op::Purge(a) => {
+                        c.purge(|k| *k != kid(a));
+                        m.young.retain(|k, _| k.0 != a);
+                        m.old.retain(|k, _| k.0 != a);
+                    }
+                }
+                proptest::prop_assert_eq!(c.len(), m.young.len() + m.old.len());
+                proptest::prop_assert!(c.len() <= 2 * half);
+            }
+        }
     }
 }
