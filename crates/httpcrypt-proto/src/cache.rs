@@ -3,7 +3,8 @@
 //!
 //! Bounded with two generations: lookups hit the young map or promote from
 //! the old one; when the young map is full it becomes the old one and the
-//! previous old one is dropped whole. That approximates LRU with O(1)
+//! previous old one is emptied whole (its table is kept for the next young
+//! generation). That approximates LRU with O(1)
 //! operations and a hard bound of `capacity` entries. Keys are hashed with
 //! SipHash-1-3 under a caller-supplied seed, so clients cannot aim for
 //! collisions. Entries die with their kid ([`SessionCache::purge`]).
@@ -172,8 +173,13 @@ impl SessionCache {
             return;
         }
         if self.young.len() >= self.half {
-            // Dropping the old generation zeroizes its keys.
-            self.old = std::mem::replace(&mut self.young, HashTable::new());
+            // The old generation's entries go (their keys are zeroized as
+            // they drop), and its table, emptied, takes the new ones: a
+            // cache that turns over (a fresh client key per request) keeps
+            // its two tables instead of freeing one and growing another
+            // from nothing, page by page, every `half` sessions.
+            self.old.clear();
+            std::mem::swap(&mut self.young, &mut self.old);
         }
         self.young.insert_unique(e.hash, e, |e| e.hash);
     }
