@@ -171,8 +171,9 @@ def ratios(result):
     for key, v in fs.items():
         put(f"floor_{key}", {"value": v["core"], "crypto_only": v["crypto"]}, "(info)", None,
             f"the best `{key}` any server on this protocol could reach here: the plaintext path of this "
-            "run plus `loadgen floor`'s protocol core (and the key agreement, X25519 and the session "
-            "key's HChaCha20, where the client key is fresh; for "
+            "run plus `loadgen floor`'s protocol core (and the key agreement where the client key is "
+            "fresh: X25519 and the session key's HChaCha20, the X25519 alone in runs that did not "
+            "time `agreement_us`; for "
             "suite 2 the core with its X-Wing agreement), nothing else; `crypto_only` adds the "
             "cryptography alone")
     # How far the measured ratios are from their floors and ceilings.
