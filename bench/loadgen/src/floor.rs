@@ -221,10 +221,7 @@ pub fn run(a: FloorArgs) -> Result<()> {
         .map(|c| secret.agree_raw(c).map(|s| *s))
         .collect::<Result<_, _>>()?;
     let session_key = time(a.reps, a.iters, |i| {
-        black_box(httpcrypt_proto::suite::hchacha20(
-            black_box(&shared[i % POOL]),
-            &[0u8; 16],
-        ));
+        black_box(SessionKey::from_shared(black_box(&shared[i % POOL])));
     });
     let agreement = x25519 + session_key;
 

@@ -4,22 +4,19 @@
 //! Bounded with two generations: lookups hit the young map or promote from
 //! the old one; when the young map is full it becomes the old one and the
 //! previous old one is emptied whole (its table is kept for the next young
-//! generation). That approximates LRU with O(1)
-//! operations and a hard bound of `capacity` entries. Keys are hashed with
-//! SipHash-1-3 under a caller-supplied seed, so clients cannot aim for
-//! collisions. Entries die with their kid ([`SessionCache::purge`]).
+//! generation). That approximates LRU with O(1) operations and a hard bound
+//! of `capacity` entries. Keys are hashed with SipHash-1-3 under a
+//! caller-supplied seed, so clients cannot aim for collisions. Entries die with their kid ([`SessionCache::purge`]).
 //!
 //! Each entry also remembers under which ticket key the last ticket for its
 //! session went out ([`SessionCache::note_ticket`]), so the server need not
 //! seal the same session into a new ticket on every connection of a client
 //! that reuses its key (spec §7.2, D29).
 
-use core::hash::Hasher;
-
 use hashbrown::HashTable;
-use siphasher::sip::SipHasher13;
 
 use crate::keys::{KexPublic, KeyId, SessionKey};
+use crate::suite::SipKey;
 
 /// A cached session, as a lookup returns it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,8 +39,8 @@ struct Entry {
 }
 
 /// The test a probe applies to the entries whose hash it meets.
-fn is<'a>(hash: u64, kid: &'a KeyId, client: &'a KexPublic) -> impl Fn(&Entry) -> bool + 'a {
-    move |e| e.hash == hash && e.kid == *kid && e.client == client.0
+fn is<'a>(hash: u64, kid: &'a KeyId, client: &'a [u8; 32]) -> impl Fn(&Entry) -> bool + 'a {
+    move |e| e.hash == hash && e.kid == *kid && e.client == *client
 }
 
 /// A bounded cache of session keys.
@@ -51,8 +48,7 @@ pub struct SessionCache {
     young: HashTable<Entry>,
     old: HashTable<Entry>,
     half: usize,
-    /// The SipHash-1-3 key.
-    key: (u64, u64),
+    key: SipKey,
     hits: u64,
     misses: u64,
 }
@@ -72,26 +68,19 @@ impl SessionCache {
     /// A cache of at most `capacity` entries; `seed` keys the hash (draw it
     /// from a CSPRNG).
     pub fn new(capacity: usize, seed: [u8; 16]) -> Self {
-        let k0 = u64::from_le_bytes(seed[..8].try_into().expect("16-byte seed"));
-        let k1 = u64::from_le_bytes(seed[8..].try_into().expect("16-byte seed"));
         SessionCache {
             young: HashTable::new(),
             old: HashTable::new(),
             half: (capacity / 2).max(1),
-            key: (k0, k1),
+            key: SipKey::from_seed(seed),
             hits: 0,
             misses: 0,
         }
     }
 
-    /// SipHash-1-3 of `kid || client` in one pass.
+    /// SipHash-1-3 of `kid || client`.
     fn hash(&self, kid: &KeyId, client: &KexPublic) -> u64 {
-        let mut input = [0u8; 42];
-        input[..10].copy_from_slice(&kid.0);
-        input[10..].copy_from_slice(&client.0);
-        let mut h = SipHasher13::new_with_keys(self.key.0, self.key.1);
-        h.write(&input);
-        h.finish()
+        self.key.hash(&[&kid.0, &client.0])
     }
 
     /// Entries held.
@@ -118,11 +107,11 @@ impl SessionCache {
     /// refreshing its recency.
     pub fn lookup(&mut self, kid: &KeyId, client: &KexPublic) -> Option<Hit> {
         let hash = self.hash(kid, client);
-        if let Some(e) = self.young.find(hash, is(hash, kid, client)) {
+        if let Some(e) = self.young.find(hash, is(hash, kid, &client.0)) {
             self.hits += 1;
             return Some(e.hit.clone());
         }
-        match self.old.find_entry(hash, is(hash, kid, client)) {
+        match self.old.find_entry(hash, is(hash, kid, &client.0)) {
             Ok(found) => {
                 let (e, _) = found.remove();
                 self.hits += 1;
@@ -155,9 +144,9 @@ impl SessionCache {
     /// session `(kid, client)`; nothing happens if it is not cached.
     pub fn note_ticket(&mut self, kid: &KeyId, client: &KexPublic, tid: KeyId) {
         let hash = self.hash(kid, client);
-        let found = match self.young.find_mut(hash, is(hash, kid, client)) {
+        let found = match self.young.find_mut(hash, is(hash, kid, &client.0)) {
             Some(e) => Some(e),
-            None => self.old.find_mut(hash, is(hash, kid, client)),
+            None => self.old.find_mut(hash, is(hash, kid, &client.0)),
         };
         if let Some(e) = found {
             e.hit.ticket = Some(tid);
@@ -167,8 +156,7 @@ impl SessionCache {
     /// Puts `e` in the young generation, replacing an entry of the same
     /// session there; a full young generation first becomes the old one.
     fn insert_young(&mut self, e: Entry) {
-        let client = KexPublic(e.client);
-        if let Some(held) = self.young.find_mut(e.hash, is(e.hash, &e.kid, &client)) {
+        if let Some(held) = self.young.find_mut(e.hash, is(e.hash, &e.kid, &e.client)) {
             held.hit = e.hit;
             return;
         }

@@ -123,7 +123,7 @@ impl KexSecret {
     /// The session key `k = HChaCha20(X25519(self, peer), 0^16)` (spec §2).
     pub fn session_key(&self, peer: &KexPublic) -> Result<SessionKey> {
         let shared = self.agree_raw(peer)?;
-        Ok(SessionKey(hchacha20(&shared, &[0u8; 16])))
+        Ok(SessionKey::from_shared(&shared))
     }
 }
 
@@ -141,6 +141,12 @@ impl SessionKey {
     /// Wraps raw key bytes (from a ticket or a cache).
     pub fn from_bytes(bytes: [u8; 32]) -> Self {
         SessionKey(Zeroizing::new(bytes))
+    }
+
+    /// The session key of a raw X25519 output, `HChaCha20(shared, 0^16)`
+    /// (spec §2).
+    pub fn from_shared(shared: &[u8; 32]) -> Self {
+        SessionKey(hchacha20(shared, &[0u8; 16]))
     }
 
     /// The raw key bytes.

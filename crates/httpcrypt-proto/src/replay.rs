@@ -16,13 +16,10 @@
 //! (few entries left) does one check sweep them all.
 
 use std::collections::VecDeque;
-use std::hash::Hasher;
-
-use siphasher::sip::SipHasher13;
 
 use crate::error::{Error, Result};
 use crate::keys::KeyId;
-use crate::suite::NONCE_LEN;
+use crate::suite::{SipKey, NONCE_LEN};
 
 mod table;
 
@@ -119,7 +116,7 @@ pub struct StrikeRegister {
     window: u64,
     granularity: u64,
     capacity: usize,
-    key: (u64, u64),
+    key: SipKey,
     shards: Vec<table::Map>,
     /// The next map to sweep since buckets last expired; [`SHARDS`] when
     /// all are swept.
@@ -142,13 +139,11 @@ impl StrikeRegister {
     /// A register for window `window` seconds holding at most `capacity`
     /// entries. `seed` keys the fingerprints (draw it from a CSPRNG).
     pub fn new(window: u64, capacity: usize, seed: [u8; 16]) -> Self {
-        let k0 = u64::from_le_bytes(seed[..8].try_into().expect("16-byte seed"));
-        let k1 = u64::from_le_bytes(seed[8..].try_into().expect("16-byte seed"));
         StrikeRegister {
             window,
             granularity: (window / 8).max(1),
             capacity,
-            key: (k0, k1),
+            key: SipKey::from_seed(seed),
             shards: (0..SHARDS).map(|_| table::Map::default()).collect(),
             next_sweep: SHARDS,
             buckets: VecDeque::new(),
@@ -221,10 +216,7 @@ impl StrikeRegister {
     }
 
     fn fingerprint(&self, kid: &KeyId, n0: &[u8; NONCE_LEN]) -> u64 {
-        let mut h = SipHasher13::new_with_keys(self.key.0, self.key.1);
-        h.write(&kid.0);
-        h.write(n0);
-        h.finish()
+        self.key.hash(&[&kid.0, n0])
     }
 
     /// Records `(kid, n0)` for a request whose `Date` passed the freshness

@@ -27,6 +27,41 @@ pub fn hchacha20(key: &[u8; 32], input: &[u8; 16]) -> Zeroizing<[u8; 32]> {
     bytes
 }
 
+/// A secret SipHash-1-3 key: the seeded hash of the server's tables (the
+/// strike register's fingerprints, the session cache, the admission
+/// budgets), so clients cannot aim for collisions.
+#[derive(Clone, Copy)]
+pub struct SipKey(u64, u64);
+
+impl SipKey {
+    /// The key whose halves are `seed`'s little-endian halves (draw the
+    /// seed from a CSPRNG).
+    pub fn from_seed(seed: [u8; 16]) -> Self {
+        let (k0, k1) = seed.split_at(8);
+        SipKey(
+            u64::from_le_bytes(k0.try_into().expect("8 bytes")),
+            u64::from_le_bytes(k1.try_into().expect("8 bytes")),
+        )
+    }
+
+    /// SipHash-1-3 of the concatenation of `parts` (one stream: the parts
+    /// carry no length prefixes).
+    pub fn hash(&self, parts: &[&[u8]]) -> u64 {
+        use core::hash::Hasher;
+        let mut h = siphasher::sip::SipHasher13::new_with_keys(self.0, self.1);
+        for p in parts {
+            h.write(p);
+        }
+        h.finish()
+    }
+}
+
+impl core::fmt::Debug for SipKey {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("SipKey(..)")
+    }
+}
+
 /// SHA3-256 over the concatenation of `parts`.
 pub fn sha3_256(parts: &[&[u8]]) -> [u8; 32] {
     let mut h = Sha3_256::new();
@@ -185,5 +220,21 @@ mod tests {
         assert_eq!(m[15], 1);
         assert_eq!(m[23], 1);
         assert_eq!(nonce_add(&[0xff; 24], u64::MAX)[23], 0xfe);
+    }
+
+    /// The parts of a keyed hash form one stream (the strike register's
+    /// `kid || n0` and the session cache's `kid || client` rely on it), and
+    /// the seed is the key.
+    #[test]
+    fn sip_key_hashes_its_parts_as_one_stream() {
+        let k = SipKey::from_seed([7; 16]);
+        let whole = k.hash(&[b"0123456789abcdef0123456789"]);
+        assert_eq!(k.hash(&[b"0123456789", b"abcdef0123456789"]), whole);
+        assert_eq!(k.hash(&[b"0123456789abcdef", b"", b"0123456789"]), whole);
+        assert_ne!(
+            SipKey::from_seed([8; 16]).hash(&[b"0123456789abcdef0123456789"]),
+            whole
+        );
+        assert_eq!(format!("{k:?}"), "SipKey(..)");
     }
 }

@@ -4,8 +4,6 @@
 
 use std::net::IpAddr;
 
-use siphasher::sip::SipHasher13;
-
 use super::Admission;
 
 /// The budget-table key of `addr`: its prefix, as 16 bytes.
@@ -35,14 +33,8 @@ pub fn prefix_of(addr: IpAddr, v4_bits: u8, v6_bits: u8) -> [u8; 16] {
 impl Admission {
     /// The budget table's slot of `addr`'s prefix.
     fn slot(&self, addr: IpAddr) -> usize {
-        use std::hash::Hasher;
-        let mut h = SipHasher13::new_with_keys(self.hasher.0, self.hasher.1);
-        h.write(&prefix_of(
-            addr,
-            self.config.v4_prefix,
-            self.config.v6_prefix,
-        ));
-        (h.finish() as usize) & (self.table.len() - 1)
+        let prefix = prefix_of(addr, self.config.v4_prefix, self.config.v6_prefix);
+        (self.hasher.hash(&[&prefix]) as usize) & (self.table.len() - 1)
     }
 
     /// Whether `addr`'s prefix holds one key agreement now (nothing spent).

@@ -87,7 +87,7 @@ pub struct Admission {
     bucket_at: u64,
     on: bool,
     last_hot_ms: u64,
-    pub(super) hasher: (u64, u64),
+    pub(super) hasher: crate::suite::SipKey,
     /// Per slot: budget in thousandths of a key agreement, and last refill (ms).
     pub(super) table: Box<[(u32, u64)]>,
     counts: AdmissionCounts,
@@ -141,10 +141,7 @@ impl Admission {
             bucket_at: now_ms / BUCKET_MS,
             on: false,
             last_hot_ms: 0,
-            hasher: (
-                u64::from_le_bytes(seed[..8].try_into().expect("8 bytes")),
-                u64::from_le_bytes(seed[8..].try_into().expect("8 bytes")),
-            ),
+            hasher: crate::suite::SipKey::from_seed(seed),
             table: vec![(full, now_ms); slots].into_boxed_slice(),
             config,
             counts: AdmissionCounts::default(),

@@ -62,16 +62,21 @@ impl std::fmt::Debug for HttpCryptLayer {
     }
 }
 
+/// 16 bytes from the OS's CSPRNG: the seed of a keyed table hash.
+fn random_seed() -> [u8; 16] {
+    let mut seed = [0u8; 16];
+    OsRng.fill_bytes(&mut seed);
+    seed
+}
+
 impl HttpCryptLayer {
     /// A layer serving with `keys` under `config`.
     pub fn new(keys: LiveKeys, config: ServerConfig) -> Self {
-        let mut seed = [0u8; 16];
-        OsRng.fill_bytes(&mut seed);
         let window = config.freshness.unwrap_or(replay::DEFAULT_WINDOW);
         let strikes = Arc::new(LocalStrikes::new(StrikeRegister::new(
             window,
             config.strike_capacity,
-            seed,
+            random_seed(),
         )));
         Self::with_strikes(keys, config, strikes)
     }
@@ -82,10 +87,8 @@ impl HttpCryptLayer {
         config: ServerConfig,
         strikes: Arc<dyn StrikeStore>,
     ) -> Self {
-        let mut seed = [0u8; 16];
-        OsRng.fill_bytes(&mut seed);
         let cache = (config.session_cache > 0)
-            .then(|| Mutex::new(SessionCache::new(config.session_cache, seed)));
+            .then(|| Mutex::new(SessionCache::new(config.session_cache, random_seed())));
         let store = config
             .split
             .as_ref()
@@ -98,7 +101,7 @@ impl HttpCryptLayer {
                 cache,
                 defence,
                 purged: std::sync::atomic::AtomicU64::new(0),
-                session_id_key: (OsRng.next_u64(), OsRng.next_u64()),
+                session_id_key: httpcrypt_proto::suite::SipKey::from_seed(random_seed()),
                 short_keys: std::sync::Mutex::new(httpcrypt_proto::ticket::ShortKeyMemo::new(
                     shared::SHORT_KEY_SLOTS,
                 )),

@@ -21,15 +21,8 @@ impl Shared {
         kid: &httpcrypt_proto::KeyId,
         key: &httpcrypt_proto::SessionKey,
     ) -> u64 {
-        use std::hash::Hasher;
-        let mut h = siphasher::sip::SipHasher13::new_with_keys(
-            self.session_id_key.0,
-            self.session_id_key.1,
-        );
-        h.write(&kid.0);
-        h.write(key.as_bytes());
         // 0 means "no ticket yet" in ConnState.
-        h.finish().max(1)
+        self.session_id_key.hash(&[&kid.0, key.as_bytes()]).max(1)
     }
 
     /// The key of a short ticket (spec §7.3), from the server's memo of

@@ -24,7 +24,7 @@ pub(super) struct Shared {
     /// Payloads emitted as stubs (split serving).
     pub(super) store: Option<Arc<ContentStore>>,
     /// Random SipHash key of [`Shared::session_id`].
-    pub(super) session_id_key: (u64, u64),
+    pub(super) session_id_key: httpcrypt_proto::suite::SipKey,
     /// Short-ticket keys derived lately, for every connection (spec §7.3).
     pub(super) short_keys: std::sync::Mutex<httpcrypt_proto::ticket::ShortKeyMemo>,
 }
