@@ -104,6 +104,11 @@ pub(crate) struct SplitProxyArgs {
     /// Most concurrent client connections.
     #[arg(long, default_value_t = 1024)]
     pub(crate) max_connections: usize,
+    /// Speak HTTP/2 with prior knowledge to the origin (its `--h2-listen`
+    /// address in --origin): HPACK turns the fields that every request and
+    /// answer repeat into a byte or two each (spec/split-serving.md §S11).
+    #[arg(long)]
+    pub(crate) origin_h2: bool,
 }
 
 pub(crate) fn parse_size(text: &str) -> std::result::Result<u64, String> {
@@ -399,6 +404,12 @@ pub(crate) struct ServerOpts {
     /// this address, e.g. 127.0.0.1:9090; off by default.
     #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
     pub(crate) metrics: Option<SocketAddr>,
+    /// Also serve HTTP/2 with prior knowledge (h2c, and nothing else) on
+    /// ADDR: the leg split proxies keep to the origin
+    /// (`split-proxy --origin-h2`, spec/split-serving.md §S11). Serves the
+    /// same mount and files as --listen.
+    #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
+    pub(crate) h2_listen: Option<SocketAddr>,
 }
 
 pub(crate) fn listen_default() -> httpcrypt::listen::ListenOptions {

@@ -42,6 +42,8 @@ pub fn client_for(a: &FetchArgs) -> Result<httpcrypt::Client> {
         } else {
             httpcrypt::KeyPolicy::FreshPerRequest
         },
+        // One request per process: a ticket could never be presented.
+        one_shot: true,
         connect_timeout: (a.connect_timeout > 0.0)
             .then(|| std::time::Duration::from_secs_f64(a.connect_timeout)),
         ..Default::default()

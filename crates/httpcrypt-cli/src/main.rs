@@ -224,6 +224,7 @@ async fn split_proxy(a: SplitProxyArgs) -> Result<i32> {
         httpcrypt::services::split_proxy::ProxyConfig {
             origin: a.origin.clone(),
             max_record: a.max_record,
+            h2: a.origin_h2,
         },
         std::sync::Arc::new(cache),
     );
@@ -289,12 +290,35 @@ where
     }
     .on_hangup()?;
     let stop = ops::stop_signal()?;
+    // The HTTP/2 leg for split proxies: the same service, stopped when the
+    // HTTP/1.1 listener starts draining.
+    let (h2_stop, h2_stopped) = tokio::sync::oneshot::channel::<()>();
+    if let Some(addr) = opts.h2_listen {
+        let l = httpcrypt::listen::bind(addr).await?;
+        eprintln!(
+            "httpcrypt: HTTP/2 (prior knowledge) on http://{}",
+            l.local_addr()?
+        );
+        let svc = svc.clone();
+        tokio::spawn(async move {
+            let stopped = async {
+                let _ = h2_stopped.await;
+            };
+            if let Err(e) =
+                httpcrypt::listen::run_h2(l, svc, httpcrypt::listen::H2Options::default(), stopped)
+                    .await
+            {
+                tracing::error!(error = %e, "the HTTP/2 listener failed");
+            }
+        });
+    }
     let drained = httpcrypt::listen::run_draining(
         listener,
         svc,
         listen,
         async {
             let name = stop.await;
+            let _ = h2_stop.send(());
             if let Some(e) = &endpoint {
                 e.draining();
             }

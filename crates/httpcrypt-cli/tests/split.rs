@@ -870,3 +870,57 @@ async fn only_what_the_glob_really_names_and_nothing_personal_is_public() {
     assert!(files.iter().all(|f| !contains(f, b"SECRET-51d0")));
     drop(gw);
 }
+
+/// The leg over HTTP/2 (§S11): the same answers through a proxy that
+/// speaks HTTP/2 to the origin's `--h2-listen` port, for fewer bytes on the
+/// origin's side than the HTTP/1.1 leg, warm request for warm request.
+#[test]
+fn the_http2_leg_gives_the_same_answers_for_fewer_bytes() {
+    let free = TcpListener::bind("127.0.0.1:0").unwrap();
+    let h2: SocketAddr = free.local_addr().unwrap();
+    drop(free);
+    let h2_arg = h2.to_string();
+    let origin = Origin::new(&["--h2-listen", &h2_arg]);
+    settle(|| TcpStream::connect(h2).is_ok(), |up| *up);
+    let mut warm = Vec::new();
+    for (leg, target, extra) in [
+        ("h1", origin.server.addr, &[][..]),
+        ("h2", h2, &["--origin-h2"][..]),
+    ] {
+        let counter = Counter::new(target);
+        let cache = origin.cache(leg);
+        let proxy = common::split_proxy(counter.addr, &cache, extra);
+        let target = url(proxy.addr, "/static/app.bin");
+        let out = fetch(&[&target]);
+        assert!(out.status.success(), "{leg}: {}", out.stderr_text());
+        assert_eq!(out.stdout, origin.public, "{leg}: cold fetch");
+        let (entries, _, _) = cache_settled(&cache, 4);
+        assert_eq!(entries, 4, "{leg}: one cache entry per public record");
+        let before = counter.total();
+        for _ in 0..3 {
+            let out = fetch(&[&target]);
+            assert!(out.status.success(), "{leg}: {}", out.stderr_text());
+            assert_eq!(out.stdout, origin.public, "{leg}: warm fetch");
+        }
+        warm.push((counter.total() - before) / 3);
+        // Private answers and errors pass through sealed, as on HTTP/1.1.
+        let out = fetch(&[&url(proxy.addr, "/secret.txt")]);
+        assert!(out.status.success(), "{leg}: {}", out.stderr_text());
+        assert_eq!(out.stdout, origin.secret, "{leg}: private");
+        let out = fetch(&["-i", &url(proxy.addr, "/static/none.bin")]);
+        assert!(
+            out.stdout_text().starts_with("HTTP/1.1 404"),
+            "{leg}: {}",
+            out.stdout_text()
+        );
+    }
+    eprintln!("warm bytes per request: {warm:?}");
+    // HPACK: the relayed fields and the answer's head after their first
+    // use, the base64url of the target and cookie Huffman-coded.
+    assert!(
+        warm[1] + 100 < warm[0],
+        "a warm request cost the origin {} bytes over HTTP/2, {} over HTTP/1.1",
+        warm[1],
+        warm[0]
+    );
+}

@@ -33,6 +33,9 @@ pub const SHORT_TICKET_LEN: usize = KID_LEN + SHORT_H_LEN + 32;
 /// The value of the inner request field [`TICKET_FIELD`] that asks for a
 /// short ticket (spec §7.3).
 pub const ASK_SHORT: &str = "short";
+/// The value of the inner request field [`TICKET_FIELD`] that declines any
+/// ticket for this answer (spec §7.3): a client that will not resume.
+pub const DECLINE: &str = "none";
 /// Domain-separation label of the short-ticket key derivation.
 const SHORT_LABEL: &[u8] = b"hc1-short-ticket";
 

@@ -56,6 +56,17 @@ impl ConnState {
         }))
     }
 
+    /// The state of a connection that carries several requests at once
+    /// (`listen::run_h2`): the peer and the ticket memory of D29, no
+    /// expiry watch (such a connection is not closed when its keys expire)
+    /// and no progress that the listener's deadlines read.
+    pub(crate) fn multiplexed(peer: std::net::SocketAddr) -> Self {
+        ConnState(Arc::new(ConnInner {
+            peer: Some(peer),
+            ..ConnInner::default()
+        }))
+    }
+
     /// Notes a request under a key valid through `not_after`.
     pub fn note(&self, not_after: u64) {
         let before = self

@@ -53,6 +53,13 @@ impl RequestBody {
         let conn = (!body.is_end_stream()).then(|| conn.clone());
         RequestBody { body, conn }
     }
+
+    /// A body no connection watches: for a listener whose connections
+    /// carry several requests at once (`listen::run_h2`), where the
+    /// connection's progress is not one request's.
+    pub(crate) fn detached(body: hyper::body::Incoming) -> Self {
+        RequestBody { body, conn: None }
+    }
 }
 
 impl http_body::Body for RequestBody {

@@ -186,3 +186,30 @@ async fn a_token_demand_is_met_by_one_retry_under_a_short_ticket() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_one_shot_client_declines_tickets_and_so_holds_none() {
+    let srv = common::serve_one_key(12, 3600).await;
+    // Short tickets (the default) and v1 tickets alike: every request
+    // declines, so none comes back and each presents the key again.
+    for short_tickets in [Some(ShortPolicy::default()), None] {
+        let client = Client::new(ClientConfig {
+            identity: Some(srv.identity.public()),
+            key_policy: httpcrypt::KeyPolicy::ReusePerHost,
+            short_tickets,
+            one_shot: true,
+            ..Default::default()
+        });
+        let v = cookie_values(&client, srv.addr, 3).await;
+        assert!(v.iter().all(|x| x.len() == 43 && *x == v[0]), "{v:?}");
+    }
+    // The same client without one_shot takes a ticket after its first
+    // request (the test's counterpart).
+    let client = Client::new(ClientConfig {
+        identity: Some(srv.identity.public()),
+        key_policy: httpcrypt::KeyPolicy::ReusePerHost,
+        ..Default::default()
+    });
+    let v = cookie_values(&client, srv.addr, 2).await;
+    assert_eq!(v[1].len(), 22, "{v:?}");
+}

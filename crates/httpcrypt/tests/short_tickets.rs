@@ -1,14 +1,15 @@
 //! Short tickets (spec/httpcrypt.md §7.3) against the server: issued only
 //! when the request asks (`Ticket: short`), whatever it presents; a request
 //! that presents one and does not ask gets no ticket; a client that never
-//! asks still gets v1 tickets as D29 says.
+//! asks still gets v1 tickets as D29 says; one that declines
+//! (`Ticket: none`) gets none.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use httpcrypt::clock::unix_now;
 use httpcrypt_proto::client::{ClientCredential, PreparedRequest};
 use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
 use httpcrypt_proto::outer::{Form, Mount};
-use httpcrypt_proto::ticket::{AnyTicket, ShortTicket, ASK_SHORT, TICKET_FIELD};
+use httpcrypt_proto::ticket::{AnyTicket, ShortTicket, ASK_SHORT, DECLINE, TICKET_FIELD};
 use httpcrypt_proto::{replay, KexSecret, Limits};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -25,14 +26,24 @@ async fn fetch(
     ask: bool,
     n0: u8,
 ) -> (ResponseHead, String) {
+    fetch_with(srv, credential, ask.then_some(ASK_SHORT), n0).await
+}
+
+/// [`fetch`] with `Ticket: {ticket}` in the request when given.
+async fn fetch_with(
+    srv: &Server,
+    credential: ClientCredential<'_>,
+    ticket: Option<&str>,
+    n0: u8,
+) -> (ResponseHead, String) {
     let mut tcp = TcpStream::connect(srv.addr).await.unwrap();
     let prepared = PreparedRequest::new(&srv.cert, credential, [n0; 24], "", "").unwrap();
     let mut head = RequestHead::new("GET", "/Cargo.toml");
     head.fields.push(Field::new("Host", srv.addr.to_string()));
     head.fields
         .push(Field::new("Date", replay::format_date(unix_now())));
-    if ask {
-        head.fields.push(Field::new(TICKET_FIELD, ASK_SHORT));
+    if let Some(value) = ticket {
+        head.fields.push(Field::new(TICKET_FIELD, value));
     }
     let stream = prepared.seal_message(&head, b"", 16 * 1024).unwrap();
     let wire = prepared.encode_outer(Form::Get, &Mount::default(), &srv.addr.to_string(), &stream);
@@ -126,5 +137,30 @@ async fn a_client_that_does_not_ask_gets_v1_tickets_as_before() {
         p.session_key().clone()
     };
     let (h, _) = fetch(&srv, ClientCredential::Ticket(&t, &k), false, 2).await;
+    assert!(matches!(ticket_of(&h), Some(AnyTicket::V1(_))), "{h:?}");
+}
+
+#[tokio::test]
+async fn a_client_that_declines_gets_no_ticket_of_either_form() {
+    let srv = serve_one_key(4, 3600).await;
+    let key = KexSecret::from_bytes([8; 32]);
+    // A fresh key that declines: no ticket, where D29 would send a v1 one.
+    let (h, _) = fetch_with(&srv, ClientCredential::Key(&key), Some(DECLINE), 1).await;
+    assert!(ticket_of(&h).is_none(), "{h:?}");
+    // A v1 ticket presented on a new connection, declining: none either.
+    let (h, _) = fetch(&srv, ClientCredential::Key(&key), false, 2).await;
+    let Some(AnyTicket::V1(t)) = ticket_of(&h) else {
+        panic!("no v1 ticket: {h:?}")
+    };
+    let k = PreparedRequest::new(&srv.cert, ClientCredential::Key(&key), [1; 24], "", "")
+        .unwrap()
+        .session_key()
+        .clone();
+    let (h, _) = fetch_with(&srv, ClientCredential::Ticket(&t, &k), Some(DECLINE), 3).await;
+    assert!(ticket_of(&h).is_none(), "{h:?}");
+    // Any other value is no ask: D29's v1 ticket, as without the field (a
+    // new key: the session above got its ticket already).
+    let other = KexSecret::from_bytes([9; 32]);
+    let (h, _) = fetch_with(&srv, ClientCredential::Key(&other), Some("maybe"), 4).await;
     assert!(matches!(ticket_of(&h), Some(AnyTicket::V1(_))), "{h:?}");
 }

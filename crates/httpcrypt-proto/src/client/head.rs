@@ -9,7 +9,7 @@ use crate::b64;
 use crate::inner::{self, Field, RequestHead};
 use crate::profile::Profile;
 use crate::replay;
-use crate::ticket::{ASK_SHORT, TICKET_FIELD};
+use crate::ticket::{ASK_SHORT, DECLINE, TICKET_FIELD};
 use crate::token::{self, CLIENT_RANDOM_FIELD, RANDOM_FIELD};
 
 /// What the protocol adds to the caller's request.
@@ -33,6 +33,9 @@ pub struct HeadPlan<'a> {
     pub token: Option<&'a [u8]>,
     /// Ask for a short ticket (spec §7.3): adds `Ticket: short`.
     pub ask_ticket: bool,
+    /// Decline any ticket for this answer (spec §7.3): adds `Ticket: none`
+    /// unless `ask_ticket`.
+    pub decline_ticket: bool,
 }
 
 /// The inner request head for `method` and `target` with the caller's
@@ -79,6 +82,8 @@ pub fn request_head<'f>(
     }
     if plan.ask_ticket {
         head.fields.push(Field::new(TICKET_FIELD, ASK_SHORT));
+    } else if plan.decline_ticket {
+        head.fields.push(Field::new(TICKET_FIELD, DECLINE));
     }
     if !token::is_safe(method) {
         if let Some(t) = plan.token {
@@ -122,6 +127,7 @@ mod tests {
             body_len: None,
             token: None,
             ask_ticket: false,
+            decline_ticket: false,
         }
     }
 

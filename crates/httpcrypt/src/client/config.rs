@@ -45,6 +45,11 @@ pub struct ClientConfig {
     /// one as the policy says; `None` takes the v1 tickets the server
     /// issues unasked (§7.2). Only with `tickets`.
     pub short_tickets: Option<ShortPolicy>,
+    /// This client sends one request and keeps nothing for later (a
+    /// command-line fetch): a safe request that presents no ticket and asks
+    /// for none declines one (`Ticket: none`, spec §7.3), so the answer
+    /// carries no ticket the client could never present. Off by default.
+    pub one_shot: bool,
     /// Use request profile 2 with keys whose certificate announces it
     /// (spec §4.5); `false` keeps every request in the v1 layout.
     pub compact: bool,
@@ -100,6 +105,7 @@ impl Default for ClientConfig {
             provenance: None,
             connect_timeout: None,
             pq: Pq::Off,
+            one_shot: false,
         }
     }
 }

@@ -191,7 +191,10 @@ impl Client {
     ) -> Result<Sealed, Error> {
         let now = unix_now();
         let config = &self.config;
-        let short_policy = config.short_tickets.filter(|_| config.tickets);
+        // A one-shot client asks for no ticket: it declines (below).
+        let short_policy = config
+            .short_tickets
+            .filter(|_| config.tickets && !config.one_shot);
         let (ticket, ask_ticket, reused, corrected, admit) = self.hosts.with(authority, |h| {
             // A short ticket first (spec §7.3), counted as used; then a v1 one.
             let short = short_policy.and_then(|_| {
@@ -309,6 +312,9 @@ impl Client {
                 body_len: exact,
                 token: token.as_deref(),
                 ask_ticket,
+                // A token-required retry presents the ticket of the answer
+                // that refused (§8.4), so only safe requests decline.
+                decline_ticket: config.one_shot && ticket.is_none() && token::is_safe(method),
             },
             &mut ThreadRng,
         );

@@ -7,6 +7,7 @@
 //! the options its answers ask for (`socket`).
 
 mod connection;
+mod h2;
 mod socket;
 
 use std::future::Future;
@@ -23,6 +24,7 @@ use crate::conn::{ConnState, ExpiryWatch};
 pub use crate::lifecycle::RequestBody;
 use crate::lifecycle::Slots;
 use connection::serve_connection_task;
+pub use h2::{run_h2, H2Options};
 
 /// Connection-level settings.
 #[derive(Debug, Clone)]

@@ -252,8 +252,12 @@ where
     // Short tickets (spec §7.3) go out only when asked, whatever the request
     // came with; a request that presents one and does not ask gets none: its
     // client has opted in and decides itself when it wants a new one.
-    let asked_short = head.field(httpcrypt_proto::ticket::TICKET_FIELD)
-        == Some(httpcrypt_proto::ticket::ASK_SHORT.as_bytes());
+    //
+    // A request that declines (`Ticket: none`, §7.3) gets no ticket at all:
+    // its client will not resume.
+    let ask = head.field(httpcrypt_proto::ticket::TICKET_FIELD);
+    let asked_short = ask == Some(httpcrypt_proto::ticket::ASK_SHORT.as_bytes());
+    let declined = ask == Some(httpcrypt_proto::ticket::DECLINE.as_bytes());
     let short = if cfg.tickets && asked_short {
         issue_short_ticket(shared, accepted, now)
     } else {
@@ -265,6 +269,7 @@ where
             t.to_field(),
         ));
     } else if cfg.tickets
+        && !declined
         && !matches!(accepted.credential, outer::Credential::ShortTicket { .. })
         && (held.ticket.is_none() || held.ticket != shared.keys.with(|k| current_tid(k, now)))
     {

@@ -45,6 +45,9 @@ pub struct ProxyConfig {
     pub origin: Uri,
     /// Largest record accepted from the origin (clamped as a receiver's).
     pub max_record: usize,
+    /// Speak HTTP/2 with prior knowledge to the origin (spec/split-serving.md
+    /// §S11), on one multiplexed connection, instead of HTTP/1.1 on a pool.
+    pub h2: bool,
 }
 
 /// The proxy service.
@@ -77,7 +80,9 @@ impl SplitProxy {
         let mut http = HttpConnector::new();
         http.set_nodelay(true);
         SplitProxy {
-            client: HyperClient::builder(TokioExecutor::new()).build(http),
+            client: HyperClient::builder(TokioExecutor::new())
+                .http2_only(config.h2)
+                .build(http),
             config: Arc::new(config),
             cache,
             certs: Arc::new(Mutex::new(HashMap::new())),
