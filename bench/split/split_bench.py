@@ -661,7 +661,7 @@ def report(res, summary, figs, path):
                  f"is out of reach for any per-request protocol here, not only for this one; the goal "
                  f"is now {TRACE_GOAL}, set against this floor. What is left "
                  f"above the floor is HTTP (request line, fields, base64url of the GET form, the outer "
-                 f"response head), the inner head (with a ticket), stub IDs, content batches and ACKs; "
+                 f"response head), the inner head (the application's fields; a ticket unless the client declines one), stub IDs, content batches and ACKs; "
                  f"`BREAKDOWN.md` measures each.\n")
     L.append("Reproduce: `sudo bench/split/run` (full, ~10 min after the release build) or "
              "`bench/split/run --smoke` (< 60 s, debug build).\n")
