@@ -19,6 +19,11 @@ use crate::output::{refuse_inner_problem, Sink};
 use crate::request::{build_request, FetchArgs};
 
 pub fn client_for(a: &FetchArgs) -> Result<httpcrypt::Client> {
+    Ok(httpcrypt::Client::new(config_for(a)?))
+}
+
+/// The client's settings for `a`.
+fn config_for(a: &FetchArgs) -> Result<httpcrypt::ClientConfig> {
     let host = a.url.host().context("URL needs a host")?;
     let proxy = a
         .proxy
@@ -42,8 +47,9 @@ pub fn client_for(a: &FetchArgs) -> Result<httpcrypt::Client> {
         } else {
             httpcrypt::KeyPolicy::FreshPerRequest
         },
-        // One request per process: a ticket could never be presented.
-        one_shot: true,
+        // One request per process (without --repeat): a ticket could never
+        // be presented.
+        one_shot: a.repeat.unwrap_or(1) <= 1,
         connect_timeout: (a.connect_timeout > 0.0)
             .then(|| std::time::Duration::from_secs_f64(a.connect_timeout)),
         ..Default::default()
@@ -53,7 +59,7 @@ pub fn client_for(a: &FetchArgs) -> Result<httpcrypt::Client> {
     }
     a.discovery.apply(&mut config)?;
     a.asap.apply(&mut config, a.discovery.nameserver())?;
-    Ok(httpcrypt::Client::new(config))
+    Ok(config)
 }
 
 /// Where a fetch is, for the `timeout` diagnosis.
@@ -527,5 +533,34 @@ pub fn file_body(
     SizedBody {
         inner: http_body_util::StreamBody::new(frames),
         len,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn args(argv: &[&str]) -> FetchArgs {
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            fetch: FetchArgs,
+        }
+        let mut all = vec!["fetch"];
+        all.extend_from_slice(argv);
+        Cli::try_parse_from(all).unwrap().fetch
+    }
+
+    /// A fetch of one request declines tickets (spec §7.3); with --repeat
+    /// it keeps them for its later requests.
+    #[test]
+    fn one_request_is_one_shot() {
+        let c = config_for(&args(&["http://example.org/"])).unwrap();
+        assert!(c.one_shot);
+        let c = config_for(&args(&["--repeat", "1", "http://example.org/"])).unwrap();
+        assert!(c.one_shot);
+        let c = config_for(&args(&["--repeat", "2", "http://example.org/"])).unwrap();
+        assert!(!c.one_shot);
     }
 }

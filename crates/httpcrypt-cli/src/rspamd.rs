@@ -172,6 +172,9 @@ where
     if opts.keys.is_some() {
         bail!("--keys is a v1 key directory; the rspamd profile takes --keypair FILE");
     }
+    if opts.h2_listen.is_some() {
+        bail!("--h2-listen serves split proxies (spec/split-serving.md §S11); the rspamd profile has none");
+    }
     if opts.redis.is_some()
         || opts.require_token
         || !opts.mount.is_empty()
