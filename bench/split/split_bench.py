@@ -524,6 +524,12 @@ def summary_values(res):
     return out
 
 
+def than(saved, n):
+    """`saved` bytes over `n` requests as "N bytes less" or "N bytes more" per request."""
+    per = saved / n
+    return f"{abs(per):.0f} bytes {'less' if per >= 0 else 'more'}"
+
+
 def creds(counts):
     """`loadgen replay`'s credential counts as words: "1 with a key, 999 with a short ticket"."""
     words = {"key": "a key", "short": "a short ticket", "ticket": "a v1 ticket"}
@@ -599,14 +605,14 @@ def report(res, summary, figs, path):
                  "session, as one browser would (`loadgen replay`: one `httpcrypt::Client`, its "
                  "certificates, ticket and connection to the proxy kept across the requests; of its "
                  f"requests {creds(one['credentials'])}, and with v1 tickets {creds(one_v1['credentials'])}). "
-                 "Per request the origin then carries "
-                 f"{(warm['origin'] - one['origin']) / n:.0f} bytes less than with a new `httpcrypt fetch` "
-                 "process per request: a short ticket's cookie is 21 characters shorter than a public "
-                 "key's, and an answer to a request that presents one and does not ask carries no ticket "
-                 "(spec §7.3). A client that holds v1 tickets saves "
-                 f"{(warm['origin'] - one_v1['origin']) / n:.0f} bytes: its cookie is 72 characters longer "
-                 "than a key's, while the answers on the proxy's connection carry a ticket only when the "
-                 "session changes (D29).\n")
+                 f"Per request the origin then carries {than(warm['origin'] - one['origin'], n)} than "
+                 "with a new `httpcrypt fetch` process per request over the same HTTP/1.1 leg, which "
+                 "declines tickets (spec §7.3): a short ticket's cookie is 21 characters shorter than a "
+                 "public key's, and one request in 16 asks for a new ticket, whose answer carries the "
+                 "78-character field. A client that holds v1 tickets carries "
+                 f"{than(warm['origin'] - one_v1['origin'], n)}: its cookie is 72 characters longer than "
+                 "a key's, and the answers on the proxy's connection carry a ticket whenever the session "
+                 "changes (D29).\n")
     L.append(f"![trace bandwidth](figures/{figs[1]}.png)\n")
     lat = res["latency"]
     L.append("## 3. Latency of uncached requests\n")
