@@ -110,6 +110,8 @@ type attempt struct {
 	// credential; ask: the inner head asks for a new one.
 	short *ShortTicket
 	ask   bool
+	// decline: a one-shot client's safe request declines any ticket.
+	decline bool
 	// hybrid: a suite-2 session (a fresh hybrid key, or a ticket issued in
 	// one); ctM the ML-KEM ciphertext sent before the stream (fresh key).
 	hybrid bool
@@ -143,7 +145,7 @@ func (e *engine) plan(ctx context.Context, req *http.Request, authority string, 
 		}
 		offset, token, tokenKey = h.offset, h.token, h.tokenKey
 	})
-	a := &attempt{authority: authority, credential: "key", ask: tc.ask}
+	a := &attempt{authority: authority, credential: "key", ask: tc.ask, decline: tc.decline}
 	// Profile 2 exactly when the chosen key's certificate has version 2
 	// (spec §4.5), unless turned off or the authority is not sent verbatim
 	// as the outer Host (which record 0 binds). Suite 2 uses the v1 layout
@@ -258,6 +260,10 @@ func (e *engine) innerHead(req *http.Request, a *attempt, date int64, ownDate bo
 	}
 	if a.ask {
 		head.Fields = append(head.Fields, Field{TicketField, AskShort})
+	} else if a.decline && !isUnsafe(head.Method) {
+		// An unsafe request's token-required retry presents the ticket
+		// that came with the refusal (spec §8.4), so it does not decline.
+		head.Fields = append(head.Fields, Field{TicketField, Decline})
 	}
 	if isUnsafe(head.Method) {
 		// A token bound to this very session key proves an earlier round

@@ -57,6 +57,9 @@ type ticketChoice struct {
 	v1Key  SessionKey
 	hybrid bool // the ticket resumes a suite-2 session
 	ask    bool // the inner head carries `Ticket: short`
+	// decline: the inner head of a safe request carries `Ticket: none`
+	// (Options.OneShot).
+	decline bool
 }
 
 // chooseTicket decides the ticket an attempt on key server at now
@@ -66,6 +69,10 @@ type ticketChoice struct {
 // before §7.3; with tickets off (Options.NoTickets), nothing.
 func (e *engine) chooseTicket(h *hostState, server *serverKey, now int64) ticketChoice {
 	var c ticketChoice
+	if e.opts.OneShot {
+		c.decline = true
+		return c
+	}
 	if e.opts.NoTickets {
 		return c
 	}

@@ -122,6 +122,11 @@ type Options struct {
 	NoShortTickets bool
 	// ShortTickets says when to ask for a new short ticket (R and T).
 	ShortTickets ShortPolicy
+	// OneShot is for a client that sends one request and keeps nothing
+	// (a command-line fetch): it presents and asks for no ticket, and a
+	// safe request declines one (`Ticket: none`, spec §7.3), so the answer
+	// carries no ticket it could never present. hcfetch without --repeat.
+	OneShot bool
 	// NoCompact always uses the v1 request layout, even with a key whose
 	// certificate has version 2 (spec §4.5 lets a client do so).
 	NoCompact bool

@@ -64,8 +64,15 @@ func (r *shortRig) planTo(key *serverKey) *attempt {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	if v, ok := Get(head.Fields, TicketField); ok != a.ask || ok && v != AskShort {
-		r.t.Fatalf("ask %v, inner Ticket field %q", a.ask, v)
+	want := ""
+	switch {
+	case a.ask:
+		want = AskShort
+	case a.decline:
+		want = Decline
+	}
+	if v, ok := Get(head.Fields, TicketField); ok != (want != "") || v != want {
+		r.t.Fatalf("ask %v, decline %v, inner Ticket field %q", a.ask, a.decline, v)
 	}
 	return a
 }
@@ -541,5 +548,32 @@ func TestTransportTokenDemandIsMetByOneRetry(t *testing.T) {
 				t.Fatalf("v1 %v, call %d: no token", v1, i+1)
 			}
 		}
+	}
+}
+
+func TestAOneShotClientDeclinesAndPresentsNoTicket(t *testing.T) {
+	r := newShortRig(t, Options{OneShot: true})
+	a := r.plan()
+	if a.ask || !a.decline {
+		t.Fatalf("ask %v, decline %v", a.ask, a.decline)
+	}
+	// Even a ticket that arrived anyway is not presented.
+	r.answer(a)
+	r.want("second request", r.plan(), nil, false)
+	// An unsafe request does not decline (its token retry needs a ticket).
+	req, err := http.NewRequest("POST", "http://example.test/x", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := r.e.plan(context.Background(), req, "example.test", r.key, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, _, err := DecodeRequest(p.head, DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := Get(head.Fields, TicketField); ok {
+		t.Fatalf("a POST of a one-shot client carries Ticket: %q", v)
 	}
 }

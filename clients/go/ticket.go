@@ -27,6 +27,9 @@ const (
 	// AskShort is the value of the inner request field Ticket that asks
 	// for a short ticket.
 	AskShort = "short"
+	// Decline is the value of the inner request field Ticket that declines
+	// any ticket for the answer: a one-shot client (spec §7.3).
+	Decline = "none"
 	// shortLabel separates the short-ticket key derivation.
 	shortLabel = "hc1-short-ticket"
 )

@@ -150,7 +150,8 @@ class ShortFake:
             self.issued.append(t)
             fields.append(("Ticket", t.to_field()))
             token_key = t.key  # the client presents the ticket next
-        elif acc.credential.kind != "short_ticket":
+        elif acc.credential.kind != "short_ticket" and \
+                inner.field_value(head.fields, "ticket") != "none":
             t1 = self.tk.seal(TicketContents(k, acc.kid, self.now + 7200), os.urandom(24))
             fields.append(("Ticket", t1.to_field()))
         cr = inner.field_value(head.fields, "client-random")
@@ -227,6 +228,23 @@ def _value(a: Attempt) -> str:
 
 
 # ---- the engine ----
+
+def test_a_one_shot_client_declines_and_presents_no_ticket() -> None:
+    s = ShortFake()
+    e = Engine(mount="/hc", identity=s.identity, clock=lambda: NOW, one_shot=True)
+    for _ in range(2):
+        a = _build(e, s)
+        assert a.prepared.credential == "key"
+        _answer(e, s, a)
+        _, head = s.seen[-1]
+        assert inner.field_value(head.fields, "ticket") == "none"
+    assert s.issued == [] and s.asked() == [False, False]
+    # An unsafe request does not decline: its token retry needs a ticket.
+    _answer(e, s, _build(e, s, "PUT", b"x"))
+    _, head = s.seen[-1]
+    assert inner.field_value(head.fields, "ticket") is None
+
+
 
 def test_asks_on_the_first_request_and_presents_on_later_ones() -> None:
     s = ShortFake()

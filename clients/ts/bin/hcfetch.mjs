@@ -86,6 +86,8 @@ try {
     ...(opt.identity !== undefined ? { identity: opt.identity } : {}),
     ...(opt.pq !== undefined ? { pq: opt.pq } : {}),
     ...(opt.v1Tickets ? { shortTickets: false } : {}),
+    // One request per process (no --repeat): a ticket could never be presented, so it declines one.
+    oneShot: opt.repeat <= 1,
   });
   for (let i = 1; i <= opt.repeat; i++) {
     const init = { method, headers };

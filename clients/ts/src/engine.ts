@@ -39,7 +39,7 @@ import { type CallStats, MAX_BUSY_WAIT, type Retry } from './retry.js';
 import { type ShortPolicy, ShortUse, shortPolicy } from './shortpolicy.js';
 import { DEFAULT_MAX_RECORD, sealAll } from './stream.js';
 import { concat, isIdentityKey, randomBytes } from './suite.js';
-import { ASK_SHORT, TICKET_FIELD, parseAnyTicketField } from './ticket.js';
+import { ASK_SHORT, DECLINE, TICKET_FIELD, parseAnyTicketField } from './ticket.js';
 import { CLIENT_RANDOM_FIELD, RANDOM_FIELD, formatClientRandom } from './token.js';
 import { type Attempt, type CallerBody, type HostState } from './attempt.js';
 import { DEFAULT_MOUNTS, type EngineOptions, type ExchangeInfo } from './options.js';
@@ -65,6 +65,8 @@ export class Engine {
   readonly form: 'auto' | 'post' | 'get';
   readonly keyReuse: boolean;
   readonly tickets: boolean;
+  /** One request and nothing kept: no ticket presented or asked for, a safe request declines one. */
+  readonly oneShot: boolean;
   /** When to ask for short tickets (spec §7.3); null: never (off, or `tickets` off). */
   readonly shortTickets: ShortPolicy | null;
   readonly compact: boolean;
@@ -87,7 +89,8 @@ export class Engine {
     }
     this.form = options.form ?? 'auto';
     this.keyReuse = options.keyReuse ?? false;
-    this.tickets = options.tickets ?? true;
+    this.oneShot = options.oneShot ?? false;
+    this.tickets = (options.tickets ?? true) && !this.oneShot;
     const short = options.shortTickets ?? true;
     this.shortTickets = !this.tickets || short === false ? null : shortPolicy(short === true ? {} : short);
     this.compact = options.compact ?? true;
@@ -350,6 +353,8 @@ export class Engine {
     if (profile === 1 && (ownDate || !callerHeaders.has('date'))) fields.push(['Date', formatHttpDate(this.now() + h.clockOffset)]);
     if (len !== null && (len > 0 || method === 'POST' || method === 'PUT')) fields.push(['Content-Length', String(len)]);
     if (askTicket) fields.push([TICKET_FIELD, ASK_SHORT]);
+    // An unsafe request's token-required retry presents the ticket that came with the refusal (spec §8.4).
+    else if (this.oneShot && SAFE.has(method)) fields.push([TICKET_FIELD, DECLINE]);
     if (!SAFE.has(method)) {
       // A token bound to this very session key proves an earlier round trip; a fresh Client-Random asks for the next one.
       if (h.token !== null && bytesEqual(h.token.sessionKey, p.sessionKey)) fields.push([RANDOM_FIELD, h.token.value]);

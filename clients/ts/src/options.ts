@@ -39,6 +39,12 @@ export interface EngineOptions {
    */
   shortTickets?: boolean | Partial<ShortPolicy>;
   /**
+   * The client sends one request and keeps nothing (a command-line fetch):
+   * it presents and asks for no ticket, and a safe request declines one
+   * (`Ticket: none`, spec §7.3). `hcfetch` without `--repeat`. Default false.
+   */
+  oneShot?: boolean;
+  /**
    * Use request profile 2 with a key whose certificate announces it
    * (version 2, spec §4.5; default true). `false` keeps the v1 layout.
    */

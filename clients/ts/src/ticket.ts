@@ -68,6 +68,8 @@ export const SHORT_H_LEN = 16;
 export const SHORT_TICKET_LEN = KID_LEN + SHORT_H_LEN + 32;
 /** The value of the inner request field `Ticket` that asks for a short ticket (spec §7.3). */
 export const ASK_SHORT = 'short';
+/** `Ticket: none` declines any ticket for the answer: a one-shot client (spec §7.3). */
+export const DECLINE = 'none';
 const SHORT_LABEL = utf8('hc1-short-ticket');
 
 /** A short ticket as the client holds it: the cookie parts and the key `k'` requests presenting it seal under. */

@@ -354,3 +354,24 @@ test('hcFetch under a token demand (serve --require-token): the first POST takes
     }
   }
 });
+
+test('a one-shot client declines tickets on safe requests and presents none', async () => {
+  const srv = makeServer();
+  const { e } = engineFor(srv, { oneShot: true });
+  assert.equal(e.shortTickets, null);
+  for (let i = 0; i < 2; i++) {
+    const a = await plan(e);
+    assert.deepEqual([a.prepared.credential, a.askTicket], ['key', false]);
+    const { accepted, head } = serve(srv, a);
+    assert.equal(hc.fieldValue(head.fields, 'ticket'), 'none');
+    // Even a ticket that came anyway is not presented next.
+    const tk = hc.server.ticketKeyFor(srv.cfg, accepted.kid, NOW);
+    const t = hc.issueShortTicket(tk.tid, tk.key, accepted.kid, hc.randomBytes(16));
+    e.answered(a, { status: 200, reason: 'OK', fields: [['Ticket', hc.formatShortTicketField(t)]] });
+  }
+  // An unsafe request does not decline: its token retry needs a ticket.
+  const u = new URL(`${ORIGIN}/x`);
+  const p = await e.plan(u, 'POST', new Headers(), { bytes: new Uint8Array(1), stream: null }, false, e.cachedCert(u.origin, e.now()));
+  assert.ok(!/\r\nticket:/i.test(new TextDecoder().decode(p.head)), 'a POST declined');
+  assert.ok(/^POST /.test(new TextDecoder().decode(p.head)));
+});

@@ -171,7 +171,10 @@ func main() {
 		Identity:       a.identity,
 		PQ:             a.pq,
 		NoShortTickets: a.v1Tickets,
-		Observe:        func(x httpcrypt.Exchange) { last = x },
+		// One request per process (without --repeat): a ticket could
+		// never be presented, so the request declines one.
+		OneShot: a.repeat <= 1,
+		Observe: func(x httpcrypt.Exchange) { last = x },
 	})
 	client := &http.Client{
 		Transport: tr,

@@ -64,7 +64,7 @@ from .stream import (
     seal_all,
 )
 from .suite import NONCE_LEN, KexKey
-from .ticket import ASK_SHORT, TICKET_FIELD, ShortTicket, parse_ticket_field
+from .ticket import ASK_SHORT, DECLINE, TICKET_FIELD, ShortTicket, parse_ticket_field
 from .token import CLIENT_RANDOM_FIELD, RANDOM_FIELD
 
 PROBLEM_LIMIT = 64 * 1024
@@ -110,7 +110,7 @@ class Engine:
         self.pq = pq.check_mode(config.pq)
         self.short_policy: ShortPolicy | None = (
             ShortPolicy(config.short_ticket_reuse, config.short_ticket_max_age)
-            if config.tickets and config.short_tickets else None)
+            if config.tickets and config.short_tickets and not config.one_shot else None)
         self._lock = threading.Lock()
         self._hosts: dict[str, HostState] = {}
         self._kems = pq.KemCache()
@@ -287,7 +287,7 @@ class Engine:
                 if ask:
                     held.use.asked(clock)
             short_ticket = held.ticket if held is not None else None
-            ticket = h.ticket if cfg.tickets and held is None else None
+            ticket = h.ticket if cfg.tickets and not cfg.one_shot and held is None else None
             if held is not None:
                 suite = held.suite
             else:
@@ -351,6 +351,10 @@ class Engine:
             head.fields.append(("Content-Length", str(body_len)))
         if ask:
             head.fields.append((TICKET_FIELD, ASK_SHORT))
+        elif cfg.one_shot and method.upper() in SAFE_METHODS:
+            # An unsafe request's token-required retry presents the ticket
+            # that came with the refusal (spec §8.4), so it does not decline.
+            head.fields.append((TICKET_FIELD, DECLINE))
         if method.upper() not in SAFE_METHODS:
             if token is not None and token[1] == prepared.session_key:
                 head.fields.append((RANDOM_FIELD, token[0]))

@@ -36,6 +36,10 @@ class ClientConfig:
       ``short_ticket_reuse`` (R) requests per ticket and
       ``short_ticket_max_age`` (T) seconds after its first use bound how
       long one is presented before the client asks for a new one.
+    - ``one_shot``: the client sends one request and keeps nothing (a
+      command-line fetch): it presents and asks for no ticket, and a safe
+      request declines one (``Ticket: none``, spec §7.3). ``hcfetch``
+      without ``--repeat``.
     """
 
     mount: str = ""
@@ -53,3 +57,4 @@ class ClientConfig:
     short_tickets: bool = True
     short_ticket_reuse: int = short.SHORT_TICKET_REUSE
     short_ticket_max_age: float = short.SHORT_TICKET_MAX_AGE
+    one_shot: bool = False

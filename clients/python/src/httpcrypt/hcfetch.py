@@ -84,7 +84,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if method == "GET" and (a.data is not None or a.data_file is not None):
         method = "POST"
     transport = HTTPCryptTransport(mount=a.mount, identity=a.identity, pq=a.pq,
-                                   short_tickets=not a.v1_tickets)
+                                   short_tickets=not a.v1_tickets,
+                                   # One request per process (no --repeat): a ticket
+                                   # could never be presented, so it declines one.
+                                   one_shot=a.repeat <= 1)
     out = sys.stdout.buffer
     try:
         with httpx.Client(transport=transport, timeout=60.0) as client:

@@ -29,6 +29,7 @@ TICKET_FIELD = "Ticket"
 SHORT_H_LEN = 16  # a short ticket's random part h (the cookie value)
 SHORT_TICKET_LEN = KID_LEN + SHORT_H_LEN + 32  # tid || h || k' as the field carries it
 ASK_SHORT = "short"  # the inner request field Ticket: short asks for one
+DECLINE = "none"  # Ticket: none declines any ticket: a one-shot client (spec §7.3)
 _SHORT_LABEL = b"hc1-short-ticket"
 
 

@@ -46,8 +46,8 @@ pub struct ClientConfig {
     /// issues unasked (§7.2). Only with `tickets`.
     pub short_tickets: Option<ShortPolicy>,
     /// This client sends one request and keeps nothing for later (a
-    /// command-line fetch): a safe request that presents no ticket and asks
-    /// for none declines one (`Ticket: none`, spec §7.3), so the answer
+    /// command-line fetch): it presents and asks for no ticket, and a safe
+    /// request declines one (`Ticket: none`, spec §7.3), so the answer
     /// carries no ticket the client could never present. Off by default.
     pub one_shot: bool,
     /// Use request profile 2 with keys whose certificate announces it

@@ -209,7 +209,7 @@ impl Client {
             if ask_ticket {
                 h.state.asked_ticket(now);
             }
-            let ticket = if !config.tickets {
+            let ticket = if !config.tickets || config.one_shot {
                 None
             } else if short.is_some() {
                 short
@@ -314,7 +314,7 @@ impl Client {
                 ask_ticket,
                 // A token-required retry presents the ticket of the answer
                 // that refused (§8.4), so only safe requests decline.
-                decline_ticket: config.one_shot && ticket.is_none() && token::is_safe(method),
+                decline_ticket: config.one_shot && token::is_safe(method),
             },
             &mut ThreadRng,
         );
