@@ -674,7 +674,7 @@ def report(res, summary, figs, path):
                  f"stub's type, header and content ID), which cross the origin's link whatever the leg's "
                  f"encoding, `BREAKDOWN.md` puts the floor of this trace at about 1.34: the goal lies "
                  f"below what the protocol allows for these messages.\n")
-    L.append("Reproduce: `sudo bench/split/run` (full, ~10 min after the release build) or "
+    L.append("Reproduce: `sudo bench/split/run` (full, 3–10 min after the release build, by machine) or "
              "`bench/split/run --smoke` (< 60 s, debug build).\n")
     with open(path, "w") as f:
         f.write("\n".join(L))

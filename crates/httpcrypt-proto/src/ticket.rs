@@ -36,6 +36,28 @@ pub const ASK_SHORT: &str = "short";
 /// The value of the inner request field [`TICKET_FIELD`] that declines any
 /// ticket for this answer (spec §7.3): a client that will not resume.
 pub const DECLINE: &str = "none";
+
+/// What a request's inner [`TICKET_FIELD`] asks of its answer (spec §7.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TicketAsk {
+    /// No field, or a value that is no ask: tickets as D29 says.
+    Unasked,
+    /// `Ticket: short`: a short ticket.
+    Short,
+    /// `Ticket: none`: no ticket of either form.
+    Decline,
+}
+
+impl TicketAsk {
+    /// The ask of a request whose `Ticket` field is `value`.
+    pub fn of(value: Option<&[u8]>) -> Self {
+        match value {
+            Some(v) if v == ASK_SHORT.as_bytes() => TicketAsk::Short,
+            Some(v) if v == DECLINE.as_bytes() => TicketAsk::Decline,
+            _ => TicketAsk::Unasked,
+        }
+    }
+}
 /// Domain-separation label of the short-ticket key derivation.
 const SHORT_LABEL: &[u8] = b"hc1-short-ticket";
 
@@ -415,6 +437,16 @@ impl AnyTicket {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ticket_field_asks_short_declines_or_is_no_ask() {
+        assert_eq!(TicketAsk::of(None), TicketAsk::Unasked);
+        assert_eq!(TicketAsk::of(Some(b"short")), TicketAsk::Short);
+        assert_eq!(TicketAsk::of(Some(b"none")), TicketAsk::Decline);
+        for other in [&b"Short"[..], b"", b"none ", b"maybe"] {
+            assert_eq!(TicketAsk::of(Some(other)), TicketAsk::Unasked, "{other:?}");
+        }
+    }
 
     #[test]
     fn seal_open() {

@@ -131,12 +131,15 @@ where
                 Ok(r) => r?,
                 Err(_) => crate::body::plain(StatusCode::REQUEST_TIMEOUT, "request timed out\n"),
             };
-            // The stream counts as open until its answer's body is done.
+            // The stream counts as open until its answer's body is done:
+            // the body owns the guard.
             Ok::<_, std::convert::Infallible>(rsp.map(|body| {
-                http_body_util::BodyExt::boxed_unsync(GuardedBody {
-                    body,
-                    _guard: guard,
+                use http_body_util::BodyExt;
+                body.map_frame(move |frame| {
+                    let _open = &guard;
+                    frame
                 })
+                .boxed_unsync()
             }))
         }
     });
@@ -230,35 +233,6 @@ impl Drop for StreamGuard {
     }
 }
 
-pin_project_lite::pin_project! {
-    /// An answer's body that keeps its stream counted as open.
-    struct GuardedBody {
-        #[pin]
-        body: crate::body::HcBody,
-        _guard: StreamGuard,
-    }
-}
-
-impl http_body::Body for GuardedBody {
-    type Data = bytes::Bytes;
-    type Error = crate::error::BoxError;
-
-    fn poll_frame(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
-        self.project().body.poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.body.size_hint()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,6 +318,19 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(10));
     }
 
+    /// Sends `bytes` on a new connection and reads until the server
+    /// closes it; `None` if it is still open after 10 s.
+    async fn until_closed(addr: std::net::SocketAddr, bytes: &[u8]) -> Option<Vec<u8>> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        tcp.write_all(bytes).await.unwrap();
+        let mut sink = Vec::new();
+        tokio::time::timeout(Duration::from_secs(10), tcp.read_to_end(&mut sink))
+            .await
+            .ok()
+            .map(|_| sink)
+    }
+
     #[tokio::test]
     async fn an_idle_connection_is_closed() {
         let opts = H2Options {
@@ -351,15 +338,13 @@ mod tests {
             ..Default::default()
         };
         let (addr, _stop) = start(echo(Duration::ZERO), opts).await;
-        let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
         // The preface and an empty SETTINGS frame, then nothing.
-        tcp.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
-            .await
-            .unwrap();
-        let mut sink = Vec::new();
-        let read = tokio::time::timeout(Duration::from_secs(10), tcp.read_to_end(&mut sink)).await;
-        assert!(read.is_ok(), "the server kept an idle connection open");
+        let sink = until_closed(
+            addr,
+            b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0",
+        )
+        .await
+        .expect("the server kept an idle connection open");
         // Its SETTINGS, the ACK of ours, then a GOAWAY (frame type 7).
         let mut at = 0;
         let mut types = Vec::new();
@@ -376,17 +361,9 @@ mod tests {
     #[tokio::test]
     async fn http1_is_refused() {
         let (addr, _stop) = start(echo(Duration::ZERO), H2Options::default()).await;
-        let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        tcp.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        let sink = until_closed(addr, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
             .await
-            .unwrap();
-        let mut sink = Vec::new();
-        let read = tokio::time::timeout(Duration::from_secs(10), tcp.read_to_end(&mut sink)).await;
-        assert!(
-            read.is_ok(),
-            "the server kept a connection without the preface"
-        );
+            .expect("the server kept a connection without the preface");
         assert!(!sink.starts_with(b"HTTP/1.1 200"));
     }
 }

@@ -15,6 +15,7 @@ use http_body_util::BodyExt;
 use httpcrypt_proto::inner::{self, Field, Head, PackedRequestHead, ResponseHead};
 use httpcrypt_proto::outer;
 use httpcrypt_proto::server as core;
+use httpcrypt_proto::ticket::TicketAsk;
 use httpcrypt_proto::token;
 
 use super::admission::Admitted;
@@ -255,10 +256,8 @@ where
     //
     // A request that declines (`Ticket: none`, §7.3) gets no ticket at all:
     // its client will not resume.
-    let ask = head.field(httpcrypt_proto::ticket::TICKET_FIELD);
-    let asked_short = ask == Some(httpcrypt_proto::ticket::ASK_SHORT.as_bytes());
-    let declined = ask == Some(httpcrypt_proto::ticket::DECLINE.as_bytes());
-    let short = if cfg.tickets && asked_short {
+    let ask = TicketAsk::of(head.field(httpcrypt_proto::ticket::TICKET_FIELD));
+    let short = if cfg.tickets && ask == TicketAsk::Short {
         issue_short_ticket(shared, accepted, now)
     } else {
         None
@@ -269,7 +268,7 @@ where
             t.to_field(),
         ));
     } else if cfg.tickets
-        && !declined
+        && ask != TicketAsk::Decline
         && !matches!(accepted.credential, outer::Credential::ShortTicket { .. })
         && (held.ticket.is_none() || held.ticket != shared.keys.with(|k| current_tid(k, now)))
     {
