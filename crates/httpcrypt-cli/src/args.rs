@@ -503,7 +503,9 @@ pub(crate) struct CertsArgs {
     #[arg(long, default_value = "")]
     pub(crate) mount: String,
     /// Pinned identity key (base64url): only certificates it signed count.
-    #[arg(long)]
+    /// A base64url key may begin with `-`: the value after the flag is
+    /// always the key.
+    #[arg(long, allow_hyphen_values = true)]
     pub(crate) identity: Option<String>,
     #[command(flatten)]
     pub(crate) discovery: dns::DiscoveryOpts,

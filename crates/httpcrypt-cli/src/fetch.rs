@@ -563,4 +563,13 @@ mod tests {
         let c = config_for(&args(&["--repeat", "2", "http://example.org/"])).unwrap();
         assert!(!c.one_shot);
     }
+
+    /// A pinned identity whose base64url begins with `-` is the flag's
+    /// value, not another flag.
+    #[test]
+    fn an_identity_may_begin_with_a_hyphen() {
+        let key = "-Ky86kOPOW0aMMtX8RsPQwlyU7O0RpG1pwXTXLdtuEK";
+        let a = args(&["--identity", key, "http://example.org/"]);
+        assert_eq!(a.identity.as_deref(), Some(key));
+    }
 }

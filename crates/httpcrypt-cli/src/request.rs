@@ -16,7 +16,9 @@ pub struct FetchArgs {
     #[arg(long, default_value = "")]
     pub mount: String,
     /// Pinned identity key (base64url): authenticated mode.
-    #[arg(long)]
+    /// A base64url key may begin with `-`: the value after the flag is
+    /// always the key.
+    #[arg(long, allow_hyphen_values = true)]
     pub identity: Option<String>,
     /// HTTP forward proxy (also HTTP_PROXY / http_proxy).
     #[arg(long)]
