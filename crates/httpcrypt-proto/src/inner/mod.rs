@@ -25,8 +25,8 @@ pub use head::{field, Field, RequestHead, ResponseHead, ResponseHeadWriter};
 pub use packed::PackedRequestHead;
 pub use parse::{Head, FORBIDDEN};
 pub use service::{
-    connection_token_iter, is_service_field, is_service_response_field, service_fields,
-    service_host, DEFAULT_OUTER_PREFIX, PROTOCOL_FIELDS, PROTOCOL_RESPONSE_FIELDS,
+    connection_token_iter, is_service_field, is_service_field_name, is_service_response_field,
+    service_fields, service_host, DEFAULT_OUTER_PREFIX, PROTOCOL_FIELDS, PROTOCOL_RESPONSE_FIELDS,
 };
 
 #[cfg(test)]

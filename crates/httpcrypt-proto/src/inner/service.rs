@@ -13,7 +13,15 @@ pub const PROTOCOL_FIELDS: &[&str] = &["date", "client-random", "random", "ticke
 /// Whether the inner request field `name` is handed to the service (spec
 /// §4.3): every inner field but the protocol's own ([`PROTOCOL_FIELDS`]).
 pub fn is_service_field(name: &str) -> bool {
-    !PROTOCOL_FIELDS.iter().any(|p| p.eq_ignore_ascii_case(name))
+    is_service_field_name(name.as_bytes())
+}
+
+/// [`is_service_field`] for a name as bytes (a parsed head's token), with
+/// no UTF-8 check first.
+pub fn is_service_field_name(name: &[u8]) -> bool {
+    !PROTOCOL_FIELDS
+        .iter()
+        .any(|p| p.as_bytes().eq_ignore_ascii_case(name))
 }
 
 /// Inner response fields that only the server itself writes (spec §7.2,

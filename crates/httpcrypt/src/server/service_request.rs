@@ -38,6 +38,10 @@ impl SplitAsked {
 /// covers) and the configured name. Allow-listed outer fields go apart, as
 /// [`OuterFields`]. Says what the outer request's `Httpcrypt-Split` asked
 /// for (the field is for this layer only).
+/// `Httpcrypt-Split` as a field name, checked once at compile time: a
+/// lookup by a `&str` parses and lowercases the name on every request.
+static SPLIT_NAME: HeaderName = HeaderName::from_static(split::SPLIT_FIELD);
+
 pub(super) fn build_inner_request(
     parts: &mut http::request::Parts,
     head: PackedRequestHead,
@@ -52,7 +56,7 @@ pub(super) fn build_inner_request(
     // §S3: whether a split answer was asked for, and with the short head.
     let split_asked = parts
         .headers
-        .get(split::SPLIT_FIELD)
+        .get(&SPLIT_NAME)
         .map(|v| SplitAsked::from_value(v.as_bytes()))
         .unwrap_or(SplitAsked::No);
     let outer_passed =
@@ -73,7 +77,7 @@ pub(super) fn build_inner_request(
         headers.append(header::HOST, h);
     }
     for (name, value) in head.shared_fields() {
-        if !std::str::from_utf8(name).is_ok_and(inner::is_service_field) {
+        if !inner::is_service_field_name(name) {
             continue;
         }
         let name = HeaderName::from_bytes(name).map_err(|_| MalformedInner)?;

@@ -99,23 +99,73 @@ impl StaticFiles {
         };
         let mut rsp = Response::new(body);
         let fields = rsp.headers_mut();
-        fields.insert(header::CONTENT_TYPE, http::HeaderValue::from_static(mime));
-        fields.insert(
-            header::ACCEPT_RANGES,
-            http::HeaderValue::from_static("bytes"),
-        );
-        if let Some(v) = meta.modified().ok().and_then(|t| {
-            // An IMF-fixdate is 29 bytes: formatted on the stack.
-            use std::io::Write as _;
-            let mut date = [0u8; 29];
-            write!(&mut date[..], "{}", httpdate::HttpDate::from(t)).ok()?;
-            http::HeaderValue::from_bytes(&date).ok()
-        }) {
+        let (content_type, modified) = FieldMemo::values(mime, meta.modified().ok());
+        fields.insert(header::CONTENT_TYPE, content_type);
+        fields.insert(header::ACCEPT_RANGES, ACCEPT_BYTES.clone());
+        if let Some(v) = modified {
             fields.insert(header::LAST_MODIFIED, v);
         }
         fields.insert(header::CONTENT_LENGTH, http::HeaderValue::from(len));
         Some(rsp)
     }
+}
+
+/// `Accept-Ranges: bytes`, checked once at compile time.
+static ACCEPT_BYTES: http::HeaderValue = http::HeaderValue::from_static("bytes");
+
+/// The last `Content-Type` and `Last-Modified` values a worker thread built
+/// for an inline answer. The next answer of the same type, or for a file
+/// modified at the same instant, takes a clone (a reference count) instead
+/// of checking the type's bytes and formatting the date again: a few hundred
+/// instructions per answer, where files are fetched repeatedly.
+#[derive(Default)]
+struct FieldMemo {
+    content_type: Option<(&'static str, http::HeaderValue)>,
+    modified: Option<(std::time::SystemTime, Option<http::HeaderValue>)>,
+}
+
+thread_local! {
+    static FIELD_MEMO: std::cell::RefCell<FieldMemo> = std::cell::RefCell::default();
+}
+
+impl FieldMemo {
+    /// The `Content-Type` for `mime` (one of `mime_guess`'s static names)
+    /// and the `Last-Modified` for `modified`, from this thread's memo when
+    /// it holds them.
+    fn values(
+        mime: &'static str,
+        modified: Option<std::time::SystemTime>,
+    ) -> (http::HeaderValue, Option<http::HeaderValue>) {
+        FIELD_MEMO.with_borrow_mut(|memo| {
+            let content_type = match &memo.content_type {
+                // The same static name: compared by address and length.
+                Some((m, v)) if std::ptr::eq(*m, mime) => v.clone(),
+                _ => {
+                    let v = http::HeaderValue::from_static(mime);
+                    memo.content_type = Some((mime, v.clone()));
+                    v
+                }
+            };
+            let modified = modified.and_then(|t| match &memo.modified {
+                Some((at, v)) if *at == t => v.clone(),
+                _ => {
+                    let v = last_modified(t);
+                    memo.modified = Some((t, v.clone()));
+                    v
+                }
+            });
+            (content_type, modified)
+        })
+    }
+}
+
+/// A `Last-Modified` value: the IMF-fixdate of `t` (29 bytes, formatted on
+/// the stack).
+fn last_modified(t: std::time::SystemTime) -> Option<http::HeaderValue> {
+    use std::io::Write as _;
+    let mut date = [0u8; 29];
+    write!(&mut date[..], "{}", httpdate::HttpDate::from(t)).ok()?;
+    http::HeaderValue::from_bytes(&date).ok()
 }
 
 impl tower::Service<Request<HcBody>> for StaticFiles {
@@ -245,5 +295,50 @@ mod tests {
                 .to_bytes();
             assert_eq!(a, b, "{path}");
         }
+    }
+
+    /// The worker's memo of `Content-Type` and `Last-Modified` never hands
+    /// out a stale value: across files of other types and times, and after
+    /// a file's modification time changes, every inline answer's fields are
+    /// those `ServeDir` computes afresh.
+    #[tokio::test]
+    async fn memoised_fields_follow_type_and_modification() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let at = |secs: u64| std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+        for (name, secs) in [
+            ("a.txt", 1_700_000_000),
+            ("b.json", 1_700_000_001),
+            ("c", 1_600_000_000),
+        ] {
+            std::fs::write(dir.path().join(name), b"{}").expect("write");
+            let f = std::fs::File::options()
+                .write(true)
+                .open(dir.path().join(name))
+                .expect("open");
+            f.set_modified(at(secs)).expect("set mtime");
+        }
+        let files = static_files(dir.path());
+        let mut dir_svc = files.dir.as_ref().clone();
+        let mut check = async |path: &str| {
+            let ours = files.inline(&get(path, None)).expect("inline");
+            let theirs = tower::Service::call(&mut dir_svc, get(path, None))
+                .await
+                .expect("ServeDir");
+            assert_eq!(ours.headers(), theirs.headers(), "{path}");
+            ours.headers()[header::LAST_MODIFIED].clone()
+        };
+        let first = check("/a.txt").await;
+        for path in ["/b.json", "/a.txt", "/c", "/c", "/a.txt"] {
+            check(path).await;
+        }
+        std::fs::File::options()
+            .write(true)
+            .open(dir.path().join("a.txt"))
+            .expect("open")
+            .set_modified(at(1_800_000_000))
+            .expect("set mtime");
+        let later = check("/a.txt").await;
+        assert_ne!(first, later);
+        assert_eq!(later, "Fri, 15 Jan 2027 08:00:00 GMT");
     }
 }
