@@ -99,13 +99,13 @@ impl StaticFiles {
         };
         let mut rsp = Response::new(body);
         let fields = rsp.headers_mut();
-        let (content_type, modified) = FieldMemo::values(mime, meta.modified().ok());
-        fields.insert(header::CONTENT_TYPE, content_type);
+        let fields_of = FieldMemo::values(mime, meta.modified().ok(), len);
+        fields.insert(header::CONTENT_TYPE, fields_of.content_type);
         fields.insert(header::ACCEPT_RANGES, ACCEPT_BYTES.clone());
-        if let Some(v) = modified {
+        if let Some(v) = fields_of.last_modified {
             fields.insert(header::LAST_MODIFIED, v);
         }
-        fields.insert(header::CONTENT_LENGTH, http::HeaderValue::from(len));
+        fields.insert(header::CONTENT_LENGTH, fields_of.content_length);
         Some(rsp)
     }
 }
@@ -113,15 +113,29 @@ impl StaticFiles {
 /// `Accept-Ranges: bytes`, checked once at compile time.
 static ACCEPT_BYTES: http::HeaderValue = http::HeaderValue::from_static("bytes");
 
-/// The last `Content-Type` and `Last-Modified` values a worker thread built
-/// for an inline answer. The next answer of the same type, or for a file
-/// modified at the same instant, takes a clone (a reference count) instead
-/// of checking the type's bytes and formatting the date again: a few hundred
-/// instructions per answer, where files are fetched repeatedly.
+/// The field values of an inline answer that depend on the file.
+#[derive(Clone)]
+struct FileFields {
+    content_type: http::HeaderValue,
+    last_modified: Option<http::HeaderValue>,
+    content_length: http::HeaderValue,
+}
+
+/// The last field values a worker thread built for an inline answer: its
+/// `Content-Type`, and the `Last-Modified` and `Content-Length` of a file's
+/// modification time and length. The next answer of the same type, or for
+/// a file of the same time and length, takes clones (a reference count)
+/// instead of checking the type's bytes, formatting the date and the length
+/// and allocating for them again: a few hundred instructions and two
+/// allocations per answer, where files are fetched repeatedly.
 #[derive(Default)]
 struct FieldMemo {
     content_type: Option<(&'static str, http::HeaderValue)>,
-    modified: Option<(std::time::SystemTime, Option<http::HeaderValue>)>,
+    file: Option<(
+        (Option<std::time::SystemTime>, u64),
+        Option<http::HeaderValue>,
+        http::HeaderValue,
+    )>,
 }
 
 thread_local! {
@@ -129,13 +143,10 @@ thread_local! {
 }
 
 impl FieldMemo {
-    /// The `Content-Type` for `mime` (one of `mime_guess`'s static names)
-    /// and the `Last-Modified` for `modified`, from this thread's memo when
-    /// it holds them.
-    fn values(
-        mime: &'static str,
-        modified: Option<std::time::SystemTime>,
-    ) -> (http::HeaderValue, Option<http::HeaderValue>) {
+    /// The fields for a file of type `mime` (one of `mime_guess`'s static
+    /// names), modified at `modified`, of `len` bytes: from this thread's
+    /// memo when it holds them.
+    fn values(mime: &'static str, modified: Option<std::time::SystemTime>, len: u64) -> FileFields {
         FIELD_MEMO.with_borrow_mut(|memo| {
             let content_type = match &memo.content_type {
                 // The same static name: compared by address and length.
@@ -146,15 +157,20 @@ impl FieldMemo {
                     v
                 }
             };
-            let modified = modified.and_then(|t| match &memo.modified {
-                Some((at, v)) if *at == t => v.clone(),
+            let (last_modified, content_length) = match &memo.file {
+                Some((at, lm, cl)) if *at == (modified, len) => (lm.clone(), cl.clone()),
                 _ => {
-                    let v = last_modified(t);
-                    memo.modified = Some((t, v.clone()));
-                    v
+                    let lm = modified.and_then(last_modified);
+                    let cl = http::HeaderValue::from(len);
+                    memo.file = Some(((modified, len), lm.clone(), cl.clone()));
+                    (lm, cl)
                 }
-            });
-            (content_type, modified)
+            };
+            FileFields {
+                content_type,
+                last_modified,
+                content_length,
+            }
         })
     }
 }
@@ -297,20 +313,23 @@ mod tests {
         }
     }
 
-    /// The worker's memo of `Content-Type` and `Last-Modified` never hands
-    /// out a stale value: across files of other types and times, and after
-    /// a file's modification time changes, every inline answer's fields are
-    /// those `ServeDir` computes afresh.
+    /// The worker's memo of `Content-Type`, `Last-Modified` and
+    /// `Content-Length` never hands out a stale value: across files of other
+    /// types, times and lengths, and after a file's modification time
+    /// changes, every inline answer's fields are those `ServeDir` computes
+    /// afresh.
     #[tokio::test]
     async fn memoised_fields_follow_type_and_modification() {
         let dir = tempfile::tempdir().expect("temp dir");
         let at = |secs: u64| std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
-        for (name, secs) in [
-            ("a.txt", 1_700_000_000),
-            ("b.json", 1_700_000_001),
-            ("c", 1_600_000_000),
+        // d.txt: a.txt's type and time, another length.
+        for (name, secs, body) in [
+            ("a.txt", 1_700_000_000, &b"{}"[..]),
+            ("b.json", 1_700_000_001, b"{}"),
+            ("c", 1_600_000_000, b"{}"),
+            ("d.txt", 1_700_000_000, b"{ }\n"),
         ] {
-            std::fs::write(dir.path().join(name), b"{}").expect("write");
+            std::fs::write(dir.path().join(name), body).expect("write");
             let f = std::fs::File::options()
                 .write(true)
                 .open(dir.path().join(name))
@@ -328,7 +347,9 @@ mod tests {
             ours.headers()[header::LAST_MODIFIED].clone()
         };
         let first = check("/a.txt").await;
-        for path in ["/b.json", "/a.txt", "/c", "/c", "/a.txt"] {
+        for path in [
+            "/b.json", "/a.txt", "/d.txt", "/a.txt", "/c", "/c", "/a.txt",
+        ] {
             check(path).await;
         }
         std::fs::File::options()
