@@ -131,11 +131,15 @@ struct FileFields {
 #[derive(Default)]
 struct FieldMemo {
     content_type: Option<(&'static str, http::HeaderValue)>,
-    file: Option<(
-        (Option<std::time::SystemTime>, u64),
-        Option<http::HeaderValue>,
-        http::HeaderValue,
-    )>,
+    file: Option<FileMemo>,
+}
+
+/// A file's `Last-Modified` and `Content-Length`, and the modification time
+/// and length they were built for.
+struct FileMemo {
+    of: (Option<std::time::SystemTime>, u64),
+    last_modified: Option<http::HeaderValue>,
+    content_length: http::HeaderValue,
 }
 
 thread_local! {
@@ -158,12 +162,18 @@ impl FieldMemo {
                 }
             };
             let (last_modified, content_length) = match &memo.file {
-                Some((at, lm, cl)) if *at == (modified, len) => (lm.clone(), cl.clone()),
+                Some(f) if f.of == (modified, len) => {
+                    (f.last_modified.clone(), f.content_length.clone())
+                }
                 _ => {
-                    let lm = modified.and_then(last_modified);
-                    let cl = http::HeaderValue::from(len);
-                    memo.file = Some(((modified, len), lm.clone(), cl.clone()));
-                    (lm, cl)
+                    let f = FileMemo {
+                        of: (modified, len),
+                        last_modified: modified.and_then(last_modified),
+                        content_length: http::HeaderValue::from(len),
+                    };
+                    let values = (f.last_modified.clone(), f.content_length.clone());
+                    memo.file = Some(f);
+                    values
                 }
             };
             FileFields {
