@@ -39,7 +39,20 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# free_port VAR: sets VAR to a free loopback port, never one this script has
+# handed out already (a server started in the background may not have bound
+# its port yet when the next one is asked for).
+given=" "
+free_port() {
+  local p
+  while :; do
+    p=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    case "$given" in *" $p "*) continue ;; esac
+    given="$given$p "
+    printf -v "$1" '%s' "$p"
+    return 0
+  done
+}
 wait_port() {
   for _ in $(seq 1 100); do
     if python3 -c "import socket,sys; socket.create_connection(('127.0.0.1',$1),0.2)" 2>/dev/null; then return 0; fi
@@ -66,37 +79,37 @@ up_len=$(stat -c %s "$work/upload.bin")
 identity=$("$bin" keygen --dir "$work/keys")
 other_identity=$("$bin" keygen --dir "$work/other-keys")
 
-p_serve=$(free_port)
+free_port p_serve
 start serve "$bin" serve --keys "$work/keys" --root "$work/root" --mount /hc --listen "127.0.0.1:$p_serve"
 
 python3 crates/httpcrypt-cli/tests/upstream.py 0 >"$work/upstream.out" 2>"$work/upstream.log" &
 pids+=($!)
 for _ in $(seq 1 100); do grep -q '^PORT' "$work/upstream.out" 2>/dev/null && break; sleep 0.1; done
 p_up=$(awk '/^PORT/{print $2}' "$work/upstream.out")
-p_gw=$(free_port)
+free_port p_gw
 start gateway "$bin" gateway --keys "$work/keys" --upstream "http://127.0.0.1:$p_up" --mount /hc --listen "127.0.0.1:$p_gw"
 # A gateway that demands a token for unsafe methods (spec §8.4).
-p_tgw=$(free_port)
+free_port p_tgw
 start token-gateway "$bin" gateway --require-token --keys "$work/keys" --upstream "http://127.0.0.1:$p_up" --mount /hc --listen "127.0.0.1:$p_tgw"
 # Request profile 2 (spec §4.5): a server and a gateway that announce it.
 "$bin" keygen --dir "$work/compact-keys" >/dev/null
-p_c=$(free_port)
+free_port p_c
 start compact "$bin" serve --compact --keys "$work/compact-keys" --root "$work/root" --mount /hc --listen "127.0.0.1:$p_c"
-p_cgw=$(free_port)
+free_port p_cgw
 start compact-gateway "$bin" gateway --compact --keys "$work/compact-keys" --upstream "http://127.0.0.1:$p_up" --mount /hc --listen "127.0.0.1:$p_cgw"
 # Suite 2 only (spec/hybrid.md): a v1 request to these is refused, so every
 # exchange that succeeds used the hybrid agreement or a ticket of it.
 pq_identity=$("$bin" keygen --pq --dir "$work/pq-keys")
-p_pq=$(free_port)
+free_port p_pq
 start pq "$bin" serve --pq only --keys "$work/pq-keys" --root "$work/root" --mount /hc --listen "127.0.0.1:$p_pq"
-p_pqgw=$(free_port)
+free_port p_pqgw
 start pq-gateway "$bin" gateway --pq only --keys "$work/pq-keys" --upstream "http://127.0.0.1:$p_up" --mount /hc --listen "127.0.0.1:$p_pqgw"
 
 "$bin" keygen --dir "$work/fleet" >"$work/fleet-identity"
 "$bin" fleet init --keys "$work/fleet" --period 3600 >/dev/null
 cp -r "$work/fleet" "$work/fleet-a"
 cp -r "$work/fleet" "$work/fleet-b"
-p_a=$(free_port); p_b=$(free_port); p_lb=$(free_port)
+free_port p_a; free_port p_b; free_port p_lb
 start fleet-a "$bin" serve --keys "$work/fleet-a" --root "$work/root" --mount /hc --listen "127.0.0.1:$p_a"
 start fleet-b "$bin" serve --keys "$work/fleet-b" --root "$work/root" --mount /hc --listen "127.0.0.1:$p_b"
 haproxy_bin=$(command -v haproxy || echo /usr/sbin/haproxy)

@@ -179,8 +179,10 @@ fn challenge_echo_budget_over_sockets() {
         let rsp = exchange_from(src, addr, &bytes);
         (sealed, rsp)
     };
-    // The echo from the address the cookie was issued to.
+    // The echo from the address the cookie was issued to. The budget's
+    // clock starts no earlier than here.
     let (sealed, bytes) = fresh_request(addr, Some(&|n0| echo_pair(&c, n0)));
+    let first_spent = Instant::now();
     let rsp = exchange_from([127, 0, 0, 1], addr, &bytes);
     let (head, body) = sealed.open(&rsp);
     assert_eq!(
@@ -203,10 +205,16 @@ fn challenge_echo_budget_over_sockets() {
     let (_, rsp) = ok([127, 0, 0, 1]);
     assert_eq!(rsp.status, 200, "{rsp:?}");
     let (_, rsp) = ok([127, 0, 0, 1]);
-    assert_eq!(rsp.status, 429, "{rsp:?}");
-    assert_eq!(rsp.problem().type_uri, "urn:httpcrypt:busy");
-    let retry: u64 = rsp.header("retry-after").unwrap().parse().unwrap();
-    assert!((1..=2).contains(&retry), "{retry}");
+    // At 1 token a second the budget holds a new one a second after the
+    // first was spent: a slow machine may have taken that long by now, and
+    // then the answer may be a 200. Within the second it must be busy.
+    let refilled = rsp.status == 200 && first_spent.elapsed() >= Duration::from_secs(1);
+    if !refilled {
+        assert_eq!(rsp.status, 429, "{rsp:?}");
+        assert_eq!(rsp.problem().type_uri, "urn:httpcrypt:busy");
+        let retry: u64 = rsp.header("retry-after").unwrap().parse().unwrap();
+        assert!((1..=2).contains(&retry), "{retry}");
+    }
     // Another /24 has a budget of its own.
     let (sealed, rsp) = ok([127, 0, 9, 1]);
     assert_eq!(sealed.open(&rsp).0.status, 200);

@@ -77,7 +77,7 @@ fn start_rspamd(dir: &Path, scan_key: &Path, controller_key: &Path) -> Rspamd {
     // A one-line TLD list: the stock one is not needed and slows start-up.
     interop::write(&dir.join("tld.dat"), "org\ncom\n");
     interop::write(&dir.join("rules.lua"), RULES);
-    let [scan, plain, controller] = [(); 3].map(|_| interop::free_port());
+    let [scan, plain, controller] = interop::free_ports::<3>();
     let d = dir.display();
     let config = format!(
         r#"

@@ -53,11 +53,15 @@ pub fn require(test: &str, bins: &[&str]) -> bool {
 /// A loopback port that was free a moment ago (for daemons that cannot be
 /// told to pick one themselves).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    free_ports::<1>()[0]
+}
+
+/// `N` distinct free loopback ports: every listener is held until all are
+/// read, so two of them cannot be the same port (one free port at a time
+/// can come back twice).
+pub fn free_ports<const N: usize>() -> [u16; N] {
+    let held: [TcpListener; N] = std::array::from_fn(|_| TcpListener::bind("127.0.0.1:0").unwrap());
+    held.map(|l| l.local_addr().unwrap().port())
 }
 
 /// Waits until `addr` accepts TCP connections.
