@@ -99,27 +99,19 @@ impl StaticFiles {
         };
         let mut rsp = Response::new(body);
         let fields = rsp.headers_mut();
-        let fields_of = FieldMemo::values(mime, meta.modified().ok(), len);
-        fields.insert(header::CONTENT_TYPE, fields_of.content_type);
+        let (content_type, file) = FieldMemo::values(mime, meta.modified().ok(), len);
+        fields.insert(header::CONTENT_TYPE, content_type);
         fields.insert(header::ACCEPT_RANGES, ACCEPT_BYTES.clone());
-        if let Some(v) = fields_of.last_modified {
+        if let Some(v) = file.last_modified {
             fields.insert(header::LAST_MODIFIED, v);
         }
-        fields.insert(header::CONTENT_LENGTH, fields_of.content_length);
+        fields.insert(header::CONTENT_LENGTH, file.content_length);
         Some(rsp)
     }
 }
 
 /// `Accept-Ranges: bytes`, checked once at compile time.
 static ACCEPT_BYTES: http::HeaderValue = http::HeaderValue::from_static("bytes");
-
-/// The field values of an inline answer that depend on the file.
-#[derive(Clone)]
-struct FileFields {
-    content_type: http::HeaderValue,
-    last_modified: Option<http::HeaderValue>,
-    content_length: http::HeaderValue,
-}
 
 /// The last field values a worker thread built for an inline answer: its
 /// `Content-Type`, and the `Last-Modified` and `Content-Length` of a file's
@@ -136,6 +128,7 @@ struct FieldMemo {
 
 /// A file's `Last-Modified` and `Content-Length`, and the modification time
 /// and length they were built for.
+#[derive(Clone)]
 struct FileMemo {
     of: (Option<std::time::SystemTime>, u64),
     last_modified: Option<http::HeaderValue>,
@@ -147,10 +140,14 @@ thread_local! {
 }
 
 impl FieldMemo {
-    /// The fields for a file of type `mime` (one of `mime_guess`'s static
-    /// names), modified at `modified`, of `len` bytes: from this thread's
-    /// memo when it holds them.
-    fn values(mime: &'static str, modified: Option<std::time::SystemTime>, len: u64) -> FileFields {
+    /// The `Content-Type` for a file of type `mime` (one of `mime_guess`'s
+    /// static names), and the fields of a file modified at `modified`, of
+    /// `len` bytes: from this thread's memo when it holds them.
+    fn values(
+        mime: &'static str,
+        modified: Option<std::time::SystemTime>,
+        len: u64,
+    ) -> (http::HeaderValue, FileMemo) {
         FIELD_MEMO.with_borrow_mut(|memo| {
             let content_type = match &memo.content_type {
                 // The same static name: compared by address and length.
@@ -161,26 +158,18 @@ impl FieldMemo {
                     v
                 }
             };
-            let (last_modified, content_length) = match &memo.file {
-                Some(f) if f.of == (modified, len) => {
-                    (f.last_modified.clone(), f.content_length.clone())
-                }
-                _ => {
-                    let f = FileMemo {
+            let file = match &memo.file {
+                Some(f) if f.of == (modified, len) => f.clone(),
+                _ => memo
+                    .file
+                    .insert(FileMemo {
                         of: (modified, len),
                         last_modified: modified.and_then(last_modified),
                         content_length: http::HeaderValue::from(len),
-                    };
-                    let values = (f.last_modified.clone(), f.content_length.clone());
-                    memo.file = Some(f);
-                    values
-                }
+                    })
+                    .clone(),
             };
-            FileFields {
-                content_type,
-                last_modified,
-                content_length,
-            }
+            (content_type, file)
         })
     }
 }
