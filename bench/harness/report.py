@@ -179,6 +179,17 @@ def ratios(result):
     # How far the measured ratios are from their floors and ceilings.
     for key, (measured, target, ok) in EXCESS_OF.items():
         put(key, excess(result, measured), target, ok, EXCESS_TEXT[measured])
+        # The same excess in µs, and over nginx plain: unlike the ratio, these
+        # do not grow when the plaintext path (the ratio's denominator) gets
+        # cheaper, so they compare builds and runs.
+        cell = key.removeprefix("excess_").removesuffix("_over_floor")
+        put(f"beyond_floor_us_{cell}", excess(result, measured, per=None), "(info)", None,
+            f"server CPU µs per request beyond `floor_{measured}`: the measured configuration minus the "
+            "plaintext path minus the protocol core, per repetition, median over repetitions")
+        put(f"beyond_floor_over_nginx_plain_{cell}", excess(result, measured, per="nginx-plain"),
+            "(info)", None,
+            f"those µs over nginx plain in the same cell and repetition: `excess_{cell}_over_floor` "
+            "with a denominator that is not our own plaintext path")
     for key, (measured, target, ok) in SHARE_OF.items():
         put(key, share(result, measured), target, ok,
             f"`{measured}` / its ceiling `floor_{measured}`, per repetition (the ceiling's plaintext path "
@@ -276,9 +287,11 @@ def _stats(vals):
     return {"value": statistics.median(vals), "min": min(vals), "max": max(vals), "n": len(vals)}
 
 
-def excess(result, key):
+def excess(result, key, per="hc-plain"):
     """`key`'s measured ratio minus its floor (with the core), per
-    repetition."""
+    repetition: the server CPU beyond the floor over that of `per` (the
+    plaintext path, or another configuration of the cell), or in µs when
+    `per` is None."""
     fl = result.get("floor")
     if not fl or key not in FLOOR_OF:
         return None
@@ -286,8 +299,9 @@ def excess(result, key):
     ours = _ours_floor(fl, cell, agreement)
     if ours is None or tls is not None:
         return None
-    vals = [(r[side] - r["hc-plain"] - ours["core"]) / r["hc-plain"]
-            for r in _reps(result, (side, "hc-plain"), cell) if r["hc-plain"] > 0]
+    names = (side, "hc-plain") if per in (None, "hc-plain") else (side, "hc-plain", per)
+    vals = [(r[side] - r["hc-plain"] - ours["core"]) / (r[per] if per else 1.0)
+            for r in _reps(result, names, cell) if not per or r[per] > 0]
     return _stats(vals)
 
 
