@@ -66,7 +66,7 @@ fuzz_target!(|data: &[u8]| {
         method: if get { "GET" } else { "POST" },
         target: &target,
         host: Some(b"example.com"),
-        cookies: vec![&cookie],
+        cookies: [cookie.as_slice()].into_iter().collect(),
         content_length: (!get).then_some(body.len() as u64),
         has_body: !get && !body.is_empty(),
     };

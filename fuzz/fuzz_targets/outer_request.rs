@@ -131,7 +131,7 @@ fuzz_target!(|data: &[u8]| {
         method: &method,
         target: &target,
         host: (flags & 1 != 0).then_some(host_line),
-        cookies: cookies.clone(),
+        cookies: cookies.iter().copied().collect(),
         content_length: (flags & 2 != 0).then_some(content_length),
         has_body: flags & 4 != 0,
     };

@@ -114,13 +114,13 @@ fn main() {
     let junk_cookie = outer::format_cookie(&kid, &junk_public, "", "").expect("cookie");
     let junk_cookies = [junk_cookie.as_bytes()];
     let junk_view = OuterRequest {
-        cookies: junk_cookies.to_vec(),
+        cookies: junk_cookies.iter().copied().collect(),
         ..valid_view.clone()
     };
     let unknown_cookie =
         outer::format_cookie(&KeyId([1; 10]), &junk_public, "", "").expect("cookie");
     let unknown_view = OuterRequest {
-        cookies: vec![unknown_cookie.as_bytes()],
+        cookies: [unknown_cookie.as_bytes()].into_iter().collect(),
         ..valid_view.clone()
     };
 
@@ -135,7 +135,7 @@ fn main() {
     );
     let ticket_cookie = outer::format_cookie(&ticket.tid(), ticket.sealed(), "", "").expect("c");
     let ticket_view = OuterRequest {
-        cookies: vec![ticket_cookie.as_bytes()],
+        cookies: [ticket_cookie.as_bytes()].into_iter().collect(),
         ..valid_view.clone()
     };
 

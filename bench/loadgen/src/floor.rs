@@ -130,7 +130,7 @@ fn outer_of<'a>(p: &'a Prepared, host: &'a str) -> OuterRequest<'a> {
         method: "GET",
         target: &p.target,
         host: Some(host.as_bytes()),
-        cookies: vec![p.cookie.as_bytes()],
+        cookies: [p.cookie.as_bytes()].into_iter().collect(),
         content_length: None,
         has_body: false,
     }

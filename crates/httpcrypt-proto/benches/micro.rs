@@ -480,7 +480,7 @@ impl Prepared {
             method: "POST",
             target: &self.target,
             host: Some(b"www.example.com"),
-            cookies: vec![b"theme=dark; lang=en", self.cookie.as_bytes()],
+            cookies: [b"theme=dark; lang=en".as_slice(), self.cookie.as_bytes()].into(),
             content_length: Some(self.stream.len() as u64),
             has_body: true,
         }

@@ -83,7 +83,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         method: "POST",
         target: &path,
         host: Some(b"bank.example"),
-        cookies: vec![prepared.cookie().as_bytes()],
+        cookies: [prepared.cookie().as_bytes()].into_iter().collect(),
         content_length: Some((wire.len() - split) as u64),
         has_body: true,
     };

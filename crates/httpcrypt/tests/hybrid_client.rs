@@ -160,7 +160,7 @@ async fn handle(state: Shared, req: Request<hyper::body::Incoming>) -> Response<
             ),
         };
     }
-    let cookies: Vec<&[u8]> = parts
+    let cookies: httpcrypt_proto::server::CookieFields = parts
         .headers
         .get_all("cookie")
         .iter()

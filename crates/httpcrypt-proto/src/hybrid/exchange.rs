@@ -367,7 +367,8 @@ pub fn serve_bytes(
     outer_bytes: &[u8],
 ) -> Result<Option<(Accepted, RequestHead, Vec<u8>)>> {
     let o = ParsedOuter::parse(outer_bytes).ok_or(Error::Truncated)?;
-    match accept(keys, mount, &o.as_request(), &o.body, limits, now)? {
+    let view = o.as_request();
+    match accept(keys, mount, &view, &o.body, limits, now)? {
         Accept::Request(a) => {
             let (head, body) = open_request(&a, &o.body, limits)?;
             Ok(Some((a, head, body)))

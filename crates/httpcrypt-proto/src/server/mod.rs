@@ -19,6 +19,11 @@ mod response;
 pub use keys::{ServerKey, ServerKeys};
 pub use response::{problem_response, reason_phrase, seal_response};
 
+/// The `Cookie` field values of an outer request, in order: inline up to
+/// two (a protocol request carries one), so a view of the head allocates
+/// nothing.
+pub type CookieFields<'a> = smallvec::SmallVec<[&'a [u8]; 2]>;
+
 /// The parts of the outer request the server looks at.
 #[derive(Debug, Clone, Default)]
 pub struct OuterRequest<'a> {
@@ -29,7 +34,7 @@ pub struct OuterRequest<'a> {
     /// The `Host` field value.
     pub host: Option<&'a [u8]>,
     /// Every `Cookie` field value.
-    pub cookies: Vec<&'a [u8]>,
+    pub cookies: CookieFields<'a>,
     /// The declared body length (Content-Length), if any.
     pub content_length: Option<u64>,
     /// Whether the request has a body (declared length > 0 or chunked).
@@ -111,7 +116,8 @@ pub fn serve_bytes(
     outer: &[u8],
 ) -> Result<Option<(Accepted, RequestHead, Vec<u8>)>> {
     let o = ParsedOuter::parse(outer).ok_or(Error::Truncated)?;
-    match accept(keys, mount, &o.as_request(), limits, now, &mut Plain)? {
+    let view = o.as_request();
+    match accept(keys, mount, &view, limits, now, &mut Plain)? {
         Accept::Request(a) => {
             let (head, body) = open_request(&a, &o.body, limits)?;
             Ok(Some((a, head, body)))

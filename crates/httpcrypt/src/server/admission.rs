@@ -185,29 +185,33 @@ pub(super) fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) ->
 }
 
 /// The view of the outer head that proto judges, borrowed: nothing is
-/// copied before the cheap checks.
+/// copied before the cheap checks, and nothing allocated (one pass over the
+/// fields; the cookies inline).
 pub(super) fn outer_request(parts: &http::request::Parts) -> OuterRequest<'_> {
     let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let host = parts
-        .headers
-        .get(header::HOST)
-        .map(|h| h.as_bytes())
-        .or_else(|| parts.uri.authority().map(|a| a.as_str().as_bytes()));
-    let content_length = parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    let chunked = parts.headers.contains_key(header::TRANSFER_ENCODING);
+    let (mut host, mut length, mut chunked) = (None, None, false);
+    let mut cookies = httpcrypt_proto::server::CookieFields::new();
+    // `HeaderMap::iter` gives every value of a name in order, names in the
+    // order they first came: the first `Host` and `Content-Length` are those
+    // `HeaderMap::get` returns.
+    for (name, value) in parts.headers.iter() {
+        if *name == header::COOKIE {
+            cookies.push(value.as_bytes());
+        } else if *name == header::HOST {
+            host = host.or(Some(value.as_bytes()));
+        } else if *name == header::CONTENT_LENGTH {
+            length = length.or(Some(value));
+        } else if *name == header::TRANSFER_ENCODING {
+            chunked = true;
+        }
+    }
+    let host = host.or_else(|| parts.uri.authority().map(|a| a.as_str().as_bytes()));
+    let content_length = length.and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     OuterRequest {
         method: parts.method.as_str(),
         target,
         host,
-        cookies: parts
-            .headers
-            .get_all(header::COOKIE)
-            .iter()
-            .map(|v| v.as_bytes())
-            .collect(),
+        cookies,
         content_length,
         has_body: chunked || content_length.is_some_and(|l| l > 0),
     }
@@ -303,4 +307,65 @@ pub(super) fn decided<B>(
         held,
         now,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::outer_request;
+
+    fn parts(req: http::request::Builder) -> http::request::Parts {
+        req.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn the_outer_view_takes_the_fields_header_map_lookups_would() {
+        // Repeated fields, the protocol's among others, in the order a
+        // client sent them.
+        let p = parts(
+            http::Request::post("/hc/n?q")
+                .header("cookie", "a=1")
+                .header("host", "first.example")
+                .header("x-other", "z")
+                .header("content-length", "12")
+                .header("cookie", "b=2")
+                .header("host", "second.example")
+                .header("content-length", "99")
+                .header("cookie", "c=3"),
+        );
+        let v = outer_request(&p);
+        assert_eq!(v.method, "POST");
+        assert_eq!(v.target, "/hc/n?q");
+        assert_eq!(v.host, p.headers.get("host").map(|h| h.as_bytes()));
+        assert_eq!(v.host, Some(b"first.example".as_slice()));
+        let cookies: Vec<&[u8]> = p
+            .headers
+            .get_all("cookie")
+            .iter()
+            .map(|c| c.as_bytes())
+            .collect();
+        assert_eq!(v.cookies.as_slice(), cookies.as_slice());
+        assert_eq!(v.cookies.len(), 3);
+        assert_eq!(v.content_length, Some(12));
+        assert!(v.has_body);
+
+        // No Host field: the authority of an absolute target; chunked.
+        let p = parts(
+            http::Request::post("http://authority.example/hc/n")
+                .header("transfer-encoding", "chunked"),
+        );
+        let v = outer_request(&p);
+        assert_eq!(v.host, Some(b"authority.example".as_slice()));
+        assert!(v.cookies.is_empty());
+        assert_eq!(v.content_length, None);
+        assert!(v.has_body);
+
+        // A declared empty body is none; a length that is not a number is
+        // no length.
+        let empty = parts(http::Request::get("/").header("content-length", "0"));
+        assert!(!outer_request(&empty).has_body);
+        let garbled = parts(http::Request::get("/").header("content-length", "x"));
+        let v = outer_request(&garbled);
+        assert_eq!(v.content_length, None);
+        assert!(!v.has_body);
+    }
 }
