@@ -105,9 +105,13 @@ impl ConnState {
     /// records so that its first record (and so its verified head) fits in
     /// what may leave before the handshake.
     pub(crate) fn take_early_room(&self) -> usize {
-        self.0
-            .early_room
-            .swap(0, std::sync::atomic::Ordering::Relaxed)
+        // A plain load first: only a connection the gate admitted early
+        // has room to take, and every other answer skips the locked swap.
+        let room = &self.0.early_room;
+        if room.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+            return 0;
+        }
+        room.swap(0, std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Notes this connection's expiry with the listener's watch again

@@ -144,7 +144,7 @@ pub(super) fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) ->
     let mut agreement = LayerAgreement {
         shared,
         conn: parts.extensions.get::<ConnState>(),
-        addr: crate::defence::peer_ip(&parts.extensions),
+        ext: &parts.extensions,
         held: Held::default(),
         refused: None,
     };

@@ -62,24 +62,14 @@ pub(super) fn sealed_outer(body: HcBody) -> Response<HcBody> {
     r
 }
 
-/// Sets the outer fields of every sealed answer.
+/// Sets the outer fields of every sealed answer (`outer::RESPONSE_FIELDS`,
+/// as constants: no name lookup or value check per answer; the test
+/// `outer_fields_are_the_contracts` keeps the two the same).
 pub(super) fn outer_fields(h: &mut HeaderMap) {
-    // Parsed once.
-    static FIELDS: std::sync::LazyLock<Vec<(HeaderName, HeaderValue)>> =
-        std::sync::LazyLock::new(|| {
-            outer::RESPONSE_FIELDS
-                .iter()
-                .filter_map(|(n, v)| {
-                    Some((
-                        HeaderName::from_bytes(n.as_bytes()).ok()?,
-                        HeaderValue::from_static(v),
-                    ))
-                })
-                .collect()
-        });
-    for (n, v) in FIELDS.iter() {
-        h.insert(n.clone(), v.clone());
-    }
+    const CONTENT_TYPE: HeaderValue = HeaderValue::from_static(outer::OCTET_STREAM);
+    const NO_STORE: HeaderValue = HeaderValue::from_static("no-store");
+    h.insert(header::CONTENT_TYPE, CONTENT_TYPE);
+    h.insert(header::CACHE_CONTROL, NO_STORE);
 }
 
 /// A sealed inner error (spec §4.4): only the client holding `k` can read it.
@@ -303,4 +293,22 @@ pub(super) fn cert_list_response(shared: &Shared, list: String, now: u64) -> Res
         r.headers_mut().insert(header::CACHE_CONTROL, v);
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn outer_fields_are_the_contracts() {
+        let mut h = http::HeaderMap::new();
+        super::outer_fields(&mut h);
+        let got: Vec<(String, String)> = h
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_string()))
+            .collect();
+        let want: Vec<(String, String)> = httpcrypt_proto::outer::RESPONSE_FIELDS
+            .iter()
+            .map(|(n, v)| (n.to_ascii_lowercase(), v.to_string()))
+            .collect();
+        assert_eq!(got, want);
+    }
 }

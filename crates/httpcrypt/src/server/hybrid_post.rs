@@ -67,7 +67,7 @@ where
         let mut agreement = LayerAgreement {
             shared: &shared,
             conn: parts.extensions.get::<ConnState>(),
-            addr: crate::defence::peer_ip(&parts.extensions),
+            ext: &parts.extensions,
             held: Held::default(),
             refused: None,
         };

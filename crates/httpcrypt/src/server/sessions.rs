@@ -103,8 +103,9 @@ impl Shared {
 pub(super) struct LayerAgreement<'a> {
     pub(super) shared: &'a Shared,
     pub(super) conn: Option<&'a ConnState>,
-    /// The peer's address, for the defence.
-    pub(super) addr: std::net::IpAddr,
+    /// The request's extensions, where the defence finds the peer's
+    /// address (looked up only when a defence judges).
+    pub(super) ext: &'a http::Extensions,
     /// What the session cache gave.
     pub(super) held: Held,
     /// The defence's verdict, when it refused the request.
@@ -140,7 +141,7 @@ impl Agreement for LayerAgreement<'_> {
         };
         // The admission echo is looked for only when the defence judges.
         let echo = admission::find_echo(req.cookies.iter().copied());
-        match defence.judge(self.addr, n0, echo) {
+        match defence.judge(crate::defence::peer_ip(self.ext), n0, echo) {
             Verdict::Admit => Ok(()),
             v => {
                 self.refused = Some(v);
