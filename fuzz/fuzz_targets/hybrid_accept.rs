@@ -24,7 +24,7 @@ use httpcrypt_proto::error::Scope;
 use httpcrypt_proto::hybrid::exchange;
 use httpcrypt_proto::hybrid::CIPHERTEXT_LEN;
 use httpcrypt_proto::outer::{Credential, Mount};
-use httpcrypt_proto::server::{Accept, OuterRequest};
+use httpcrypt_proto::server::{Accept, CookieFields, OuterRequest};
 use httpcrypt_proto::{Error, Limits};
 use libfuzzer_sys::fuzz_target;
 
@@ -66,7 +66,7 @@ fuzz_target!(|data: &[u8]| {
         method: if get { "GET" } else { "POST" },
         target: &target,
         host: Some(b"example.com"),
-        cookies: [cookie.as_slice()].into_iter().collect(),
+        cookies: CookieFields::from_slice(&[&cookie]),
         content_length: (!get).then_some(body.len() as u64),
         has_body: !get && !body.is_empty(),
     };

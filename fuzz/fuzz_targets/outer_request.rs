@@ -30,7 +30,7 @@ use httpcrypt_proto::inner::RequestHead;
 use httpcrypt_proto::keys::KexSecret;
 use httpcrypt_proto::outer::{self, Credential, Mount, Route};
 use httpcrypt_proto::profile::{self, Profile};
-use httpcrypt_proto::server::{self, Accept, OuterRequest};
+use httpcrypt_proto::server::{self, Accept, CookieFields, OuterRequest};
 use httpcrypt_proto::{Error, Limits};
 use libfuzzer_sys::fuzz_target;
 
@@ -131,7 +131,7 @@ fuzz_target!(|data: &[u8]| {
         method: &method,
         target: &target,
         host: (flags & 1 != 0).then_some(host_line),
-        cookies: cookies.iter().copied().collect(),
+        cookies: CookieFields::from_slice(&cookies),
         content_length: (flags & 2 != 0).then_some(content_length),
         has_body: flags & 4 != 0,
     };

@@ -23,7 +23,9 @@ use httpcrypt_proto::cert::KeyCert;
 use httpcrypt_proto::client::{ClientCredential, PreparedRequest};
 use httpcrypt_proto::inner::{Field, RequestHead, ResponseHead};
 use httpcrypt_proto::outer::{self, Form, Mount};
-use httpcrypt_proto::server::{self, Accept, Agreement, OuterRequest, ParsedOuter, ServerKeys};
+use httpcrypt_proto::server::{
+    self, Accept, Agreement, CookieFields, OuterRequest, ParsedOuter, ServerKeys,
+};
 use httpcrypt_proto::ticket::{TicketContents, TicketKey};
 use httpcrypt_proto::{IdentityKey, KexSecret, KeyId, Limits};
 use rand_core::{OsRng, RngCore};
@@ -114,13 +116,13 @@ fn main() {
     let junk_cookie = outer::format_cookie(&kid, &junk_public, "", "").expect("cookie");
     let junk_cookies = [junk_cookie.as_bytes()];
     let junk_view = OuterRequest {
-        cookies: junk_cookies.iter().copied().collect(),
+        cookies: CookieFields::from_slice(&junk_cookies),
         ..valid_view.clone()
     };
     let unknown_cookie =
         outer::format_cookie(&KeyId([1; 10]), &junk_public, "", "").expect("cookie");
     let unknown_view = OuterRequest {
-        cookies: [unknown_cookie.as_bytes()].into_iter().collect(),
+        cookies: CookieFields::from_slice(&[unknown_cookie.as_bytes()]),
         ..valid_view.clone()
     };
 
@@ -135,7 +137,7 @@ fn main() {
     );
     let ticket_cookie = outer::format_cookie(&ticket.tid(), ticket.sealed(), "", "").expect("c");
     let ticket_view = OuterRequest {
-        cookies: [ticket_cookie.as_bytes()].into_iter().collect(),
+        cookies: CookieFields::from_slice(&[ticket_cookie.as_bytes()]),
         ..valid_view.clone()
     };
 

@@ -48,7 +48,9 @@ use httpcrypt_proto::hybrid::{self, HybridCert, HybridKeys, HybridServerKey, Kem
 use httpcrypt_proto::inner::{Field, Head as _, PackedRequestHead, ResponseHead};
 use httpcrypt_proto::outer::{self, Mount};
 use httpcrypt_proto::replay::{self, StrikeRegister};
-use httpcrypt_proto::server::{self, Accept, Agreement, OuterRequest, ServerKey, ServerKeys};
+use httpcrypt_proto::server::{
+    self, Accept, Agreement, CookieFields, OuterRequest, ServerKey, ServerKeys,
+};
 use httpcrypt_proto::stream::{self, ResponseKey, Sealer};
 use httpcrypt_proto::{
     IdentityKey, KexPublic, KexSecret, KeyCert, Limits, Opener, Profile, SessionKey,
@@ -130,7 +132,7 @@ fn outer_of<'a>(p: &'a Prepared, host: &'a str) -> OuterRequest<'a> {
         method: "GET",
         target: &p.target,
         host: Some(host.as_bytes()),
-        cookies: [p.cookie.as_bytes()].into_iter().collect(),
+        cookies: CookieFields::from_slice(&[p.cookie.as_bytes()]),
         content_length: None,
         has_body: false,
     }

@@ -52,7 +52,7 @@ use httpcrypt_proto::keys::{IdentityKey, KexSecret, SessionKey};
 use httpcrypt_proto::limits::{Limits, RECORD_CEILING};
 use httpcrypt_proto::outer::Mount;
 use httpcrypt_proto::server::{
-    self, Accept, Accepted, Agreement, OuterRequest, Plain, ServerKey, ServerKeys,
+    self, Accept, Accepted, Agreement, CookieFields, OuterRequest, Plain, ServerKey, ServerKeys,
 };
 use httpcrypt_proto::stream::{Event, Opener, ResponseKey, Sealer, RECORD_OVERHEAD};
 use httpcrypt_proto::suite::{self, XChaCha, NONCE_LEN, TAG_LEN};
@@ -480,7 +480,7 @@ impl Prepared {
             method: "POST",
             target: &self.target,
             host: Some(b"www.example.com"),
-            cookies: [b"theme=dark; lang=en".as_slice(), self.cookie.as_bytes()].into(),
+            cookies: CookieFields::from_slice(&[b"theme=dark; lang=en", self.cookie.as_bytes()]),
             content_length: Some(self.stream.len() as u64),
             has_body: true,
         }

@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use httpcrypt_proto::client::{ClientCredential, PreparedRequest};
 use httpcrypt_proto::inner::{Field, RequestHead, ResponseHead};
 use httpcrypt_proto::outer::{self, Form, Mount};
-use httpcrypt_proto::server::{self, Accept, OuterRequest, ServerKeys};
+use httpcrypt_proto::server::{self, Accept, CookieFields, OuterRequest, ServerKeys};
 use httpcrypt_proto::{replay, IdentityKey, KexSecret, KeyCert, Limits};
 use rand_core::{OsRng, RngCore};
 
@@ -83,7 +83,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         method: "POST",
         target: &path,
         host: Some(b"bank.example"),
-        cookies: [prepared.cookie().as_bytes()].into_iter().collect(),
+        cookies: CookieFields::from_slice(&[prepared.cookie().as_bytes()]),
         content_length: Some((wire.len() - split) as u64),
         has_body: true,
     };

@@ -143,7 +143,6 @@ pub(super) fn admit<B>(shared: &Shared, parts: http::request::Parts, body: B) ->
     }
     let mut agreement = LayerAgreement {
         shared,
-        conn: parts.extensions.get::<ConnState>(),
         ext: &parts.extensions,
         held: Held::default(),
         refused: None,

@@ -23,7 +23,6 @@ use super::hybrid;
 use super::sessions::{Held, LayerAgreement};
 use super::shared::Shared;
 use crate::body::{plain, HcBody};
-use crate::conn::ConnState;
 use crate::error::{BoxError, Error};
 
 /// A hybrid fresh-key POST: reads the ciphertext (within the body's idle
@@ -66,7 +65,6 @@ where
         let outer_req = outer_request(&parts);
         let mut agreement = LayerAgreement {
             shared: &shared,
-            conn: parts.extensions.get::<ConnState>(),
             ext: &parts.extensions,
             held: Held::default(),
             refused: None,

@@ -102,14 +102,20 @@ impl Shared {
 /// (spec §7.2, D29). What it met stays in its fields for the answer.
 pub(super) struct LayerAgreement<'a> {
     pub(super) shared: &'a Shared,
-    pub(super) conn: Option<&'a ConnState>,
-    /// The request's extensions, where the defence finds the peer's
-    /// address (looked up only when a defence judges).
+    /// The request's extensions: its connection's state, and the peer's
+    /// address for the defence, each looked up only when needed.
     pub(super) ext: &'a http::Extensions,
     /// What the session cache gave.
     pub(super) held: Held,
     /// The defence's verdict, when it refused the request.
     pub(super) refused: Option<Verdict>,
+}
+
+impl<'a> LayerAgreement<'a> {
+    /// The state of the request's connection, when a listener recorded it.
+    fn conn(&self) -> Option<&'a ConnState> {
+        self.ext.get::<ConnState>()
+    }
 }
 
 impl Agreement for LayerAgreement<'_> {
@@ -176,7 +182,7 @@ impl Agreement for LayerAgreement<'_> {
         sealed: &[u8; SEALED_TICKET_LEN],
         now: u64,
     ) -> Result<TicketContents, httpcrypt_proto::Error> {
-        match self.conn {
+        match self.conn() {
             Some(c) => c.open_ticket(tk, sealed, now),
             None => tk.open(sealed, now),
         }
@@ -189,7 +195,7 @@ impl Agreement for LayerAgreement<'_> {
         h: &[u8; httpcrypt_proto::ticket::SHORT_H_LEN],
     ) -> httpcrypt_proto::SessionKey {
         let shared = self.shared;
-        match self.conn {
+        match self.conn() {
             Some(c) => c.short_key(tk, kid, h, || shared.short_key(tk, kid, h)),
             None => shared.short_key(tk, kid, h),
         }
