@@ -14,44 +14,15 @@ use httpcrypt_proto::inner::{self, Field, RequestHead, ResponseHead};
 use httpcrypt_proto::outer::{Form, Mount};
 use httpcrypt_proto::ticket::{Ticket, TICKET_FIELD};
 use httpcrypt_proto::{replay, KexSecret, KeyId, Limits, SessionKey};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 mod common;
-use common::{epoch, serve_one_key, OneKey as Server};
+use common::{epoch, read_response, serve_one_key, OneKey as Server};
 
 async fn server() -> Server {
     assert!(ServerConfig::default().tickets, "tickets are on by default");
     serve_one_key(4, 3600).await
-}
-
-/// Reads one HTTP/1.1 response with a `Content-Length` body.
-async fn read_response(tcp: &mut TcpStream) -> (u16, Vec<u8>) {
-    let mut buf = Vec::new();
-    let mut chunk = vec![0u8; 16 * 1024];
-    loop {
-        let mut fields = [httparse::EMPTY_HEADER; 32];
-        let mut rsp = httparse::Response::new(&mut fields);
-        if let httparse::Status::Complete(head_len) = rsp.parse(&buf).unwrap() {
-            let status = rsp.code.unwrap();
-            let len: usize = rsp
-                .headers
-                .iter()
-                .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-                .map(|h| std::str::from_utf8(h.value).unwrap().parse().unwrap())
-                .expect("a sealed answer has a Content-Length");
-            while buf.len() < head_len + len {
-                let n = tcp.read(&mut chunk).await.unwrap();
-                assert!(n > 0, "connection closed inside a response");
-                buf.extend_from_slice(&chunk[..n]);
-            }
-            assert_eq!(buf.len(), head_len + len, "one response at a time");
-            return (status, buf.split_off(head_len));
-        }
-        let n = tcp.read(&mut chunk).await.unwrap();
-        assert!(n > 0, "connection closed before a response");
-        buf.extend_from_slice(&chunk[..n]);
-    }
 }
 
 /// Writes one sealed GET of this crate's `Cargo.toml` on `tcp`.

@@ -69,7 +69,7 @@ where
         now,
     } = admitted;
     async move {
-        let opened = match open(&shared, &mut accepted, body, now).await {
+        let opened = match open(&shared, &mut accepted, held.agreed, body, now).await {
             Ok(o) => o,
             Err(stop) => return Ok(stop.answer(accepted, now)),
         };
@@ -149,11 +149,14 @@ impl Stop {
     }
 }
 
-/// Step 1: opens the request stream and its inner head, then checks
-/// freshness and replay (spec §8): first error wins after stream and parse.
+/// Step 1: opens the request stream and its inner head, caches a session
+/// whose key took an X25519 (`agreed`) once the head has opened under it,
+/// then checks freshness and replay (spec §8): first error wins after
+/// stream and parse.
 async fn open<B>(
     shared: &Shared,
     accepted: &mut core::Accepted,
+    agreed: bool,
     body: B,
     now: u64,
 ) -> Result<Opened<B>, Stop>
@@ -188,6 +191,13 @@ where
         .await
         .and_then(|h| opened.complete_now().map(|()| h))
         .map_err(Stop::from_body)?;
+    // Before the freshness check: a client told `stale` retries under the
+    // same key.
+    if agreed
+        && TicketAsk::of(head.field(httpcrypt_proto::ticket::TICKET_FIELD)) != TicketAsk::Decline
+    {
+        shared.cache_session(accepted);
+    }
     if let Some(window) = cfg.freshness {
         let checked = match accepted.check_time(head.field("date"), now, window) {
             Ok(date) => {

@@ -55,6 +55,26 @@ impl Shared {
         );
     }
 
+    /// Puts the session of `accepted` in the session cache (spec §7.1):
+    /// called once its request's inner head has opened under the session
+    /// key, which only the holder of the client's private key can bring
+    /// about, and only when the client did not decline (`Ticket: none`,
+    /// §7.3: it sends nothing more under this session). Junk under random
+    /// public keys and one-shot clients thus never push out the sessions of
+    /// clients that come back.
+    pub(super) fn cache_session(&self, accepted: &Accepted) {
+        let (Some(cache), outer::Credential::Key { client_public, .. }) =
+            (&self.cache, &accepted.credential)
+        else {
+            return;
+        };
+        cache.lock().unwrap_or_else(|p| p.into_inner()).insert(
+            &accepted.kid,
+            client_public,
+            accepted.session_key().clone(),
+        );
+    }
+
     /// The `not_after` of the unexpired key `kid` names: a kex key, or a
     /// suite-2 key (spec/hybrid.md H2).
     pub(super) fn key_not_after(&self, kid: &httpcrypt_proto::KeyId, now: u64) -> Option<u32> {
@@ -97,7 +117,8 @@ impl Shared {
 
 /// How the layer agrees on a request's session key (proto's
 /// [`Agreement`]): the session cache first; on a miss the defence (spec
-/// §14), then one X25519 whose key the cache keeps. A ticket is opened
+/// §14), then one X25519, whose key the cache keeps once the request has
+/// proved it ([`Shared::cache_session`]). A ticket is opened
 /// through its connection, which remembers the last one opened there
 /// (spec §7.2, D29). What it met stays in its fields for the answer.
 pub(super) struct LayerAgreement<'a> {
@@ -159,7 +180,10 @@ impl Agreement for LayerAgreement<'_> {
         }
     }
 
-    /// One X25519; its key goes into the cache, if there is one.
+    /// One X25519. Its key goes into the cache only once the request
+    /// proves it ([`Shared::cache_session`]): anyone can send a public key,
+    /// so a request whose stream does not open under the key must not take
+    /// a returning client's place in the cache.
     fn agree(
         &mut self,
         sk: &core::ServerKey,
@@ -167,12 +191,7 @@ impl Agreement for LayerAgreement<'_> {
     ) -> Result<SessionKey, httpcrypt_proto::Error> {
         crate::metrics::key_agreement(crate::metrics::Suite::Classical);
         let k = sk.secret.session_key(peer)?;
-        if let Some(cache) = &self.shared.cache {
-            cache
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(&sk.kid, peer, k.clone());
-        }
+        self.held.agreed = true;
         Ok(k)
     }
 
@@ -209,6 +228,9 @@ pub(super) struct Held {
     pub(super) ticket: Option<httpcrypt_proto::KeyId>,
     /// The session key came from the cache (no X25519).
     pub(super) cached: bool,
+    /// The session key came from an X25519 run for this request: not in the
+    /// cache yet ([`Shared::cache_session`]).
+    pub(super) agreed: bool,
 }
 
 /// The ID of the ticket key new tickets are sealed under.
