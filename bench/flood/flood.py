@@ -15,6 +15,12 @@
 4. Idle defence overhead: server CPU per fresh-key request with the defence
    off and enabled-but-idle, alternated.
 5. Heap allocations per request (bench/alloc).
+6. A client that reuses its key pair (session cache, spec §7.1) under a junk
+   flood, defence off, with a small session cache (1,024 entries) so that
+   the junk's fresh keys would turn it over between two of the client's
+   requests: its share of requests answered from the cache (the server's
+   `session_cache` outcome counter). Junk never opens under its key, so it
+   takes no place in the cache.
 """
 
 import argparse
@@ -290,6 +296,43 @@ def idle_overhead(b, work, fx, plan):
     return {"off_cpu_us": off, "idle_cpu_us": idle, "overhead": idle / off - 1.0, "runs": runs}
 
 
+def scrape(port, series):
+    """The value of one series on `serve --metrics` (0 when absent)."""
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(series + " "):
+                return float(line.split()[1])
+    return 0.0
+
+
+def reused_key_under_junk(b, work, fx, plan):
+    """Phase 6: a session-cache client every 500 ms while junk under random
+    public keys arrives at 4,000/s (eight times what turns a 1,024-entry
+    cache over between two of its requests)."""
+    mport = servers.free_ports(1)[0]
+    srv = hc_serve(work, fx, b["httpcrypt"],
+                   ["--defence", "off", "--no-tickets", "--session-cache", "1024",
+                    "--metrics", f"127.0.0.1:{mport}"], "reuse-junk")
+    port = srv.addr["http"]
+    hits = 'httpcrypt_requests_total{outcome="session_cache"}'
+    try:
+        attack = flood(b, port, ["--mode", "junk", "--rate", 4000,
+                                 "--duration", plan["reuse_duration"] + 2])
+        time.sleep(1.0)
+        before = scrape(mport, hits)
+        # The warm-up request (`loadgen`'s first) puts the key in the cache.
+        r = loadgen(b, None, port, "hc", "keepalive", 1, plan["reuse_duration"],
+                    ["--keys", "reuse", "--rate", "2"])
+        after = scrape(mport, hits)
+        junk = result(attack, plan["reuse_duration"] + 60)
+    finally:
+        srv.stop()
+    return {"requests": r["requests"], "errors": r["errors"], "cache_hits": after - before,
+            "hit_rate": min(1.0, (after - before) / max(r["requests"], 1)),
+            "junk_rate": junk["rate"], "junk_sent": junk["sent"]}
+
+
 def allocs(b):
     r = subprocess.run([b["alloc"]], capture_output=True, text=True, timeout=120, check=True)
     return json.loads(r.stdout)
@@ -377,7 +420,14 @@ def merge_summary(res, path):
     ratio = hs["hc-fresh-keepalive"]["per_core"] / hs["nginx-tls12"]["per_core"]
     rejected = res["allocs"]["rejected_junk_challenge"]
     overhead = res["idle"]["overhead"]
+    reuse = res["reuse"]
     new = {
+        "flood_junk_reused_key_cache_hit_rate": metric(
+            reuse["hit_rate"], ">= 0.99",
+            "defence off, a 1,024-entry session cache, junk fresh-key requests at "
+            f"{reuse['junk_rate']:.0f}/s: share of the requests of a client that reuses its key "
+            "pair every 500 ms answered from the session cache (junk never opens under its key, "
+            "so it takes no place there; spec §7.1)", reuse["hit_rate"] >= 0.99),
         "flood_5x_legit_success_rate": metric(
             success, ">= 0.99",
             "defence on, junk fresh-key flood paced at 5x the measured key-agreement capacity: "
@@ -451,6 +501,9 @@ def report(res, new, path):
             "core that the attacker keeps busy.",
         "flood_5x_legit_success_rate": "",
         "flood_rejected_path_heap_allocations": "",
+        "flood_junk_reused_key_cache_hit_rate":
+            "Junk under random public keys evicted the client's session between its requests: "
+            "the cache must take a session only once its request has opened under the key.",
     }
     missed = [k for k, m in new.items() if m["met"] is False]
     if missed:
@@ -558,6 +611,22 @@ def report(res, new, path):
       "and a ten-bucket counter per fresh-key request (no hashing, no allocation). While idle "
       "the defence adds no round trip: the server never challenges and the client sends no echo "
       "(test `defence_is_invisible_while_idle`).\n")
+    if "reuse" in res:
+        r = res["reuse"]
+        w("## A client that reuses its key pair, under junk\n")
+        w(f"`serve --defence off --no-tickets --session-cache 1024`; `httpcrypt flood --mode junk` "
+          f"at {r['junk_rate']:.0f} requests/s ({r['junk_sent']} sent), each forcing an X25519 "
+          "under a random public key; meanwhile `loadgen --keys reuse --rate 2` (one key pair, "
+          f"a request every 500 ms): {r['cache_hits']:.0f} of its {r['requests']} requests "
+          f"answered from the session cache ({100 * r['hit_rate']:.0f} %), {r['errors']} "
+          "errors. Between two of its requests the junk brings about 2,000 fresh keys, twice "
+          "what turns this cache over, but no junk request opens under its key, and a session "
+          "enters the cache only once its request has (spec §7.1). A server that cached every "
+          "agreed key lost this client's session to the junk each time (0 hits; the same run "
+          "on the build before that change). With the default 65,536 entries the same happens "
+          "to any client that comes back less often than the junk needs to bring 65,536 keys: "
+          f"at one core's X25519 rate measured above ({res['capacity']:.0f}/s), "
+          f"{65536 / res['capacity']:.1f} s.\n")
     w("## Heap allocations per request\n")
     w("`bench/alloc` (`alloc-count`): a counting global allocator around the sans-IO server "
       "path, after the outer head is parsed into its view.\n")
@@ -595,10 +664,10 @@ def main():
          "alloc": os.path.join(a.bin_dir, "alloc-count")}
     if a.mode == "smoke":
         plan = {"reps": 1, "hs_duration": 1.0, "factors": [5], "flood_duration": 5.0,
-                "idle_reps": 1, "idle_duration": 1.0, "nginx": False}
+                "idle_reps": 1, "idle_duration": 1.0, "nginx": False, "reuse_duration": 3}
     else:
         plan = {"reps": 3, "hs_duration": 3.0, "factors": [1, 2, 5], "flood_duration": 10.0,
-                "idle_reps": 6, "idle_duration": 3.0, "nginx": True}
+                "idle_reps": 6, "idle_duration": 3.0, "nginx": True, "reuse_duration": 10}
     res = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "mode": a.mode}
     with tempfile.TemporaryDirectory(prefix="hc-flood-") as work:
@@ -626,6 +695,12 @@ def main():
                                        5, plan)
             print("  ", {k: tls_probe(res["nginx"][k]) for k in ("new", "returning")},
                   flush=True)
+        print("== a client that reuses its key, under junk", flush=True)
+        res["reuse"] = reused_key_under_junk(b, work, fx, plan)
+        print(f"   {res['reuse']['cache_hits']:.0f} cache hits of {res['reuse']['requests']} "
+              f"requests, junk {res['reuse']['junk_rate']:.0f}/s", flush=True)
+        if res["reuse"]["hit_rate"] < 0.99:
+            raise RuntimeError(f"a reused key lost its cache entry to junk: {res['reuse']}")
         print("== idle defence overhead", flush=True)
         res["idle"] = idle_overhead(b, work, fx, plan)
         print(f"   {res['idle']['overhead']:+.4f}", flush=True)
