@@ -626,8 +626,9 @@ def report(res, new, path):
           "errors. Between two of its requests the junk brings about 2,000 fresh keys, twice "
           "what turns this cache over, but no junk request opens under its key, and a session "
           "enters the cache only once its request has (spec §7.1). A server that cached every "
-          "agreed key lost this client's session to the junk each time (0 hits; the same run "
-          "on the build before that change). With the default 65,536 entries the same happens "
+          "agreed key lost this client's session to the junk each time (the same set-up run as a "
+          "script against the build before that change, `5121fad`: 0 of 10 requests from the "
+          "cache). With the default 65,536 entries the same happens "
           "to any client that comes back less often than the junk needs to bring 65,536 keys: "
           f"at one core's X25519 rate measured above ({res['capacity']:.0f}/s), "
           f"{65536 / res['capacity']:.1f} s.\n")

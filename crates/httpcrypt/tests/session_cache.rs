@@ -17,21 +17,17 @@ use httpcrypt_proto::client::{ClientCredential, PreparedRequest};
 use httpcrypt_proto::inner::{Field, RequestHead};
 use httpcrypt_proto::outer::{Form, Mount};
 use httpcrypt_proto::ticket::TICKET_FIELD;
-use httpcrypt_proto::{replay, IdentityKey, KexSecret, KeyCert, KeyId, Limits};
+use httpcrypt_proto::{replay, KexSecret, KeyCert, Limits};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 mod common;
-use common::{epoch, read_response};
+use common::{listen, one_key, read_response};
 
 /// A layer in front of a service that answers `cached=<bool>` from the
 /// request's `Encrypted` extension.
 async fn server() -> (SocketAddr, KeyCert) {
-    let identity = IdentityKey::from_seed([31; 32]);
-    let first = epoch(&identity, 1, 32, 3600, KeyId([1; 10]));
-    let cert = first.cert.clone();
-    let live = httpcrypt::keys::LiveKeys::new();
-    live.add(first);
+    let (_, cert, live) = one_key(31, 3600);
     let layer = HttpCryptLayer::new(live, ServerConfig::default());
     let svc = tower::Layer::layer(
         &layer,
@@ -43,15 +39,7 @@ async fn server() -> (SocketAddr, KeyCert) {
             ))))
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(httpcrypt::listen::run(
-        listener,
-        svc,
-        Default::default(),
-        std::future::pending(),
-    ));
-    (addr, cert)
+    (listen(svc).await, cert)
 }
 
 /// One sealed GET under `client`'s key pair, declining a ticket when

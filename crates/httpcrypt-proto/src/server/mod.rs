@@ -230,7 +230,8 @@ pub trait Agreement {
     }
 
     /// The key agreement itself: one X25519 (a caller may count it, or keep
-    /// its result for [`Agreement::cached`]).
+    /// its result for [`Agreement::cached`]; the project's layer keeps it
+    /// only once the request's stream has opened under it, spec D31).
     fn agree(&mut self, sk: &ServerKey, peer: &KexPublic) -> Result<SessionKey> {
         sk.secret.session_key(peer)
     }

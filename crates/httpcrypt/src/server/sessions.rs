@@ -4,6 +4,7 @@
 //! D29).
 
 use httpcrypt_proto::admission::{self, Verdict};
+use httpcrypt_proto::cache::SessionCache;
 use httpcrypt_proto::outer;
 use httpcrypt_proto::server::{self as core, Accepted, Agreement, OuterRequest};
 use httpcrypt_proto::ticket::{TicketContents, TicketKey, SEALED_TICKET_LEN};
@@ -40,39 +41,40 @@ impl Shared {
             .short_key(tk, kid, h)
     }
 
-    /// Notes in the session cache that a ticket under `tid` went out for the
-    /// session of `accepted`, when its client sent its public key.
-    pub(super) fn note_ticket(&self, accepted: &Accepted, tid: httpcrypt_proto::KeyId) {
+    /// Runs `f` on the session cache with the client's public key of
+    /// `accepted`, when there is a cache and the request came with a key
+    /// (not a ticket).
+    fn with_cache(&self, accepted: &Accepted, f: impl FnOnce(&mut SessionCache, &KexPublic)) {
         let (Some(cache), outer::Credential::Key { client_public, .. }) =
             (&self.cache, &accepted.credential)
         else {
             return;
         };
-        cache.lock().unwrap_or_else(|p| p.into_inner()).note_ticket(
-            &accepted.kid,
+        f(
+            &mut cache.lock().unwrap_or_else(|p| p.into_inner()),
             client_public,
-            tid,
         );
     }
 
-    /// Puts the session of `accepted` in the session cache (spec §7.1):
-    /// called once its request's inner head has opened under the session
-    /// key, which only the holder of the client's private key can bring
-    /// about, and only when the client did not decline (`Ticket: none`,
+    /// Notes in the session cache that a ticket under `tid` went out for the
+    /// session of `accepted`, when its client sent its public key.
+    pub(super) fn note_ticket(&self, accepted: &Accepted, tid: httpcrypt_proto::KeyId) {
+        self.with_cache(accepted, |c, client| {
+            c.note_ticket(&accepted.kid, client, tid);
+        });
+    }
+
+    /// Puts the session of `accepted` in the session cache (spec §7.1, D31).
+    /// The caller calls it once the request's inner head has opened under
+    /// the session key, which only the holder of the client's private key
+    /// can bring about, and not when the client declined (`Ticket: none`,
     /// §7.3: it sends nothing more under this session). Junk under random
     /// public keys and one-shot clients thus never push out the sessions of
     /// clients that come back.
     pub(super) fn cache_session(&self, accepted: &Accepted) {
-        let (Some(cache), outer::Credential::Key { client_public, .. }) =
-            (&self.cache, &accepted.credential)
-        else {
-            return;
-        };
-        cache.lock().unwrap_or_else(|p| p.into_inner()).insert(
-            &accepted.kid,
-            client_public,
-            accepted.session_key().clone(),
-        );
+        self.with_cache(accepted, |c, client| {
+            c.insert(&accepted.kid, client, accepted.session_key().clone());
+        });
     }
 
     /// The `not_after` of the unexpired key `kid` names: a kex key, or a

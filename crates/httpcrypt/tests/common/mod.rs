@@ -29,6 +29,24 @@ pub async fn serve_one_key(seed: u8, valid_for: u64) -> OneKey {
 /// [`serve_one_key`] with the layer's configuration `config`.
 #[allow(dead_code)]
 pub async fn serve_one_key_with(seed: u8, valid_for: u64, config: ServerConfig) -> OneKey {
+    let (identity, cert, live) = one_key(seed, valid_for);
+    let layer = HttpCryptLayer::new(live.clone(), config);
+    let svc = tower::Layer::layer(
+        &layer,
+        httpcrypt::services::static_files(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))),
+    );
+    OneKey {
+        addr: listen(svc).await,
+        identity,
+        cert,
+        live,
+    }
+}
+
+/// The keys of [`serve_one_key`]: an identity from `seed` and one epoch
+/// under it (key `seed + 1`, valid from 10 s ago for `valid_for` seconds),
+/// with that epoch's certificate.
+pub fn one_key(seed: u8, valid_for: u64) -> (IdentityKey, KeyCert, LiveKeys) {
     let identity = IdentityKey::from_seed([seed; 32]);
     let first = epoch(
         &identity,
@@ -40,11 +58,11 @@ pub async fn serve_one_key_with(seed: u8, valid_for: u64, config: ServerConfig) 
     let cert = first.cert.clone();
     let live = LiveKeys::new();
     live.add(first);
-    let layer = HttpCryptLayer::new(live.clone(), config);
-    let svc = tower::Layer::layer(
-        &layer,
-        httpcrypt::services::static_files(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))),
-    );
+    (identity, cert, live)
+}
+
+/// Serves `svc` on a loopback port of its own with `httpcrypt::listen::run`.
+pub async fn listen(svc: impl httpcrypt::listen::ConnectionService) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(httpcrypt::listen::run(
@@ -53,12 +71,7 @@ pub async fn serve_one_key_with(seed: u8, valid_for: u64, config: ServerConfig) 
         Default::default(),
         std::future::pending(),
     ));
-    OneKey {
-        addr,
-        identity,
-        cert,
-        live,
-    }
+    addr
 }
 
 /// An epoch under `identity`: key certificate `serial` for the kex key
