@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the end-to-end tests need (DNS servers and
+# Installs the Debian packages the build needs beyond a C compiler (OpenSSL's
+# headers and pkg-config, for httpcrypt-proto's `openssl` feature) and the
+# ones the end-to-end tests need (DNS servers and
 # tools for crates/httpcrypt-cli/tests/dns.rs; Redis and faketime for
 # tests/resumption.rs; rspamd for tests/rspamd.rs; squid, tinyproxy, haproxy,
 # nginx and varnish for tests/proxies.rs; systemd-analyze and man for
@@ -7,8 +9,11 @@
 # Safe to run again: it does nothing when everything is there.
 set -euo pipefail
 
-# binary -> package
+# binary (or absolute path of a file) -> package
 need=(
+  # the build: openssl-sys finds libcrypto through pkg-config
+  "pkg-config:pkg-config"
+  "/usr/include/openssl/evp.h:libssl-dev"
   "nsd:nsd"
   "unbound:unbound"
   "knotd:knot"
@@ -40,11 +45,19 @@ need=(
   "man:man-db"
 )
 
+# Whether a program (or, for an absolute path, a file) is there.
+present() {
+  case "$1" in
+    /*) [ -e "$1" ] ;;
+    *) command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ] ;;
+  esac
+}
+
 missing=()
 for entry in "${need[@]}"; do
   bin=${entry%%:*}
   pkg=${entry#*:}
-  if ! command -v "$bin" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$bin" ]; then
+  if ! present "$bin"; then
     missing+=("$pkg")
   fi
 done
@@ -72,7 +85,7 @@ $SUDO apt-get install -y -q --no-install-recommends "${pkgs[@]}"
 still=()
 for entry in "${need[@]}"; do
   bin=${entry%%:*}
-  if ! command -v "$bin" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$bin" ] && [ ! -x "/sbin/$bin" ]; then
+  if ! present "$bin"; then
     still+=("$bin (${entry#*:})")
   fi
 done

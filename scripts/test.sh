@@ -32,14 +32,16 @@ fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 cargo --version
 
+# First: the build itself needs some of it (OpenSSL's headers, pkg-config).
+step "install what the build and the tests need (scripts/install-test-deps.sh)"
+bash scripts/install-test-deps.sh
+
 step "format"
 cargo fmt --all -- --check
 
 step "clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-step "install what the tests need (scripts/install-test-deps.sh)"
-bash scripts/install-test-deps.sh
 step "tests"
 cargo test --workspace --locked
 

@@ -221,6 +221,26 @@ fn the_dockerfile_copies_what_exists_and_runs_unprivileged() {
     assert!(copied.iter().any(|c| c == "Cargo.lock"));
     let froms: Vec<&&str> = lines.iter().filter(|l| l.starts_with("FROM ")).collect();
     assert_eq!(froms.len(), 2, "a build stage and a runtime stage");
+    // The binary links the system's OpenSSL (httpcrypt-proto's default
+    // `openssl` feature): its headers to build, its library to run.
+    let proto = std::fs::read_to_string(root.join("crates/httpcrypt-proto/Cargo.toml")).unwrap();
+    if proto.contains("default = [\"openssl\"]") {
+        let installs: Vec<&&str> = lines
+            .iter()
+            .filter(|l| l.contains("apt-get install"))
+            .collect();
+        assert_eq!(installs.len(), 2, "one install per stage: {installs:?}");
+        for pkg in ["libssl-dev", "pkg-config"] {
+            assert!(
+                installs[0].split_whitespace().any(|w| w == pkg),
+                "build stage lacks {pkg}"
+            );
+        }
+        assert!(
+            installs[1].split_whitespace().any(|w| w == "libssl3"),
+            "runtime lacks libssl3"
+        );
+    }
     assert!(froms[0].ends_with(" AS build"));
     assert!(lines
         .iter()
