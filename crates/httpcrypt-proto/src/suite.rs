@@ -81,8 +81,9 @@ pub fn sha3_256(parts: &[&[u8]]) -> [u8; 32] {
     h.finalize().into()
 }
 
-/// Records this long or longer are sealed and opened by OpenSSL where the
-/// CPU has AVX-512 and the `openssl` feature is on (module docs).
+/// Records this long or longer (associated data and text together) are
+/// sealed and opened by OpenSSL where the CPU has AVX-512 and the `openssl`
+/// feature is on (module docs).
 pub const BULK_MIN: usize = 4096;
 
 /// XChaCha20-Poly1305 under one key, with the HChaCha20 subkey cached for
@@ -134,8 +135,10 @@ impl XChaCha {
         (key, Nonce::assume_unique_for_key(ietf_nonce(nonce)))
     }
 
-    /// OpenSSL's context under the current subkey, for a record of `len`
-    /// bytes under `nonce`, when that record should go there (module docs).
+    /// OpenSSL's context under the current subkey, for a record whose
+    /// associated data and text come to `len` bytes (both pass through
+    /// Poly1305; a CLEAR record's payload is all associated data), when that
+    /// record should go there (module docs).
     #[cfg(all(feature = "openssl", target_arch = "x86_64"))]
     fn bulk_for(&mut self, nonce: &[u8; NONCE_LEN], len: usize) -> Option<&mut bulk::Bulk> {
         if !bulk::wanted(len) {
@@ -157,7 +160,7 @@ impl XChaCha {
         in_out: &mut [u8],
     ) -> [u8; TAG_LEN] {
         #[cfg(all(feature = "openssl", target_arch = "x86_64"))]
-        if let Some(b) = self.bulk_for(nonce, in_out.len()) {
+        if let Some(b) = self.bulk_for(nonce, aad.len() + in_out.len()) {
             return b.seal(&ietf_nonce(nonce), aad, in_out);
         }
         let (key, n) = self.subkey(nonce);
@@ -179,7 +182,7 @@ impl XChaCha {
         in_out: &mut [u8],
     ) -> Result<()> {
         #[cfg(all(feature = "openssl", target_arch = "x86_64"))]
-        if let Some(b) = self.bulk_for(nonce, in_out.len()) {
+        if let Some(b) = self.bulk_for(nonce, aad.len() + in_out.len()) {
             return b.open(&ietf_nonce(nonce), aad, tag, in_out);
         }
         let (key, n) = self.subkey(nonce);
@@ -364,7 +367,14 @@ mod tests {
             70_001,
         ];
         for (i, &len) in sizes.iter().enumerate() {
-            for aad in [&b""[..], &b"outer head and record header"[..]] {
+            // The last: a CLEAR record's shape, its payload in the
+            // associated data (spec/split-serving.md).
+            let long_aad = vec![0x5a; BULK_MIN + 7];
+            for aad in [
+                &b""[..],
+                &b"outer head and record header"[..],
+                &long_aad[..],
+            ] {
                 let mut nonce = [0u8; 24];
                 nonce[0] = (i % 3) as u8; // the prefix changes now and then
                 nonce[23] = i as u8;
@@ -441,6 +451,48 @@ mod tests {
             );
             b.open(&ietf_nonce(&nonce), b"ad", &tag, &mut buf).unwrap();
             assert_eq!(buf, msg);
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(64))]
+        /// Any length up to a long record, any associated data, any one
+        /// flipped bit: the reference's bytes, and a refusal of the change
+        /// (whichever implementation the length goes to).
+        #[test]
+        fn any_record_matches_the_reference_and_refuses_a_flipped_bit(
+            len in 0usize..(BULK_MIN * 5),
+            aad in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..48),
+            seed in proptest::prelude::any::<u8>(),
+            flip in proptest::prelude::any::<u64>(),
+        ) {
+            let key = [seed; 32];
+            let mut nonce = [seed.wrapping_mul(3); 24];
+            nonce[23] = seed;
+            let msg: Vec<u8> = (0..len).map(|j| (j as u8) ^ seed).collect();
+            let mut x = XChaCha::new(&key);
+            let mut buf = msg.clone();
+            let tag = x.seal_in_place(&nonce, &aad, &mut buf);
+            proptest::prop_assert_eq!(
+                [buf.clone(), tag.to_vec()].concat(),
+                reference_seal(&key, &nonce, &aad, &msg)
+            );
+            // One bit of the ciphertext, the tag or the associated data.
+            let bits = (len + TAG_LEN + aad.len()) as u64 * 8;
+            let bit = (flip % bits) as usize;
+            let (mut c, mut t, mut a) = (buf.clone(), tag, aad.clone());
+            if bit < len * 8 {
+                c[bit / 8] ^= 1 << (bit % 8);
+            } else if bit < (len + TAG_LEN) * 8 {
+                let b = bit - len * 8;
+                t[b / 8] ^= 1 << (b % 8);
+            } else {
+                let b = bit - (len + TAG_LEN) * 8;
+                a[b / 8] ^= 1 << (b % 8);
+            }
+            proptest::prop_assert_eq!(x.open_in_place(&nonce, &a, &t, &mut c), Err(Error::Integrity));
+            x.open_in_place(&nonce, &aad, &tag, &mut buf).unwrap();
+            proptest::prop_assert_eq!(buf, msg);
         }
     }
 
