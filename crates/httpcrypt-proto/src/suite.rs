@@ -172,8 +172,8 @@ impl XChaCha {
         out
     }
 
-    /// Verifies `tag` and decrypts `in_out` in place. On failure the
-    /// contents of `in_out` are unspecified and must not be used.
+    /// Verifies `tag` and decrypts `in_out` in place. On failure `in_out`
+    /// must not be used (both implementations leave zeros there).
     pub fn open_in_place(
         &mut self,
         nonce: &[u8; NONCE_LEN],
@@ -272,6 +272,9 @@ mod bulk {
             if ok {
                 Ok(())
             } else {
+                // OpenSSL decrypts before it checks the tag: leave nothing
+                // of the unverified plaintext behind.
+                in_out.fill(0);
                 Err(Error::Integrity)
             }
         }
@@ -395,6 +398,10 @@ mod tests {
                     x.open_in_place(&nonce, aad, &bad_tag, &mut c),
                     Err(Error::Integrity)
                 );
+                assert!(
+                    c.iter().all(|&b| b == 0),
+                    "len {len}: unverified plaintext left"
+                );
                 if len > 0 {
                     let mut c = buf.clone();
                     c[len / 2] ^= 1;
@@ -448,6 +455,10 @@ mod tests {
             assert_eq!(
                 b.open(&ietf_nonce(&nonce), b"ad", &bad, &mut c),
                 Err(Error::Integrity)
+            );
+            assert!(
+                c.iter().all(|&x| x == 0),
+                "unverified plaintext left behind"
             );
             b.open(&ietf_nonce(&nonce), b"ad", &tag, &mut buf).unwrap();
             assert_eq!(buf, msg);
