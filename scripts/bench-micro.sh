@@ -93,7 +93,7 @@ NOTES = {
     "opener": "`Opener::receive` + `next_event`, long-lived opener",
     "opener_new_one_record": "`Opener::request` + receive + next_event: one-record stream incl. setup",
     "raw_awslc_chacha20poly1305": "baseline: aws-lc-rs ChaCha20-Poly1305 `LessSafeKey`, in place",
-    "xchacha_ours": "`suite::XChaCha` (HChaCha20 subkey cached), in place",
+    "xchacha_ours": "`suite::XChaCha` (HChaCha20 subkey cached; OpenSSL from 4 KiB on AVX-512), in place",
     "xchacha_rustcrypto": "reference: RustCrypto `XChaCha20Poly1305` detached, in place",
     "server/first_request": "`accept` (X25519) + `open_request` + `seal_response` (100 B each way)",
     "server/first_request_no_x25519": "the same with `accept_with` returning a precomputed key",
