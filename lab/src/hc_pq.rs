@@ -4,6 +4,9 @@
 //! reused client X25519 key, and a request resumed with a ticket issued to
 //! a hybrid session.
 //!
+//! The client encapsulates as the Rust client does (`httpcrypt`'s, with
+//! aws-lc-rs); everything else is the core's.
+//!
 //! The client learns the server's suite-2 certificate and ML-KEM key by
 //! parsing the `OPTIONS {mount}/pq` answer the server formats, as a client
 //! that discovers over HTTP does; that answer is the out-of-band discovery
@@ -12,6 +15,7 @@
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Result};
+use httpcrypt_proto::client::pq::HybridKey;
 use httpcrypt_proto::client::{ClientCredential, PreparedRequest};
 use httpcrypt_proto::hybrid::cert::{parse_cert_list, HYBRID_CERT_LEN};
 use httpcrypt_proto::hybrid::exchange::{self, HybridKeys, HybridRequest, HybridServerKey};
@@ -67,6 +71,8 @@ pub struct Lab {
     /// The client's copy of the certificate and ML-KEM key.
     cert: HybridCert,
     ek: KemPublic,
+    /// The two paired, as `httpcrypt::Client` holds them for encapsulating.
+    key: HybridKey,
     keys: HybridKeys,
     /// The ticket key the server seals hybrid sessions' tickets with (the
     /// same key `keys` opens them with).
@@ -123,10 +129,12 @@ impl Lab {
             .kem_for(&cert)
             .cloned()
             .ok_or_else(|| anyhow!("no key text for the certificate in the OPTIONS answer"))?;
+        let key = HybridKey::new(cert.clone(), Arc::new(ek.clone())).map_err(|e| anyhow!("{e}"))?;
         let mut lab = Lab {
             identity: identity.public(),
             cert,
             ek,
+            key,
             keys,
             ticket_key: tk,
             options_answer,
@@ -194,7 +202,7 @@ impl Lab {
         // Pads fixed at the mean, as in the classical rows.
         let pads = if compact { COMPACT_PADS } else { (PAD, PAD) };
         let fresh_key;
-        let (cert, ek) = (&self.cert, &self.ek);
+        let (cert, key) = (&self.cert, &self.key);
         let prepared = match variant {
             "pq-fresh-post" | "pq-fresh-get" | "pq-compact-post" | "pq-cached" => {
                 let client = if variant == "pq-cached" {
@@ -212,18 +220,19 @@ impl Lab {
                     Side::Client,
                     Phase::KeyAgreement,
                     "derive k (ML-KEM-768 encapsulation + X25519 + SHA3-256 combiner)",
-                    || {
-                        let h =
-                            HybridRequest::new(cert, ek, client, &mut OsRng, n0, pads.0, pads.1)
-                                .map(PreparedRequest::from)?;
+                    || -> Result<PreparedRequest> {
+                        // The Rust client's encapsulation (aws-lc-rs).
+                        let e = httpcrypt::client::encapsulate(key, client)?;
+                        let h = HybridRequest::from_encapsulation(cert, e, n0, pads.0, pads.1)
+                            .map(PreparedRequest::from)
+                            .map_err(|e| anyhow!("{e}"))?;
                         if compact {
-                            h.compact(HOST)
+                            h.compact(HOST).map_err(|e| anyhow!("{e}"))
                         } else {
                             Ok(h)
                         }
                     },
-                )
-                .map_err(|e| anyhow!("{e}"))?
+                )?
             }
             "pq-ticket" => {
                 let (t, k) = self.ticket.as_ref().ok_or_else(|| anyhow!("no ticket"))?;

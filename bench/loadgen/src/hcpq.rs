@@ -2,7 +2,8 @@
 //! sans-IO core, the way `httpcrypt::Client` builds them with `--pq`: the
 //! server's suite-2 certificate and ML-KEM-768 encapsulation key learnt once
 //! from `OPTIONS {mount}/pq`, then for every request a fresh X25519 key and
-//! a fresh encapsulation (`HybridRequest`), the v1 layout (inner `Host` and
+//! a fresh encapsulation (the client's, `httpcrypt::client::encapsulate`,
+//! into a `HybridRequest`), the v1 layout (inner `Host` and
 //! `Date`, random cookie pads), the 1,088-byte ciphertext in front of the
 //! sealed stream in the GET query when the request line fits, else in a POST
 //! body. In ticket mode the first answer's ticket (of the hybrid session)
@@ -125,12 +126,12 @@ impl HcPqClient {
             )?,
             None => {
                 // spec/hybrid.md H3: a fresh X25519 key for every hybrid request.
+                // The encapsulation is `httpcrypt::Client`'s (aws-lc-rs).
                 let client = KexSecret::generate(&mut OsRng);
-                PreparedRequest::from(HybridRequest::new(
+                let e = httpcrypt::client::encapsulate(&self.key, &client)?;
+                PreparedRequest::from(HybridRequest::from_encapsulation(
                     &self.key.cert,
-                    &self.key.kem,
-                    &client,
-                    &mut OsRng,
+                    e,
                     n0,
                     &name_pad,
                     &value_pad,

@@ -44,6 +44,7 @@ pub use discovery::{
     BoxFuture, Discovered, Discovery, HybridDiscovered, KeySource, ProvenanceSource,
 };
 pub use httpcrypt_proto::client::{Pq, ServerKey, Suite};
+pub use pq::encapsulate;
 
 type OuterBody = UnsyncBoxBody<Bytes, BoxError>;
 /// The body of a decrypted response.
