@@ -215,6 +215,7 @@ def aggregate(runs, key_fields=("config", "cell")):
             "rps": stat(lambda r: r["rps"]),
             "cpu_us": stat(lambda r: r["server_cpu_us_per_req"]),
             "client_cpu_us": stat(lambda r: r["client_cpu_us_per_req"]),
+            "util": stat(lambda r: r.get("server_cpu_util", 0.0)),
             "p50_us": stat(lambda r: r["latency_us"]["p50"]),
             "p99_us": stat(lambda r: r["latency_us"]["p99"]),
             "ttfb_p50_us": stat(lambda r: r["ttfb_us"]["p50"]),
@@ -257,13 +258,9 @@ def main():
         srv = {
             "hc": b.start(servers.start_httpcrypt(b.work, fx, b.httpcrypt, 1, "0", "w1", tickets=False)),
             "hct": b.start(servers.start_httpcrypt(b.work, fx, b.httpcrypt, 1, "0", "w1t", tickets=True)),
-            "hc2": b.start(servers.start_httpcrypt(b.work, fx, b.httpcrypt, 1, "0", "w1c", tickets=False,
-                                                   compact=True)),
             "hc2t": b.start(servers.start_httpcrypt(b.work, fx, b.httpcrypt, 1, "0", "w1ct", tickets=True,
                                                     compact=True)),
-            "hcpq": b.start(servers.start_httpcrypt(b.work, fx, b.httpcrypt, 1, "0", "w1pq", tickets=False,
-                                                    compact=True, pq=True)),
-            "rustlspq": b.start(servers.start_rustls(b.work, fx, b.loadgen, 1, "0", "w1pq", pq=True)),
+            **b.start_suite2(fx, "w1"),
         }
         if args.mode != "smoke":
             srv["nginx"] = b.start(servers.start_nginx(b.work, fx, 1, "0", "w1"))

@@ -40,12 +40,18 @@ GROUPS = [
     ("keepalive", "100b", 20000, ["nginx-plain", "hc-plain", "hc-cached", "hc-ticket"]),
     ("keepalive", "100b", 40000, ["nginx-plain", "hc-plain", "hc-cached", "hc-ticket"]),
     ("keepalive", "1k", 20000, ["hc-plain", "hc-ticket"]),
+    # Suite 2 beside the rustls server's X25519MLKEM768, at a rate the
+    # rustls server sustains at about half its core.
+    ("newconn", "100b", 3000, ["hc2-fresh", "hcpq-fresh", "rustls-tls13-pq"]),
 ]
 
 # The ratios a / b of server CPU per request, per key of
-# bench/results/summary.json (`report.CPU_KEYS`), in every group of that
-# mode and file where both ran.
-RATIOS = report.CPU_KEYS
+# bench/results/summary.json (`report.CPU_KEYS` and the suite-2 keys), in
+# every group of that mode and file where both ran.
+RATIOS = report.SPLIT_KEYS
+
+# The servers the suite-2 group needs beyond `start_baselines`'.
+SUITE2 = {"hc2-fresh", "hcpq-fresh", "rustls-tls13-pq"}
 
 
 class Plan:
@@ -55,7 +61,8 @@ class Plan:
             self.groups, self.reps, self.duration, self.warmup = GROUPS, 3, 3.0, 0.5
         else:  # smoke: the paced generator against every server, briefly
             self.groups = [("newconn", "100b", 200, GROUPS[0][3]),
-                           ("keepalive", "100b", 1000, GROUPS[2][3])]
+                           ("keepalive", "100b", 1000, GROUPS[2][3]),
+                           ("newconn", "100b", 200, GROUPS[5][3])]
             self.reps, self.duration, self.warmup = 1, 0.5, 0.1
         self.conns = 50
 
@@ -96,7 +103,10 @@ class Rate(servers.Harness):
     def run(self):
         self.started = datetime.datetime.now(datetime.timezone.utc)
         try:
-            srv = self.start_baselines(servers.make_fixtures(self.work, self.httpcrypt), "r")
+            fx = servers.make_fixtures(self.work, self.httpcrypt)
+            srv = self.start_baselines(fx, "r")
+            if any(SUITE2 & set(g[3]) for g in self.plan.groups):
+                srv.update(self.start_suite2(fx, "r"))
             for group in self.plan.groups:
                 for rep in range(1, self.plan.reps + 1):
                     for name in servers.rotated(group[3], rep - 1):

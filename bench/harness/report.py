@@ -402,13 +402,18 @@ def cell_table(result, mode, key, title, digits=1, show_range=True):
             if not a:
                 row.append("")
                 continue
-            v = a[key]
+            v = a.get(key)
+            if v is None:
+                row.append("")
+                continue
             text = fmt(v["median"], digits)
             if show_range and v["n"] > 1:
                 text += f" ({fmt(v['min'], digits)}–{fmt(v['max'], digits)})"
             row.append(text)
         if any(row):
             lines.append(f"| {name} | " + " | ".join(row) + " |")
+    if len(lines) == 4:
+        return ""
     return "\n".join(lines) + "\n"
 
 
@@ -632,6 +637,8 @@ def markdown(result, raw_name, figures):
         out.append(cell_table(result, mode, "p50_us", f"{label}: latency p50 (µs, incl. connect and handshake)", 0))
         out.append(cell_table(result, mode, "p99_us", f"{label}: latency p99 (µs)", 0))
         out.append(cell_table(result, mode, "client_cpu_us", f"{label}: generator CPU µs per request (one core)", 1, False))
+        out.append(cell_table(result, mode, "util", f"{label}: server CPU use (share of its one core; a server "
+                              "that waits for its generator pays more per request, see Method)", 2, False))
         out.append(overhead_table(result, mode))
     if "unloaded" in result:
         out.append("## Unloaded latency (one connection, new connection per request)\n")
@@ -720,7 +727,10 @@ METHOD = """## Method
   (`/proc/PID/stat`, nginx master and workers included) over the measurement window, divided by
   the requests completed in it. With two CPUs the generator is usually the bottleneck, so this, not
   requests per second, is the capacity figure. Loopback packet processing is charged to whichever
-  side sends, symmetrically for all protocols.
+  side sends, symmetrically for all protocols. A server that waits for its generator pays more per
+  request (each wake-up finds fewer ready connections), so the tables give each server's CPU use:
+  a ratio between cells at different loads carries that difference (`RATE.md` holds every
+  configuration at one offered rate instead).
 - **Bytes on the wire**: TCP payload bytes read and written at the generator's socket (below TLS),
   per request, checked once against `tcpdump` (table above). Overhead is against the plain HTTP
   mode of the same server code (nginx TLS against nginx plain; rustls and HTTPCrypt against
@@ -731,7 +741,8 @@ METHOD = """## Method
 - **Post-quantum cells**: `hcpq-fresh` is `httpcrypt serve --compact --pq on` (a key directory made
   with `keygen --pq`) asked in suite 2 (spec/hybrid.md): the generator learns the suite-2 certificate
   and the ML-KEM-768 encapsulation key once from `OPTIONS /hc/pq`, then for every request makes a
-  fresh X25519 key and a fresh encapsulation and sends the 1,088-byte ciphertext before the sealed
+  fresh X25519 key and a fresh encapsulation (aws-lc-rs's, `httpcrypt::client::encapsulate`, as the
+  Rust client's) and sends the 1,088-byte ciphertext before the sealed
   stream in a POST body, in request profile 2, as `httpcrypt::Client` does by default (its GET form
   would carry the ciphertext as base64url, 363 bytes more); its CPU ratio is taken over `hc2-fresh`,
   the suite-1 fresh key in the same profile;

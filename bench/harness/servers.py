@@ -277,6 +277,19 @@ class Harness:
                                               tickets=True)),
         }
 
+    def start_suite2(self, fx, tag):
+        """`httpcrypt serve --compact` without tickets ("hc2"), the same with
+        suite 2 ("hcpq", `--pq on`) and the rustls server taking only
+        X25519MLKEM768 ("rustlspq"): one worker each, on CPU 0."""
+        return {
+            "hc2": self.start(start_httpcrypt(self.work, fx, self.httpcrypt, 1, "0", tag + "c",
+                                              tickets=False, compact=True)),
+            "hcpq": self.start(start_httpcrypt(self.work, fx, self.httpcrypt, 1, "0", tag + "pq",
+                                               tickets=False, compact=True, pq=True)),
+            "rustlspq": self.start(start_rustls(self.work, fx, self.loadgen, 1, "0", tag + "pq",
+                                                pq=True)),
+        }
+
     def stop_all(self):
         for s in reversed(self.servers):
             s.stop()

@@ -5,7 +5,8 @@ import json
 import os
 
 IMPL = {
-    "httpcrypt": "httpcrypt-proto (aws-lc-rs X25519 and ChaCha20-Poly1305, RustCrypto HChaCha20/SHA3, ed25519-dalek)",
+    "httpcrypt": "httpcrypt-proto (aws-lc-rs X25519 and ChaCha20-Poly1305, RustCrypto HChaCha20/SHA3, ed25519-dalek; "
+                 "suite 2: aws-lc-rs ML-KEM-768, the client's encapsulation through `httpcrypt`)",
     "tls-rustls": "rustls 0.23 + aws-lc-rs (X25519, ECDSA P-256, AES-GCM/ChaCha20)",
     "ohttp": "ohttp 0.5 + bhttp 0.5, rust-hpke (RustCrypto)",
     "noise": "snow 0.9, default resolver (RustCrypto)",
