@@ -148,3 +148,55 @@ pub fn encapsulate(key: &HybridKey, client: &KexSecret) -> Result<Encapsulation,
         &ss_m,
     )?)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use httpcrypt_proto::hybrid::{HybridCert, HybridServerKey, KemSecret};
+    use httpcrypt_proto::{IdentityKey, Profile};
+    use ml_kem::kem::Decapsulate as _;
+
+    use super::*;
+
+    /// The client's encapsulation (aws-lc-rs, its own randomness) gives the
+    /// session key the server agrees on, its ML-KEM secret is the one
+    /// RustCrypto's decapsulation finds, and no two are alike.
+    #[test]
+    fn the_clients_encapsulation_meets_the_server_and_another_library() {
+        let seed = [4; 64];
+        let kem = Arc::new(KemSecret::from_seed(seed));
+        let kex = KexSecret::from_bytes([8; 32]);
+        let cert = HybridCert::sign(
+            &IdentityKey::from_seed([1; 32]),
+            Profile::V1,
+            1,
+            0,
+            u32::MAX,
+            *kex.public(),
+            kem.public().hash(),
+        );
+        let key = HybridKey::new(cert.clone(), Arc::new(kem.public().clone())).unwrap();
+        let server = HybridServerKey::new(kex, kem.clone(), cert).unwrap();
+        let client = KexSecret::from_bytes([9; 32]);
+
+        let e = encapsulate(&key, &client).unwrap();
+        assert_eq!(e.ct_x, *client.public());
+        assert_eq!(
+            &server.agree(&e.ct_x, &e.ct_m[..]).unwrap(),
+            e.session_key()
+        );
+        // The same ciphertext through RustCrypto's decapsulation and the
+        // core's combiner (the deterministic path of the test vectors).
+        let rustcrypto = ml_kem::ml_kem_768::DecapsulationKey::from_seed(seed.into());
+        let ct = ml_kem::ml_kem_768::Ciphertext::try_from(&e.ct_m[..]).unwrap();
+        let ss: [u8; 32] = rustcrypto.decapsulate(&ct).as_slice().try_into().unwrap();
+        let again =
+            Encapsulation::from_parts(&key.cert.kex_public, &client, e.ct_m.clone(), &ss).unwrap();
+        assert_eq!(again.session_key(), e.session_key());
+
+        let other = encapsulate(&key, &client).unwrap();
+        assert_ne!(other.ct_m, e.ct_m);
+        assert_ne!(other.session_key(), e.session_key());
+    }
+}
