@@ -19,7 +19,7 @@ use httpcrypt_proto::client::pq::HybridKey;
 use httpcrypt_proto::client::{ClientCredential, PreparedRequest};
 use httpcrypt_proto::hybrid::cert::{parse_cert_list, HYBRID_CERT_LEN};
 use httpcrypt_proto::hybrid::exchange::{self, HybridKeys, HybridRequest, HybridServerKey};
-use httpcrypt_proto::hybrid::{HybridCert, KemPublic, KemSecret};
+use httpcrypt_proto::hybrid::{HybridCert, KemSecret};
 use httpcrypt_proto::inner::{self, Field, ResponseHead};
 use httpcrypt_proto::outer::{self, Form, Mount};
 use httpcrypt_proto::server::{self, Accept, ParsedOuter};
@@ -68,10 +68,8 @@ pub fn note(variant: &str) -> &'static str {
 /// answer.
 pub struct Lab {
     identity: IdentityPublic,
-    /// The client's copy of the certificate and ML-KEM key.
-    cert: HybridCert,
-    ek: KemPublic,
-    /// The two paired, as `httpcrypt::Client` holds them for encapsulating.
+    /// The client's copy of the certificate and ML-KEM key, paired as
+    /// `httpcrypt::Client` holds them for encapsulating.
     key: HybridKey,
     keys: HybridKeys,
     /// The ticket key the server seals hybrid sessions' tickets with (the
@@ -129,11 +127,9 @@ impl Lab {
             .kem_for(&cert)
             .cloned()
             .ok_or_else(|| anyhow!("no key text for the certificate in the OPTIONS answer"))?;
-        let key = HybridKey::new(cert.clone(), Arc::new(ek.clone())).map_err(|e| anyhow!("{e}"))?;
+        let key = HybridKey::new(cert, Arc::new(ek)).map_err(|e| anyhow!("{e}"))?;
         let mut lab = Lab {
             identity: identity.public(),
-            cert,
-            ek,
             key,
             keys,
             ticket_key: tk,
@@ -165,7 +161,7 @@ impl Lab {
 
     /// The certificate's binary size and the key text's length.
     pub fn discovery_parts(&self) -> (usize, usize) {
-        (HYBRID_CERT_LEN, self.ek.to_text().len())
+        (HYBRID_CERT_LEN, self.key.kem.to_text().len())
     }
 
     /// One exchange of `variant` carrying `p`.
@@ -181,7 +177,7 @@ impl Lab {
             Form::Post
         };
         if variant.starts_with("pq-fresh") || compact {
-            let (cert, ek, id) = (&self.cert, &self.ek, &self.identity);
+            let (cert, ek, id) = (&self.key.cert, &*self.key.kem, &self.identity);
             run.step(
                 Side::Client,
                 Phase::Auth,
@@ -202,7 +198,7 @@ impl Lab {
         // Pads fixed at the mean, as in the classical rows.
         let pads = if compact { COMPACT_PADS } else { (PAD, PAD) };
         let fresh_key;
-        let (cert, key) = (&self.cert, &self.key);
+        let (cert, key) = (&self.key.cert, &self.key);
         let prepared = match variant {
             "pq-fresh-post" | "pq-fresh-get" | "pq-compact-post" | "pq-cached" => {
                 let client = if variant == "pq-cached" {
@@ -284,7 +280,7 @@ impl Lab {
         let (Accept::Request(accepted), outer_body) = accepted else {
             bail!("server did not take the request as HTTPCrypt");
         };
-        if accepted.kid != self.cert.kid() {
+        if accepted.kid != self.key.cert.kid() {
             bail!("server accepted the request under another key than the suite-2 one");
         }
         let (ihead, ibody) = run
@@ -298,7 +294,7 @@ impl Lab {
         // As the classical rows: the first answer of the session on a
         // connection carries a fresh ticket, sealing the hybrid k and the
         // suite-2 key ID, valid as long as the certificate.
-        let (tk, expiry) = (&self.ticket_key, self.cert.not_after);
+        let (tk, expiry) = (&self.ticket_key, self.key.cert.not_after);
         let ticket = run.step(Side::Server, Phase::KeyAgreement, "issue ticket", || {
             tk.seal(
                 &TicketContents {
