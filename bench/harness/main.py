@@ -215,7 +215,6 @@ def aggregate(runs, key_fields=("config", "cell")):
             "rps": stat(lambda r: r["rps"]),
             "cpu_us": stat(lambda r: r["server_cpu_us_per_req"]),
             "client_cpu_us": stat(lambda r: r["client_cpu_us_per_req"]),
-            "util": stat(lambda r: r.get("server_cpu_util", 0.0)),
             "p50_us": stat(lambda r: r["latency_us"]["p50"]),
             "p99_us": stat(lambda r: r["latency_us"]["p99"]),
             "ttfb_p50_us": stat(lambda r: r["ttfb_us"]["p50"]),
@@ -229,12 +228,14 @@ def aggregate(runs, key_fields=("config", "cell")):
             "resumed": stat(lambda r: r.get("resumed_fraction", 0.0)),
             "cdf": med["latency_cdf"],
         }
-        # The server's user-space and kernel time apart (every loadgen run
-        # reports them; the rows of other tools do not).
+        # The server's user-space and kernel time apart, and its share of
+        # its core (every loadgen run reports them; the rows of other tools
+        # do not).
         if all("server_user_us_per_req" in r for r in rs):
             out["|".join(str(x) for x in k)].update(
                 user_us=stat(lambda r: r["server_user_us_per_req"]),
-                sys_us=stat(lambda r: r["server_sys_us_per_req"]))
+                sys_us=stat(lambda r: r["server_sys_us_per_req"]),
+                util=stat(lambda r: r["server_cpu_util"]))
     return out
 
 

@@ -46,9 +46,9 @@ GROUPS = [
 ]
 
 # The ratios a / b of server CPU per request, per key of
-# bench/results/summary.json (`report.CPU_KEYS` and the suite-2 keys), in
-# every group of that mode and file where both ran.
-RATIOS = report.SPLIT_KEYS
+# bench/results/summary.json, in every group of that mode and file where
+# both ran.
+RATIOS = {**report.CPU_KEYS, **report.SUITE2_KEYS}
 
 # The servers the suite-2 group needs beyond `start_baselines`'.
 SUITE2 = {"hc2-fresh", "hcpq-fresh", "rustls-tls13-pq"}

@@ -549,14 +549,16 @@ CPU_KEYS = {
 }
 
 
-# The split table's keys: the CPU keys above and the suite-2 ones, which
-# bench/crosscheck and bench/rate do not re-measure.
-SPLIT_KEYS = {
-    **CPU_KEYS,
+# The suite-2 CPU keys, which bench/rate re-measures and bench/crosscheck
+# does not.
+SUITE2_KEYS = {
     "newconn_100b_cpu_httpcrypt_pq_over_fresh": ("hcpq-fresh", "hc2-fresh", ("newconn", "100b")),
     "newconn_100b_cpu_rustls_tls13_pq_over_httpcrypt_pq": ("rustls-tls13-pq", "hcpq-fresh",
                                                            ("newconn", "100b")),
 }
+
+# The split table's keys: all of them.
+SPLIT_KEYS = {**CPU_KEYS, **SUITE2_KEYS}
 
 
 def split_section(result):

@@ -219,14 +219,10 @@ impl Lab {
                     || -> Result<PreparedRequest> {
                         // The Rust client's encapsulation (aws-lc-rs).
                         let e = httpcrypt::client::encapsulate(key, client)?;
-                        let h = HybridRequest::from_encapsulation(cert, e, n0, pads.0, pads.1)
-                            .map(PreparedRequest::from)
-                            .map_err(|e| anyhow!("{e}"))?;
-                        if compact {
-                            h.compact(HOST).map_err(|e| anyhow!("{e}"))
-                        } else {
-                            Ok(h)
-                        }
+                        let h = PreparedRequest::from(HybridRequest::from_encapsulation(
+                            cert, e, n0, pads.0, pads.1,
+                        )?);
+                        Ok(if compact { h.compact(HOST)? } else { h })
                     },
                 )?
             }
