@@ -148,8 +148,14 @@ impl<H: Head> Decoder<H> {
     /// Call at the end of the stream: the head must be complete and the body
     /// must match a declared Content-Length. Pull all events before calling.
     pub fn finish(self) -> Result<()> {
-        if let Some(e) = self.failed {
-            return Err(e);
+        self.check_finished()
+    }
+
+    /// [`Decoder::finish`] without giving the decoder up (see
+    /// [`crate::stream::Opener::check_finished`]).
+    pub fn check_finished(&self) -> Result<()> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
         }
         if !self.head_done {
             return Err(Error::MalformedInner);

@@ -285,8 +285,15 @@ impl Opener {
     /// Ends the input: succeeds only if the FINAL record verified and nothing
     /// follows it; otherwise the stream was truncated (spec §3).
     pub fn finish(self) -> Result<()> {
-        match self.state {
-            State::Failed(e) => Err(e),
+        self.check_finished()
+    }
+
+    /// [`Opener::finish`] without giving the opener up: for a caller that
+    /// holds it in place (a body), which then drops it where it lies
+    /// instead of moving its few hundred bytes out first.
+    pub fn check_finished(&self) -> Result<()> {
+        match &self.state {
+            State::Failed(e) => Err(e.clone()),
             State::EndPending | State::Done => Ok(()),
             State::Nonce | State::Records => Err(Error::Truncated),
         }

@@ -265,13 +265,17 @@ where
 {
     /// Opens the stream carried by `outer` (or, for the GET form, already
     /// in `initial` with `outer = None`).
+    ///
+    /// Boxed as it is made: the body is a few hundred bytes (the opener and
+    /// the decoder), every caller keeps it behind a pointer, and a body
+    /// built on the stack and boxed after was copied three times over.
     pub fn new(
         opener: Opener,
         decoder: Decoder<H>,
         outer: Option<B>,
         initial: Vec<u8>,
-    ) -> Result<Self, Error> {
-        let mut this = OpenBody {
+    ) -> Result<Box<Self>, Error> {
+        let mut this = Box::new(OpenBody {
             outer: outer.map(Box::pin),
             opener: Some(opener),
             decoder: Some(decoder),
@@ -283,7 +287,7 @@ where
             received: 0,
             max_outer: u64::MAX,
             done: false,
-        };
+        });
         if !initial.is_empty() {
             this.push(initial)?;
         }
@@ -327,8 +331,13 @@ where
         if self.outer.is_some() || self.opener.is_none() {
             return Ok(());
         }
-        let mut parts = (self.opener.take(), self.decoder.take());
-        finish_parts(&mut parts, &mut self.head, &mut self.ready).map_err(Error::from)
+        finish_parts(
+            &mut self.opener,
+            &mut self.decoder,
+            &mut self.head,
+            &mut self.ready,
+        )
+        .map_err(Error::from)
     }
 
     /// Reads until the inner head is complete and returns it.
@@ -340,8 +349,12 @@ where
             if self.done {
                 // The stream is judged before the inner parse (spec §11.4): a
                 // stream cut short is `truncated`, a complete one `malformed_inner`.
-                let mut parts = (self.opener.take(), self.decoder.take());
-                finish_parts(&mut parts, &mut self.head, &mut self.ready)?;
+                finish_parts(
+                    &mut self.opener,
+                    &mut self.decoder,
+                    &mut self.head,
+                    &mut self.ready,
+                )?;
                 return Err(httpcrypt_proto::Error::MalformedInner.into());
             }
             match std::future::poll_fn(|cx| self.poll_outer(cx)).await {
@@ -447,8 +460,13 @@ where
                 return Poll::Ready(None);
             }
             let r = if this.done {
-                let mut parts = (this.opener.take(), this.decoder.take());
-                finish_parts(&mut parts, &mut this.head, &mut this.ready).map_err(Error::from)
+                finish_parts(
+                    &mut this.opener,
+                    &mut this.decoder,
+                    &mut this.head,
+                    &mut this.ready,
+                )
+                .map_err(Error::from)
             } else {
                 match ready!(this.poll_outer(cx)) {
                     Ok(()) => continue,
@@ -473,21 +491,31 @@ where
     }
 }
 
+/// Ends the stream: the plaintext still buffered, then the opener's and
+/// the decoder's verdicts (a stream cut short, a body that does not match
+/// its length). Both are gone afterwards, whatever the verdict; they are
+/// judged and dropped where they lie rather than moved out first.
 fn finish_parts<H: Head>(
-    parts: &mut (Option<Opener>, Option<Decoder<H>>),
+    opener: &mut Option<Opener>,
+    decoder: &mut Option<Decoder<H>>,
     head: &mut Option<H>,
     ready: &mut BytesMut,
 ) -> Result<(), httpcrypt_proto::Error> {
-    if let (Some(o), Some(d)) = (parts.0.as_mut(), parts.1.as_mut()) {
-        drain(o, d, head, ready)?;
-    }
-    if let Some(o) = parts.0.take() {
-        o.finish()?;
-    }
-    if let Some(d) = parts.1.take() {
-        d.finish()?;
-    }
-    Ok(())
+    let verdict = (|| {
+        if let (Some(o), Some(d)) = (opener.as_mut(), decoder.as_mut()) {
+            drain(o, d, head, ready)?;
+        }
+        if let Some(o) = opener.as_ref() {
+            o.check_finished()?;
+        }
+        match decoder.as_ref() {
+            Some(d) => d.check_finished(),
+            None => Ok(()),
+        }
+    })();
+    *opener = None;
+    *decoder = None;
+    verdict
 }
 
 #[cfg(test)]

@@ -178,7 +178,7 @@ where
         outer_body,
         initial,
     ) {
-        Ok(o) => Box::new(o),
+        Ok(o) => o,
         Err(Error::Protocol(e)) => return Err(Stop::Inner(e)),
         Err(e) => return Err(Stop::Failure(e)),
     };
