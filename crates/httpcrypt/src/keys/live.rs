@@ -78,6 +78,12 @@ impl LiveKeys {
         self.changes.subscribe()
     }
 
+    /// How many times a key has been added or removed so far: equal
+    /// values mean the same set of keys.
+    pub fn generation(&self) -> u64 {
+        *self.changes.borrow()
+    }
+
     /// Runs `f` with read access to the keys.
     pub fn with<R>(&self, f: impl FnOnce(&ServerKeys) -> R) -> R {
         f(&self.keys.read().unwrap_or_else(|p| p.into_inner()))

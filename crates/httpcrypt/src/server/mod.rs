@@ -101,6 +101,7 @@ impl HttpCryptLayer {
                 cache,
                 defence,
                 purged: std::sync::atomic::AtomicU64::new(0),
+                purge_seen: Mutex::new(shared::PurgeSeen::NEVER),
                 session_id_key: httpcrypt_proto::suite::SipKey::from_seed(random_seed()),
                 short_keys: std::sync::Mutex::new(httpcrypt_proto::ticket::ShortKeyMemo::new(
                     shared::SHORT_KEY_SLOTS,

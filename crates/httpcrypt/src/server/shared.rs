@@ -19,14 +19,35 @@ pub(super) struct Shared {
     pub(super) strikes: Arc<dyn StrikeStore>,
     pub(super) cache: Option<Mutex<SessionCache>>,
     pub(super) defence: Option<crate::defence::Defence>,
-    /// When the cache was last purged of expired kids (unix seconds).
+    /// When the cache was last checked for expired kids (unix seconds).
     pub(super) purged: std::sync::atomic::AtomicU64,
+    /// What the last purge of the cache saw of the keys (see
+    /// [`Shared::purge_cache`]).
+    pub(super) purge_seen: Mutex<PurgeSeen>,
     /// Payloads emitted as stubs (split serving).
     pub(super) store: Option<Arc<ContentStore>>,
     /// Random SipHash key of [`Shared::session_id`].
     pub(super) session_id_key: httpcrypt_proto::suite::SipKey,
     /// Short-ticket keys derived lately, for every connection (spec §7.3).
     pub(super) short_keys: std::sync::Mutex<httpcrypt_proto::ticket::ShortKeyMemo>,
+}
+
+/// The keys as the last purge of the session cache found them: the key
+/// ring's generation ([`LiveKeys::generation`]) and the earliest
+/// `not_after` among the live keys. While both hold, no cached entry can
+/// belong to a dead key, and the purge skips its scan.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PurgeSeen {
+    pub(super) generation: u64,
+    pub(super) live_until: u64,
+}
+
+impl PurgeSeen {
+    /// Before any purge: the first one scans.
+    pub(super) const NEVER: PurgeSeen = PurgeSeen {
+        generation: u64::MAX,
+        live_until: 0,
+    };
 }
 
 /// Slots of [`Shared::short_keys`]: short tickets in use at once that skip
