@@ -48,7 +48,7 @@ GROUPS = [
 # The ratios a / b of server CPU per request, per key of
 # bench/results/summary.json, in every group of that mode and file where
 # both ran.
-RATIOS = {**report.CPU_KEYS, **report.SUITE2_KEYS}
+RATIOS = report.ALL_CPU_KEYS
 
 # The servers the suite-2 group needs beyond `start_baselines`'.
 SUITE2 = {"hc2-fresh", "hcpq-fresh", "rustls-tls13-pq"}

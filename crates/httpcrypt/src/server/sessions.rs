@@ -116,18 +116,17 @@ impl Shared {
         if seen.generation == generation && now <= seen.live_until {
             return;
         }
-        let (live, live_until) = self.keys.with(|k| {
-            let live: Vec<&httpcrypt_proto::server::ServerKey> = k
-                .keys()
-                .iter()
-                .filter(|x| now <= u64::from(x.cert.not_after))
-                .collect();
-            let until = live
-                .iter()
-                .map(|x| u64::from(x.cert.not_after))
-                .min()
-                .unwrap_or(u64::MAX);
-            (live.iter().map(|x| x.kid).collect::<Vec<_>>(), until)
+        // The live kids, and when the first of them dies.
+        let mut live = Vec::new();
+        let mut live_until = u64::MAX;
+        self.keys.with(|k| {
+            for x in k.keys() {
+                let not_after = u64::from(x.cert.not_after);
+                if now <= not_after {
+                    live.push(x.kid);
+                    live_until = live_until.min(not_after);
+                }
+            }
         });
         cache
             .lock()
