@@ -10,6 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+disk_free() { df -Pk . | awk 'NR == 2 { printf "%.1f GB free", $4 / 1048576 }'; }
+
 # Each step's wall time, printed at the end (CI must stay well inside its budget).
 timings=()
 started=$(date +%s)
@@ -21,8 +23,14 @@ step() {
   [ -z "$last_name" ] || timings+=("$(printf '%6d s  %s' $((now - last_at)) "$last_name")")
   last_at=$now
   last_name="$*"
-  printf '\n== %s\n' "$*"
+  printf '\n== %s  [disk: %s]\n' "$*" "$(disk_free)"
 }
+
+# The test builds hold several GB of artefacts (debug, release, fuzz); a build
+# that cannot write them fails with "No space left on device" in the middle of
+# a compile. Incremental caches would double the debug build's size for a
+# one-shot run, so they stay off unless the caller asks for them.
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 
 step "toolchain"
 if ! command -v cargo >/dev/null 2>&1; then
@@ -103,4 +111,5 @@ step "done"
 echo
 printf '%s\n' "${timings[@]}"
 printf '%6d s  in all\n' $(($(date +%s) - started))
+echo "disk: $(disk_free) here at the end"
 echo "all checks passed"
