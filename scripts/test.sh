@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-disk_free() { df -Pk . | awk 'NR == 2 { printf "%.1f GB free", $4 / 1048576 }'; }
+disk_free() { df -Pk . | awk 'NR == 2 { printf "%.1f GiB free", $4 / 1048576 }'; }
 
 # Each step's wall time, printed at the end (CI must stay well inside its budget).
 timings=()
@@ -26,10 +26,10 @@ step() {
   printf '\n== %s  [disk: %s]\n' "$*" "$(disk_free)"
 }
 
-# The test builds hold several GB of artefacts (debug, release, fuzz); a build
+# The test builds hold several GiB of artefacts (debug, release, fuzz); a build
 # that cannot write them fails with "No space left on device" in the middle of
-# a compile. Incremental caches would double the debug build's size for a
-# one-shot run, so they stay off unless the caller asks for them.
+# a compile. Incremental caches add about 40 % to the debug build's size and a
+# one-shot run never reuses them, so they stay off unless the caller asks.
 export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 
 step "toolchain"

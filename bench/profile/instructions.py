@@ -62,8 +62,10 @@ ANSWERED = [
     ("bad-nonce", b"GET /hc/bogus HTTP/1.1\r\nHost: bench.test\r\n\r\n", 400),
     ("method", b"PUT /hc/x HTTP/1.1\r\nHost: bench.test\r\nContent-Length: 0\r\n\r\n", 405),
 ]
-# Allocation entry points (glibc's, which Rust's global allocator and aws-lc use).
-MALLOC = ("malloc", "__libc_malloc", "calloc", "__libc_calloc")
+# Allocation entry points (glibc's, which Rust's global allocator and aws-lc use;
+# Rust's system allocator asks for an alignment above 16 bytes with posix_memalign).
+MALLOC = ("malloc", "__libc_malloc", "calloc", "__libc_calloc", "posix_memalign", "aligned_alloc",
+          "memalign")
 
 # Where a function's own instructions are counted in the breakdown by
 # component, in this order of the table. The protocol's own work (the
@@ -88,11 +90,15 @@ _CORE = ("httpcrypt_proto", "base64_simd", "base64", "vsimd")
 _HTTP = ("hyper", "http", "httparse", "h2", "tower", "tower_service", "tower_layer", "http_body",
          "http_body_util", "hyper_util", "bytes")
 _RUNTIME = ("tokio", "mio", "futures_util", "futures_core", "futures", "pin_project_lite")
-# glibc's allocator: these names, and every `_int_*` and `__libc_*` helper.
+# glibc's allocator: these names, every `_int_*` and `__libc_*` helper and the
+# aligned entry points; and the `httpcrypt` binary's global allocator in front of it
+# (crates/httpcrypt-cli/src/heap.rs), which would otherwise count for the layer.
 _ALLOC = ("malloc", "free", "calloc", "realloc", "cfree", "malloc_consolidate", "tcache_get",
           "tcache_put", "unlink_chunk", "__rust_alloc", "__rust_dealloc", "__rust_realloc",
-          "__rdl_alloc", "__rdl_dealloc", "__rdl_realloc")
-_ALLOC_PREFIXES = ("_int_", "__libc_malloc", "__libc_free", "__libc_calloc", "__libc_realloc")
+          "__rdl_alloc", "__rdl_dealloc", "__rdl_realloc", "posix_memalign", "aligned_alloc",
+          "memalign")
+_ALLOC_PREFIXES = ("_int_", "__libc_malloc", "__libc_free", "__libc_calloc", "__libc_realloc",
+                   "_mid_memalign", "__libc_memalign", "<httpcrypt::heap::Heap as ")
 
 
 def _crate(fn):

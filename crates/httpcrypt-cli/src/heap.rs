@@ -7,7 +7,8 @@
 //! its per-thread cache, takes a chunk `align` bytes too large from the
 //! bins and splits the ends off again: about 500 instructions each, where a
 //! `malloc` of the same size from the thread cache takes under 100 (callgrind
-//! of `serve` under new plaintext connections, `bench/profile/instructions`).
+//! of `serve` under new plaintext connections; `bench/profile/INSTRUCTIONS.md`
+//! has the per-request totals before and after).
 //! Here such a request takes `size + align` bytes from `malloc`, returns
 //! the first aligned address past its start and keeps the start in the word
 //! before it, which `dealloc` reads back: the same chunk goes to `free`, and

@@ -668,15 +668,8 @@ fn listen_accepts_port_only_and_names() {
     // A free port for each form, taken just before the server binds it:
     // one port kept across both servers could meanwhile become another
     // test's connection's local port (`:PORT` binds every address).
-    let free_port = || {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    };
     for form in [":", "localhost:"] {
-        let port = free_port();
+        let port = common::free_port();
         let listen = format!("{form}{port}");
         let mut cmd = std::process::Command::new(common::BIN);
         cmd.args(["serve", "--listen", &listen, "--keys"])

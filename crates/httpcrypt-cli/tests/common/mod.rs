@@ -265,16 +265,21 @@ pub fn upstream() -> Proc {
     })
 }
 
-/// A throwaway `redis-server` on a free loopback port: no persistence,
-/// killed on drop.
-pub fn redis_server() -> Proc {
-    // Redis cannot be told to pick a port itself; a port just freed by the
-    // kernel is free with overwhelming likelihood.
-    let port = TcpListener::bind("127.0.0.1:0")
+/// A loopback TCP port the kernel just handed out and freed, for a process
+/// that cannot be told to pick one itself: free with overwhelming
+/// likelihood if bound at once (take one per process, just before it binds).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
-        .port();
+        .port()
+}
+
+/// A throwaway `redis-server` on a free loopback port: no persistence,
+/// killed on drop.
+pub fn redis_server() -> Proc {
+    let port = free_port();
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let mut cmd = Command::new("redis-server");
     cmd.args(["--bind", "127.0.0.1", "--port", &port.to_string()])
